@@ -1,0 +1,46 @@
+# Set-up and checks. `make test` is what CI runs (.ci/run); `make demo` runs the main example.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.8
+UV := $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := python3 -m uv
+endif
+
+.PHONY: env system-deps lint typecheck pytest test demo examples benchmarks clean
+
+env: $(VENV)/.synced
+
+$(VENV)/.synced: uv.lock pyproject.toml
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || \
+		python3 -m pip install --quiet "uv==$(UV_VERSION)"
+	$(UV) sync --frozen --all-extras
+	@touch $@
+
+# Debian packages the tests use: a PostgreSQL server for the ledger tests, Chromium for the UI test.
+system-deps:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+lint: env
+	$(BIN)/ruff check dp_pipeline airflow_plugin tests examples benchmarks
+
+typecheck: env
+	$(BIN)/mypy
+
+pytest: env system-deps
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+demo: env
+	$(BIN)/python examples/demo.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,23 @@
+"""dp-pipeline: keep data pipelines inside a differential-privacy budget."""
+
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    PrivacyLeakWarning,
+    UnsupportedCompositionError,
+)
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+
+__all__ = [
+    "ApproxDP",
+    "BudgetExceededError",
+    "GaussianDP",
+    "Guarantee",
+    "InvalidParameterError",
+    "PrivacyEvent",
+    "PrivacyLeakWarning",
+    "PureDP",
+    "UnsupportedCompositionError",
+]
+__version__ = "0.1.0"

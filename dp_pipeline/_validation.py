@@ -1,0 +1,90 @@
+"""Shared validation of numbers and arrays, raising InvalidParameterError that names the parameter."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Annotated, Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from dp_pipeline.exceptions import InvalidParameterError
+
+__all__ = ["FiniteFloat", "ValidatedModel", "as_real", "check_array", "check_positive_int", "check_real"]
+
+
+def as_real(value: Any) -> float:
+    """Return ``value`` as a finite float; reject bools, strings, NaN and infinities."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"must be a real number, got {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"must be finite, got {result}")
+    return result
+
+
+FiniteFloat = Annotated[float, BeforeValidator(as_real)]
+"""A finite real number; ints and numpy scalars are accepted, strings and bools are not."""
+
+
+def _message(exc: ValidationError, owner: str) -> tuple[str, str | None]:
+    error = exc.errors(include_url=False)[0]
+    loc = ".".join(str(part) for part in error["loc"])
+    text = str(error["msg"]).removeprefix("Value error, ")
+    if loc:
+        return f"{owner}: invalid parameter {loc!r}: {text}", loc
+    return f"{owner}: {text}", None
+
+
+M = TypeVar("M", bound="ValidatedModel")
+
+
+class ValidatedModel(BaseModel):
+    """Frozen pydantic model whose validation errors surface as InvalidParameterError."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            message, parameter = _message(exc, type(self).__name__)
+            raise InvalidParameterError(message, parameter) from None
+
+
+def check_array(values: Any, name: str = "values", *, allow_empty: bool = False) -> NDArray[np.float64]:
+    """Return ``values`` as a float64 array with only finite entries, or raise InvalidParameterError."""
+    if isinstance(values, (str, bytes)):
+        raise InvalidParameterError(f"{name!r} must be numeric array-like, got a string", name)
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{name!r} must be numeric array-like: {exc}", name) from None
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.number)):
+        raise InvalidParameterError(f"{name!r} must be numeric, got dtype {array.dtype}", name)
+    if np.iscomplexobj(array):
+        raise InvalidParameterError(f"{name!r} must be real, got complex values", name)
+    array = array.astype(np.float64, copy=False)
+    if array.size == 0 and not allow_empty:
+        raise InvalidParameterError(f"{name!r} is empty", name)
+    if not np.all(np.isfinite(array)):
+        raise InvalidParameterError(f"{name!r} contains NaN or infinite values", name)
+    return array
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return ``value`` as a positive int, or raise InvalidParameterError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise InvalidParameterError(f"{name!r} must be a positive integer, got {value!r}", name)
+    return int(value)
+
+
+
+def check_real(value: Any, name: str) -> float:
+    """Return ``value`` as a finite float, or raise InvalidParameterError naming ``name``."""
+    try:
+        return as_real(value)
+    except ValueError as exc:
+        raise InvalidParameterError(f"{name!r} {exc}", name) from None

@@ -1,0 +1,89 @@
+"""Exceptions and warnings raised by dp-pipeline.
+
+Every error fails closed and explains itself: what was asked, what is known, and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "InvalidParameterError",
+    "LedgerError",
+    "PrivacyLeakWarning",
+    "UnsupportedCompositionError",
+]
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter or an input has the wrong type or an invalid value.
+
+    Subclasses both ``ValueError`` and ``TypeError`` (as scikit-learn's error of the same name does), so
+    callers that catch either keep working. ``parameter`` names the offending argument when one can be named.
+    """
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class BudgetExceededError(RuntimeError):
+    """A spend would take a dataset past its privacy budget; nothing was charged.
+
+    Attributes
+    ----------
+    dataset : str
+        The dataset whose budget would be exceeded.
+    requested, spent, remaining, budget : object
+        The requested cost, the amount already spent, what remains and the total budget (guarantee
+        objects or numbers, in the budget's currency).
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        requested: object,
+        spent: object,
+        remaining: object,
+        budget: object = None,
+        detail: str = "",
+    ) -> None:
+        self.dataset = dataset
+        self.requested = requested
+        self.spent = spent
+        self.remaining = remaining
+        self.budget = budget
+        message = (
+            f"privacy budget of dataset {dataset!r} would be exceeded: requested {requested}, "
+            f"spent {spent}, remaining {remaining}"
+        )
+        if budget is not None:
+            message += f" (budget {budget})"
+        message += (
+            ". Nothing was charged. Lower the request (larger noise, fewer releases) or raise the "
+            "dataset's budget deliberately."
+        )
+        if detail:
+            message += f" {detail}"
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            type(self),
+            (self.dataset, self.requested, self.spent, self.remaining, self.budget),
+        )
+
+
+class UnsupportedCompositionError(ValueError):
+    """A guarantee cannot be expressed in the currency of the budget it is charged to.
+
+    For example an (ε, δ > 0) guarantee implies no μ-GDP guarantee at all (f_{ε,δ}(0) = 1 − δ < G_μ(0) = 1),
+    so it cannot be charged to a μ-GDP budget.
+    """
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be used: corrupt, tampered, written by a newer schema, or inconsistent."""
+
+
+class PrivacyLeakWarning(UserWarning):
+    """An operation may leak privacy beyond what is accounted, e.g. bounds computed from the data."""

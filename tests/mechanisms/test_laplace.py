@@ -1,0 +1,64 @@
+"""Laplace mechanism against its definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from dp_pipeline import InvalidParameterError, PureDP
+from dp_pipeline.mechanisms import Laplace
+
+
+def test_scale_and_guarantee() -> None:
+    m = Laplace(epsilon=0.5, sensitivity=2.0)
+    assert m.scale == 4.0
+    assert m.guarantee == PureDP(0.5)
+    assert m.event.kind == "laplace"
+    assert m.event.parameters["scale"] == 4.0
+    assert m.event.sensitivity == 2.0
+
+
+def test_pdf_is_a_density_with_the_stated_variance() -> None:
+    m = Laplace(epsilon=0.7, sensitivity=1.5)
+    mass, _ = integrate.quad(lambda y: m.pdf(y, 3.0), -np.inf, np.inf)
+    second, _ = integrate.quad(lambda y: (y - 3.0) ** 2 * m.pdf(y, 3.0), -np.inf, np.inf)
+    assert mass == pytest.approx(1.0, abs=1e-9)
+    assert second == pytest.approx(m.variance, rel=1e-7)
+    np.testing.assert_allclose(m.pdf([0.0, 1.0], 0.2), stats.laplace.pdf([0.0, 1.0], loc=0.2, scale=m.scale))
+
+
+def test_density_ratio_of_neighbours_is_bounded_by_exp_epsilon() -> None:
+    m = Laplace(epsilon=0.9, sensitivity=1.0)
+    y = np.linspace(-20, 20, 40001)
+    ratio = m.pdf(y, 0.0) / m.pdf(y, 1.0)
+    assert ratio.max() <= np.exp(0.9) * (1 + 1e-12)
+    assert ratio.max() == pytest.approx(np.exp(0.9))
+
+
+def test_randomize_is_vectorised_and_reproducible() -> None:
+    m = Laplace(epsilon=1.0)
+    x = np.arange(12.0).reshape(3, 4)
+    a, b = m.randomize(x, rng=7), m.randomize(x, rng=7)
+    assert a.shape == (3, 4)
+    np.testing.assert_array_equal(a, b)
+    assert isinstance(m.randomize(5, rng=1), float)
+    assert m.randomize([1, 2, 3]).shape == (3,)
+
+
+@pytest.mark.slow
+def test_noise_is_laplace_distributed() -> None:
+    m = Laplace(epsilon=0.8, sensitivity=2.0)
+    noise = m.randomize(np.zeros(200_000), rng=3)
+    assert stats.kstest(noise, stats.laplace(scale=m.scale).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("bad", [[np.nan], [np.inf], [], "abc", [[1, 2], [3]], [1 + 2j], [True, False]])
+def test_randomize_rejects_bad_values(bad: object) -> None:
+    with pytest.raises(InvalidParameterError, match="values"):
+        Laplace(epsilon=1.0).randomize(bad)
+
+
+def test_randomize_rejects_bad_rng() -> None:
+    with pytest.raises(InvalidParameterError, match="rng"):
+        Laplace(epsilon=1.0).randomize([1.0], rng="seed")  # type: ignore[arg-type]
