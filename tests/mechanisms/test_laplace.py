@@ -8,6 +8,7 @@ from scipy import integrate, stats
 
 from dp_pipeline import InvalidParameterError, PureDP
 from dp_pipeline.mechanisms import Laplace
+from tests.mechanisms.empirical import assert_empirically_dp
 
 
 def test_scale_and_guarantee() -> None:
@@ -62,3 +63,19 @@ def test_randomize_rejects_bad_values(bad: object) -> None:
 def test_randomize_rejects_bad_rng() -> None:
     with pytest.raises(InvalidParameterError, match="rng"):
         Laplace(epsilon=1.0).randomize([1.0], rng="seed")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_empirical_ratio_within_exp_epsilon() -> None:
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
+    ratio = assert_empirically_dp(
+        lambda v, seed: m.randomize(v, rng=seed), 0.0, 1.0, 1.0, bins=np.linspace(-6, 7, 60)
+    )
+    # the check has power: the certified ratio gets close to the true worst case e^ε
+    assert ratio > np.exp(1.0) * 0.85
+    # and it catches a mechanism with half the claimed noise
+    half = Laplace(epsilon=2.0, sensitivity=1.0)
+    with pytest.raises(AssertionError, match="exceeds"):
+        assert_empirically_dp(
+            lambda v, seed: half.randomize(v, rng=seed), 0.0, 1.0, 1.0, bins=np.linspace(-6, 7, 60)
+        )
