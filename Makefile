@@ -29,7 +29,7 @@ system-deps:
 	fi
 
 lint: env
-	$(BIN)/ruff check dp_pipeline airflow_plugin tests examples benchmarks
+	$(BIN)/ruff check $(wildcard dp_pipeline airflow_plugin tests examples benchmarks)
 
 typecheck: env
 	$(BIN)/mypy
