@@ -2,6 +2,22 @@
 the accounting."""
 
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.mechanisms.bounded import BoundedLaplace, BoundedStaircase
+from dp_pipeline.mechanisms.gaussian import Gaussian
 from dp_pipeline.mechanisms.laplace import Laplace
+from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.mechanisms.staircase import Staircase, staircase_cdf, staircase_pdf
 
-__all__ = ["ContinuousMechanism", "Laplace", "Mechanism"]
+__all__ = [
+    "BinaryRandomizedResponse",
+    "BoundedLaplace",
+    "BoundedStaircase",
+    "ContinuousMechanism",
+    "Gaussian",
+    "KRandomizedResponse",
+    "Laplace",
+    "Mechanism",
+    "Staircase",
+    "staircase_cdf",
+    "staircase_pdf",
+]

@@ -15,7 +15,16 @@ from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["RNGLike", "choice_index", "gaussian", "laplace", "make_rng", "uniform"]
+__all__ = [
+    "RNGLike",
+    "bernoulli",
+    "choice_index",
+    "gaussian",
+    "geometric",
+    "laplace",
+    "make_rng",
+    "uniform",
+]
 
 RNGLike = None | int | np.random.Generator
 
@@ -46,6 +55,21 @@ def gaussian(rng: np.random.Generator, sigma: float, shape: tuple[int, ...]) -> 
 def uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> NDArray[np.float64]:
     """Uniform [0, 1) draws of the given shape."""
     return rng.random(size=shape)
+
+
+def bernoulli(rng: np.random.Generator, p: float, shape: tuple[int, ...]) -> NDArray[np.bool_]:
+    """Bernoulli(p) draws (True with probability ``p``) of the given shape."""
+    return rng.random(size=shape) < p
+
+
+def geometric(rng: np.random.Generator, log_q: float, shape: tuple[int, ...]) -> NDArray[np.float64]:
+    """Failures before the first success, P(G ≥ k) = q^k with q = exp(``log_q``) < 1, as floats.
+
+    Drawn by inversion, G = ⌊ln U / ln q⌋ with U uniform on (0, 1]; taking ln q as the parameter keeps
+    q = e^{−ε} exact for large ε, and float output cannot overflow when q is close to 1.
+    """
+    u = 1.0 - rng.random(size=shape)
+    return np.floor(np.log(u) / log_q)
 
 
 def choice_index(

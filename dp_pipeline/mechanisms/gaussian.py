@@ -1,0 +1,316 @@
+"""The Gaussian mechanism, calibrated exactly (analytic), by the tail bound, classically, or to μ-GDP."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+from scipy import optimize, special
+
+from dp_pipeline._validation import FiniteFloat
+from dp_pipeline.guarantees import ApproxDP, GaussianDP
+from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms._base import ContinuousMechanism
+
+__all__ = ["Calibration", "Gaussian", "analytic_sigma", "classic_sigma", "tail_bound_sigma"]
+
+Calibration = Literal["analytic", "tail_bound", "classic", "gdp"]
+"""How σ is derived: the exact (ε, δ) condition, the seed's tail bound, the classic bound, or μ-GDP."""
+
+_UNIT = 2.0**-52  # double precision unit roundoff (times 2)
+
+
+def _divide_up(numerator: float, denominator: float) -> float:
+    """numerator / denominator rounded toward +inf (exact when the quotient is representable)."""
+    quotient = numerator / denominator
+    if Fraction(quotient) * Fraction(denominator) < Fraction(numerator):
+        quotient = math.nextafter(quotient, math.inf)
+    return quotient
+
+
+def _log_tail(epsilon: float, x: float) -> float:
+    """ln Φ(1/(2x) − εx) with x = σ/S: the log of the seed's tail bound P(L > ε)."""
+    return float(special.log_ndtr(0.5 / x - epsilon * x))
+
+
+def _log_exact_delta(epsilon: float, x: float) -> float:
+    """ln δ(ε) of the Gaussian mechanism with x = σ/S, δ(ε) = Φ(1/(2x) − εx) − e^ε Φ(−1/(2x) − εx).
+
+    Both terms are taken in log space, so e^ε never overflows; their difference is formed with expm1.
+    """
+    log_first = _log_tail(epsilon, x)
+    log_second = epsilon + float(special.log_ndtr(-0.5 / x - epsilon * x))
+    diff = log_second - log_first
+    if diff >= 0.0:  # only by rounding, when δ(ε) is below what doubles resolve
+        return -math.inf
+    return log_first + math.log(-math.expm1(diff))
+
+
+def _tail_bound_ratio(epsilon: float, delta: float) -> float:
+    """The x = σ/S that solves Φ(1/(2x) − εx) = δ: the positive root of εx² + zx − 1/2 = 0, z = Φ⁻¹(δ)."""
+    z = float(special.ndtri(delta))
+    root = math.sqrt(z * z + 2.0 * epsilon)
+    # two algebraically equal forms of the root; each is free of cancellation on its side of z = 0
+    return (root - z) / (2.0 * epsilon) if z < 0.0 else 1.0 / (z + root)
+
+
+def _term_error(epsilon: float, x: float) -> float:
+    """A bound, with a wide margin, on the absolute error of ln Φ(±1/(2x) − εx) as evaluated here.
+
+    The arguments carry an absolute error of about u·(1/(2x) + εx), which moves ln Φ by up to that times
+    |d ln Φ/dA| ≲ 1 + |A|; log_ndtr is accurate to a few u relative to |ln Φ| ≈ A²/2 (measured: 1e-13
+    absolute at A = −25). 64·u·(1 + (1/(2x) + εx)²) covers both.
+    """
+    return 64.0 * _UNIT * (1.0 + (0.5 / x + epsilon * x) ** 2)
+
+
+def _round_up_until(sigma: float, sensitivity: float, holds: Callable[[float], bool]) -> float:
+    """A float ≥ ``sigma`` with ``holds(σ/S)`` true, searched upward by steps that double from one ulp."""
+    step = _UNIT
+    while not holds(sigma / sensitivity):
+        sigma = math.nextafter(sigma * (1.0 + step), math.inf)
+        step *= 2.0
+    return sigma
+
+
+def _solve_analytic_ratio(epsilon: float, log_aim: float, x_tail: float) -> float:
+    """The x = σ/S with ln δ(ε) = ``log_aim``: Brent's method on ln x, in a bracket found by doubling."""
+
+    def excess(log_x: float) -> float:
+        return _log_exact_delta(epsilon, math.exp(log_x)) - log_aim
+
+    hi = math.log(x_tail)
+    while excess(hi) > 0.0:  # only when the tail bound is tight to within the aim's slack
+        hi += math.log(2.0)
+    lo = hi - math.log(2.0)
+    while excess(lo) <= 0.0:  # δ(ε) → 1 as σ → 0, so this ends
+        lo -= math.log(2.0)
+    return math.exp(float(optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)))
+
+
+def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The least σ for which Gaussian noise is (ε, δ)-DP (Balle & Wang 2018), rounded up.
+
+    Solves δ(ε) = Φ(S/(2σ) − εσ/S) − e^ε Φ(−S/(2σ) − εσ/S) = δ for σ with Brent's method on ln σ,
+    bracketed by the tail-bound σ (which always satisfies the condition). The evaluated ln δ(ε) carries
+    the error of each term (:func:`_term_error`) amplified by up to 2Φ(A)/δ, A = S/(2σ) − εσ/S, where the
+    two terms nearly cancel (small ε). So after a first solve the root is aimed that far below ln δ, and
+    σ is then raised until the condition holds for the returned σ in floating point. The exact δ(ε) of
+    the returned σ is therefore at most δ.
+    """
+    log_target = math.log(delta)
+    x_tail = _tail_bound_ratio(epsilon, delta)
+    x = _solve_analytic_ratio(epsilon, log_target, x_tail)
+    # the difference of the two terms amplifies their error by (Φ(A) + e^ε Φ(B))/δ ≤ 2Φ(A)/δ
+    amplification = 1.0 + 2.0 * math.exp(min(_log_tail(epsilon, x) - log_target, 700.0))
+    slack = min(1e-13 + _term_error(epsilon, x) * amplification, 1.0)
+    aim = log_target - slack
+    sigma = sensitivity * _solve_analytic_ratio(epsilon, aim, x_tail)
+    return _round_up_until(sigma, sensitivity, lambda ratio: _log_exact_delta(epsilon, ratio) <= aim)
+
+
+def tail_bound_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """σ solving the seed's condition δ = Φ(S/(2σ) − εσ/S) in closed form, rounded up.
+
+    With x = σ/S the condition reads 1/(2x) − εx = z, z = Φ⁻¹(δ), a quadratic εx² + zx − 1/2 = 0 whose
+    positive root is x = (√(z² + 2ε) − z)/(2ε) = 1/(z + √(z² + 2ε)). σ is then raised until the
+    evaluated Φ is below δ by more than its rounding error, so that the condition holds exactly.
+    """
+    x = _tail_bound_ratio(epsilon, delta)
+    aim = math.log(delta) - 1e-13 - _term_error(epsilon, x)
+    sigma = sensitivity * x
+    return _round_up_until(sigma, sensitivity, lambda ratio: _log_tail(epsilon, ratio) <= aim)
+
+
+def classic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1; valid for ε < 1 only)."""
+    return sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+
+
+class Gaussian(ContinuousMechanism):
+    """Add Gaussian noise N(0, σ²) to a real-valued query with L2 sensitivity S.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0 (not used with ``calibration="gdp"``).
+    delta : float
+        δ in (0, 1). The Gaussian mechanism is never (ε, 0)-DP, so δ = 0 is refused (use
+        :class:`~dp_pipeline.mechanisms.Laplace` or :class:`~dp_pipeline.mechanisms.Staircase` for pure DP).
+    sensitivity : float
+        Global L2 sensitivity S > 0 of the query.
+    calibration : {"analytic", "tail_bound", "classic", "gdp"}
+        How σ is derived from the privacy parameters (see Notes). ``"gdp"`` is what
+        :meth:`from_mu` builds; it takes ``mu`` instead of ``epsilon`` and ``delta``.
+    mu : float
+        μ > 0, only with ``calibration="gdp"``.
+
+    Notes
+    -----
+    For neighbouring inputs at distance S the privacy loss is L ~ N(η, 2η) with η = S²/(2σ²).
+
+    ``"analytic"`` (default, exact): the least σ with
+    δ(ε) = Φ(S/(2σ) − εσ/S) − e^ε Φ(−S/(2σ) − εσ/S) ≤ δ, which is necessary and sufficient for
+    (ε, δ)-DP (Balle & Wang 2018, Thm 8). Solved numerically in log space; σ is rounded up.
+    For ε = 1, δ = 1e-5, S = 1: σ ≈ 3.73.
+
+    ``"tail_bound"``: σ solving Φ(S/(2σ) − εσ/S) = δ, i.e. P(L > ε) = δ. Sufficient for (ε, δ)-DP but not
+    tight; closed form from a quadratic in σ. ε = 1, δ = 1e-5, S = 1: σ ≈ 4.38.
+
+    ``"classic"``: σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1). Its proof needs ε < 1, so
+    ε ≥ 1 is refused. ε = 1 − 10⁻⁹, δ = 1e-5: σ ≈ 4.84.
+
+    ``"gdp"``: σ = S/μ, which is exactly μ-GDP (Dong, Roth & Su 2022, Thm 2.7).
+
+    Whatever the calibration, noise of standard deviation σ is exactly (S/σ)-GDP; :attr:`gdp` gives that
+    guarantee, which composes exactly (√(Σμᵢ²)).
+
+    References
+    ----------
+    Balle & Wang, "Improving the Gaussian mechanism for differential privacy: analytical calibration and
+    optimal denoising", ICML 2018.
+    Dwork & Roth, "The algorithmic foundations of differential privacy", 2014, Appendix A.
+    Dong, Roth & Su, "Gaussian differential privacy", JRSS-B 84(1), 2022.
+
+    Examples
+    --------
+    >>> round(Gaussian(epsilon=1.0, delta=1e-5).sigma, 2)
+    3.73
+    >>> Gaussian.from_mu(mu=0.5, sensitivity=1.0).sigma
+    2.0
+    """
+
+    event_kind = "gaussian"
+    # calibration is validated first so that the checks of the other fields can depend on it
+    calibration: Calibration = "analytic"
+    epsilon: FiniteFloat | None = Field(default=None, validate_default=True)
+    delta: FiniteFloat | None = Field(default=None, validate_default=True)
+    sensitivity: FiniteFloat = Field(default=1.0, gt=0.0)
+    mu: FiniteFloat | None = Field(default=None, validate_default=True)
+
+    _sigma: float = PrivateAttr(default=math.nan)
+
+    @field_validator("epsilon")
+    @classmethod
+    def _check_epsilon(cls, value: float | None, info: ValidationInfo) -> float | None:
+        calibration = info.data.get("calibration")
+        if calibration is None:  # the calibration itself was invalid and is reported
+            return value
+        if calibration == "gdp":
+            if value is not None:
+                raise ValueError("is not used with calibration='gdp' (σ = S/μ); pass mu only")
+            return value
+        if value is None:
+            raise ValueError(
+                f"is required with calibration={calibration!r}; use Gaussian.from_mu(mu) for μ-GDP"
+            )
+        if value <= 0.0:
+            raise ValueError(f"must be > 0, got {value}")
+        if calibration == "classic" and value >= 1.0:
+            raise ValueError(
+                f"calibration='classic' (σ = S·√(2 ln(1.25/δ))/ε, Dwork & Roth 2014, Thm A.1) is proven "
+                f"only for ε < 1, got ε = {value}; use calibration='analytic', which is exact for every ε"
+            )
+        return value
+
+    @field_validator("delta")
+    @classmethod
+    def _check_delta(cls, value: float | None, info: ValidationInfo) -> float | None:
+        calibration = info.data.get("calibration")
+        if calibration is None:
+            return value
+        if calibration == "gdp":
+            if value is not None:
+                raise ValueError("is not used with calibration='gdp' (σ = S/μ); pass mu only")
+            return value
+        if value is None:
+            raise ValueError(f"is required with calibration={calibration!r}")
+        if not 0.0 < value < 1.0:
+            raise ValueError(
+                f"must lie in (0, 1), got {value}: Gaussian noise is never (ε, 0)-DP; use Laplace or "
+                "Staircase for pure ε-DP, or Gaussian.from_mu for μ-GDP"
+            )
+        return value
+
+    @field_validator("mu")
+    @classmethod
+    def _check_mu(cls, value: float | None, info: ValidationInfo) -> float | None:
+        calibration = info.data.get("calibration")
+        if calibration is None:
+            return value
+        if calibration != "gdp":
+            if value is not None:
+                raise ValueError(
+                    f"is only used with calibration='gdp' (got {calibration!r}); use Gaussian.from_mu(mu)"
+                )
+            return value
+        if value is None:
+            raise ValueError("is required with calibration='gdp'")
+        if value <= 0.0:
+            raise ValueError(f"must be > 0, got {value}")
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Compute σ once, from the validated parameters."""
+        if self.calibration == "gdp":
+            assert self.mu is not None
+            sigma = _divide_up(self.sensitivity, self.mu)
+        else:
+            assert self.epsilon is not None and self.delta is not None
+            solve = {"analytic": analytic_sigma, "tail_bound": tail_bound_sigma, "classic": classic_sigma}
+            sigma = solve[self.calibration](self.epsilon, self.delta, self.sensitivity)
+        self._sigma = sigma
+
+    @classmethod
+    def from_mu(cls, mu: float, sensitivity: float = 1.0) -> Gaussian:
+        """The Gaussian mechanism that is exactly μ-GDP: σ = Δ/μ (rounded up), guarantee GaussianDP(μ).
+
+        Parameters
+        ----------
+        mu : float
+            μ > 0.
+        sensitivity : float
+            L2 sensitivity Δ > 0.
+        """
+        return cls(calibration="gdp", mu=mu, sensitivity=sensitivity)
+
+    @property
+    def sigma(self) -> float:
+        """The noise standard deviation σ."""
+        return self._sigma
+
+    @property
+    def variance(self) -> float:
+        """Variance of the noise, σ²."""
+        return self._sigma**2
+
+    @property
+    def gdp(self) -> GaussianDP:
+        """The exact μ-GDP guarantee of this noise, μ = S/σ (rounded up); ``mu`` itself for ``"gdp"``."""
+        if self.mu is not None:
+            return GaussianDP(self.mu)
+        return GaussianDP(_divide_up(self.sensitivity, self._sigma))
+
+    @property
+    def guarantee(self) -> ApproxDP | GaussianDP:
+        """(ε, δ)-DP for the (ε, δ) calibrations; μ-GDP for ``"gdp"``."""
+        if self.calibration == "gdp":
+            return self.gdp
+        assert self.epsilon is not None and self.delta is not None
+        return ApproxDP(self.epsilon, self.delta)
+
+    def _event_parameters(self) -> dict[str, float | int | str]:
+        return {"sigma": self._sigma}
+
+    def pdf(self, y: ArrayLike, t: ArrayLike) -> NDArray[np.float64]:
+        """exp(−(y − t)²/(2σ²)) / (σ√(2π))."""
+        z = (np.asarray(y, float) - np.asarray(t, float)) / self._sigma
+        return np.exp(-0.5 * z * z) / (self._sigma * math.sqrt(2.0 * math.pi))
+
+    def _randomize(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        return values + _sampling.gaussian(rng, self._sigma, values.shape)
