@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dp_pipeline.mechanisms import Gaussian, Laplace
+from dp_pipeline.mechanisms import Gaussian, Laplace, fast_rng
 
 HERE = Path(__file__).resolve().parent
 BIG, SMALL = 10_000_000, 100_000
@@ -84,7 +84,7 @@ def diffprivlib_rates(n: int) -> dict[str, float]:
 
 def main() -> None:
     values = np.zeros(BIG)
-    rng = np.random.default_rng(1)
+    rng = fast_rng(1)
     laplace = Laplace(epsilon=1.0, sensitivity=1.0)
     gaussian = Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     sigma = gaussian.sigma

@@ -1,5 +1,6 @@
 """dp-pipeline: keep data pipelines inside a differential-privacy budget."""
 
+from dp_pipeline.accounting.accountant import PrivacyAccountant
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -15,6 +16,7 @@ __all__ = [
     "GaussianDP",
     "Guarantee",
     "InvalidParameterError",
+    "PrivacyAccountant",
     "PrivacyEvent",
     "PrivacyLeakWarning",
     "PureDP",

@@ -2,6 +2,7 @@
 the accounting."""
 
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.mechanisms._sampling import FastGenerator, fast_rng, secure_rng
 from dp_pipeline.mechanisms.bounded import BoundedLaplace, BoundedStaircase
 from dp_pipeline.mechanisms.gaussian import Gaussian
 from dp_pipeline.mechanisms.laplace import Laplace
@@ -13,11 +14,14 @@ __all__ = [
     "BoundedLaplace",
     "BoundedStaircase",
     "ContinuousMechanism",
+    "FastGenerator",
     "Gaussian",
     "KRandomizedResponse",
     "Laplace",
     "Mechanism",
     "Staircase",
+    "fast_rng",
+    "secure_rng",
     "staircase_cdf",
     "staircase_pdf",
 ]

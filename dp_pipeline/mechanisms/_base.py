@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -10,6 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dp_pipeline._validation import ValidatedModel, check_array
 from dp_pipeline.events import EventKind, PrivacyEvent
+from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import _sampling
 
@@ -52,18 +54,87 @@ class Mechanism(ValidatedModel, ABC):
 
 
 class ContinuousMechanism(Mechanism):
-    """A mechanism that releases real numbers with an exact output density ``pdf(y, t)``."""
+    """A mechanism that releases real numbers with an exact output density ``pdf(y, t)``.
+
+    ``randomize(values, rng=None)`` takes the secure path unless ``rng`` is a
+    :class:`~dp_pipeline.mechanisms._sampling.FastGenerator` (see :func:`randomize`).
+    """
 
     @abstractmethod
     def pdf(self, y: ArrayLike, t: ArrayLike) -> NDArray[np.float64]:
         """Density of the output at ``y`` for the true value ``t`` (broadcast)."""
 
-    @abstractmethod
     def _randomize(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
-        """Randomise validated finite float values."""
+        """Randomise validated finite float values: the secure path, or the fast one for a FastGenerator."""
+        if _sampling.is_fast(rng):
+            return self._randomize_fast(values, rng)
+        return self._randomize_secure(values, rng)
+
+    @abstractmethod
+    def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        """Textbook floating-point noise (not floating-point safe)."""
+
+    @abstractmethod
+    def _randomize_secure(
+        self, values: NDArray[np.float64], rng: np.random.Generator
+    ) -> NDArray[np.float64]:
+        """The exact lattice release (floating-point safe)."""
+
+    def _integer_noise(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
+        """Secure noise for integer inputs (only called when ``integer_queries``)."""
+        raise NotImplementedError
 
     def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
-        """Release ``values`` with noise; arrays keep their shape, a scalar gives a float."""
+        """Release ``values`` with noise; arrays keep their shape.
+
+        Parameters
+        ----------
+        values : array_like
+            Finite numbers. Float input gives float output (a scalar gives a float). For mechanisms that
+            add noise to a query (Laplace, Gaussian, staircase), integer input (an integer dtype, or a
+            Python int) is an integer query such as a count: the output is the input plus the noise
+            rounded to the nearest integer, as int64 (a scalar gives an int).
+        rng : None, int or numpy.random.Generator
+            ``None`` (default): secure path with a fresh AES-128 counter CSPRNG keyed from the operating
+            system. An int: the same generator, seeded (reproducible, only as secret as the seed). A
+            Generator: used as the randomness of the secure path. A
+            :class:`~dp_pipeline.mechanisms._sampling.FastGenerator` from
+            :func:`~dp_pipeline.mechanisms.fast_rng`: the fast path, textbook float noise that is
+            **not floating-point safe**.
+        """
+        generator = _sampling.make_rng(rng)
+        if self.integer_queries and _is_integer_input(values):
+            array = np.asarray(values)
+            if np.max(np.abs(array.astype(np.float64))) >= 2.0**62:
+                raise InvalidParameterError("integer 'values' must lie within ±2⁶²", "values")
+            ints = array.astype(np.int64)
+            if _sampling.is_fast(generator):  # fast path: float noise rounded to the nearest integer
+                noise = np.rint(self._randomize_fast(np.zeros(ints.shape), generator)).astype(np.int64)
+            else:
+                noise = self._integer_noise(generator, int(ints.size)).reshape(ints.shape)
+            counts = ints + noise
+            return int(counts) if np.ndim(values) == 0 else counts
         array = check_array(values)
-        out = self._randomize(array, _sampling.make_rng(rng))
+        out = self._randomize(array, generator)
         return float(out) if np.ndim(values) == 0 else out
+
+    integer_queries: ClassVar[bool] = False
+    """Whether integer input is an integer query released as integers (see :meth:`randomize`)."""
+
+
+def _is_integer_input(values: Any) -> bool:
+    """An integer query: a Python int (not a bool) or an array of an integer dtype."""
+    if isinstance(values, bool):
+        return False
+    if isinstance(values, numbers.Integral):
+        return True
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in "iu" and int(np.size(values)) > 0
+    if isinstance(values, (list, tuple)):
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError):
+            return False
+        return array.dtype.kind in "iu" and array.size > 0
+    return False

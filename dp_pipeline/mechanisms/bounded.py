@@ -154,13 +154,27 @@ class _BoundedMechanism(ContinuousMechanism):
             )
         return array
 
-    def _randomize(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        return self._sample(self._check_in_range(values, "values"), rng)
+
+    def _randomize_secure(
+        self, values: NDArray[np.float64], rng: np.random.Generator
+    ) -> NDArray[np.float64]:
         t = self._check_in_range(values, "values")
-        return self._sample(t, rng)
+        return np.clip(self._sample_secure(t, rng), self.lower, self.upper)
+
+    def _lattice_exponent(self, scale: float) -> int:
+        """k of the output lattice 2^k·ℤ: about scale·2⁻¹², and coarse enough that |l|, |u| < 2⁵¹·2^k."""
+        _, exponent = math.frexp(max(abs(self.lower), abs(self.upper)))
+        return max(_sampling.lattice_exponent(scale), exponent - 51)
 
     @abstractmethod
     def _sample(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
-        """Draw one output for each input in ``t`` (already checked to lie in [l, u])."""
+        """Fast path: draw one output for each input in ``t`` (already checked to lie in [l, u])."""
+
+    @abstractmethod
+    def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        """Secure path: the lattice release of each input in ``t`` (before clipping to [l, u])."""
 
     def _grid(self, y: ArrayLike, t: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         y_arr = check_array(y, "y")
@@ -221,9 +235,16 @@ class BoundedLaplace(_BoundedMechanism):
     E[Y − t | t] = ((A + b)e^{−A/b} − (B + b)e^{−B/b}) / (2C_b(t)) and
     E[(Y − t)² | t] = (G(A) + G(B)) / (2C_b(t)), G(s) = 2b² − (s² + 2bs + 2b²)e^{−s/b}.
 
-    Sampling is exact inverse-CDF sampling: a side of t is chosen with probability proportional to its mass,
-    then the distance from t is drawn from the exponential law truncated to that side,
-    −b·log1p(U·expm1(−s/b)).
+    **Secure path (default).** The bounded Laplace law is the Laplace law conditioned on [l, u], so the
+    secure path draws the ideal Laplace output Y = t + L exactly (lazily, with a CSPRNG), decides l ≤ Y ≤ u
+    exactly and redraws until it holds (acceptance C_b(t) ≥ (1 − e^{−(u−l)/b})/2), then releases the centre
+    of the cell of the lattice λℤ (λ = 2^k ≈ b·2⁻¹²) that holds Y, clipped to [l, u]: a deterministic
+    function of the ideal output, so ε-DP exactly as calibrated, and floating-point safe (outputs on
+    λ(ℤ + ½) ∪ {l, u} whatever t). See :class:`~dp_pipeline.mechanisms.Laplace`; neither OpenDP nor
+    Tumult Analytics ships a bounded Laplace. Integer input is released like float input.
+
+    **Fast path** (``rng=fast_rng(...)``): inverse-CDF sampling in float64 with PCG64 (a side of t with
+    probability proportional to its mass, then −b·log1p(U·expm1(−s/b))), **not floating-point safe**.
 
     References
     ----------
@@ -322,6 +343,10 @@ class BoundedLaplace(_BoundedMechanism):
         first, second = self._moments(t)
         return self._out(np.maximum(second - first**2, 0.0), t)
 
+    def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        b = self.scale
+        return _sampling.laplace_cells(rng, t, b, self._lattice_exponent(b), (self.lower, self.upper))
+
     def _sample(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         b = self.scale
         below, above = np.expm1(-(t - self.lower) / b), np.expm1(-(self.upper - t) / b)  # −2 × side mass
@@ -385,9 +410,17 @@ class BoundedStaircase(_BoundedMechanism):
     Guarantee: ε-LDP for inputs in [l, u]. Inputs outside the range are rejected with
     :class:`~dp_pipeline.exceptions.InvalidParameterError` naming ``values``.
 
-    Moments and sampling are exact: on [l − t, u − t] the density is constant on at most three pieces split
-    at ±γΔ, so E[Y | t], E[(Y − t)² | t] and the distribution function are sums over the pieces, and
-    :meth:`randomize` inverts the piecewise-linear distribution function of one uniform draw.
+    Moments are exact: on [l − t, u − t] the density is constant on at most three pieces split at ±γΔ, so
+    E[Y | t], E[(Y − t)² | t] and the distribution function are sums over the pieces.
+
+    **Secure path (default).** The law is the staircase law (parameter ε̂) conditioned on [l, u]: the ideal
+    output Y = t + X is drawn exactly (see :class:`~dp_pipeline.mechanisms.Staircase`), l ≤ Y ≤ u is
+    decided exactly and the draw repeated until it holds (acceptance â_t ≥ (1 − e^{−ε̂})/2), then the
+    centre of the cell of λℤ (λ = 2^k ≈ Δ·2⁻¹²) that holds Y is released, clipped to [l, u]: ε-LDP exactly
+    as calibrated (post-processing) and floating-point safe. Integer input is released like float input.
+
+    **Fast path** (``rng=fast_rng(...)``): the piecewise-linear distribution function of one float64
+    uniform draw (PCG64) is inverted, **not floating-point safe**.
 
     References
     ----------
@@ -482,6 +515,12 @@ class BoundedStaircase(_BoundedMechanism):
         """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)²."""
         first, second = self._moments(t)
         return self._out(np.maximum(second - first**2, 0.0), t)
+
+    def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        k = self._lattice_exponent(self.width)
+        return _sampling.staircase_cells(
+            rng, t, self.epsilon_hat, self.width, self.gamma, k, (self.lower, self.upper)
+        )
 
     def _sample(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         points, levels = self._pieces(t)

@@ -111,9 +111,13 @@ class BinaryRandomizedResponse(Mechanism):
     ``randomize`` takes any array-like of 0/1 or booleans (int, float or bool dtype) and returns an array of
     the same shape and dtype (bools stay bools, 0/1 integers stay integers of the same dtype); a scalar gives
     a Python scalar. Every entry is randomised independently, which is how a multiple-choice answer is
-    randomised item by item (see :meth:`multiple_choice_guarantee`). Each entry takes one uniform draw from
-    :mod:`~dp_pipeline.mechanisms._sampling`, compared with p_true; the probabilities are exact up to the
-    2⁻⁵³ resolution of the draw.
+    randomised item by item (see :meth:`multiple_choice_guarantee`).
+
+    Secure path (default): a CSPRNG (AES-128 counter mode) and an exact Bernoulli: a lazy uniform is
+    compared with rational bounds of p_true = e^ε/(1 + e^ε), with more random bits drawn while they do not
+    decide, so P(report = truth) is e^ε/(1 + e^ε) exactly and the ratio is exactly e^ε (a float threshold
+    would make it e^ε only up to 2⁻⁵³). Fast path (``rng=fast_rng(...)``): one float64 uniform compared
+    with p_true (PCG64).
 
     References
     ----------
@@ -194,7 +198,11 @@ class BinaryRandomizedResponse(Mechanism):
         """Randomise every entry of ``values`` (0/1 or bools) independently; same shape and dtype out."""
         array = _check_binary(values, "values")
         generator = _sampling.make_rng(rng)
-        flip = _sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
+        if _sampling.is_fast(generator):
+            flip = _sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
+        else:
+            flip = (~_sampling.truthful(generator, self.epsilon, 2, array.size)).astype(np.intp)
+            flip = flip.reshape(array.shape)
         out = np.not_equal(array != 0, flip != 0).astype(array.dtype)
         return out.item() if out.ndim == 0 else out
 
@@ -294,7 +302,12 @@ class KRandomizedResponse(Mechanism):
     otherwise. With tuple categories, pass a flat list of tuples or a numpy object array. Values are mapped
     to category indices through a dict (after ``numpy.unique`` for non-object arrays); each value then takes
     one uniform draw that picks the offset j of the report from the truth (j = 0 with probability p, each
-    other j with probability q), exact up to the 2⁻⁵³ resolution of the draw.
+    other j with probability q).
+
+    Secure path (default): a CSPRNG (AES-128 counter mode); the truth is kept with probability exactly
+    p = e^ε/(e^ε + k − 1) (a lazy uniform against rational bounds of p), otherwise the offset is uniform on
+    {1, …, k − 1} (numpy's unbiased bounded integers). Fast path (``rng=fast_rng(...)``): one float64
+    uniform against the cumulative probabilities (exact up to 2⁻⁵³).
 
     References
     ----------
@@ -426,7 +439,12 @@ class KRandomizedResponse(Mechanism):
         """Randomise each category in ``values``: a category gives a category, an array the same shape."""
         codes = self._indices(values, "values")
         generator = _sampling.make_rng(rng)
-        offset = _sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
+        if _sampling.is_fast(generator):
+            offset = _sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
+        else:
+            truth = _sampling.truthful(generator, self.epsilon, self.k, codes.size)
+            other = _sampling.other_offset(generator, self.k, codes.size)
+            offset = np.where(truth, 0, other).reshape(codes.shape)
         reported = (codes + offset) % self.k
         if reported.ndim == 0:
             return self.categories[int(reported)]

@@ -150,6 +150,18 @@ class Staircase(ContinuousMechanism):
     E[V] = p₀γ/2 + p₁(1 + γ)/2, E[V²] = p₀γ²/3 + p₁(1 + γ + γ²)/3, p₁ = P(B = 1), p₀ = 1 − p₁.
     Likewise E|X| = Δ(E[G] + E[V]).
 
+    **Secure path (default).** With λ = 2^k, 2^{k+12} ≤ Δ < 2^{k+13}, the release is the centre
+    (m + ½)λ of the lattice cell that holds the ideal output Y = t + X, with m = ⌊Y/λ⌋ drawn from its exact
+    law with a CSPRNG: G is an exact geometric, the Bernoulli is decided against exact bounds of its
+    probability, and U is a lazy uniform with as many bits as the cell needs
+    (:mod:`~dp_pipeline.mechanisms._sampling`). A deterministic function of Y, so ε-DP exactly as above,
+    for any input; floating-point safe (outputs on λ(ℤ + ½)). Integer input: λ = 1, t + ⌊X + ½⌋. Neither
+    OpenDP nor Tumult Analytics ships a staircase mechanism; this follows their practice for Laplace
+    (exact sampling, CSPRNG, a fixed output lattice).
+
+    **Fast path** (``rng=fast_rng(...)``): the construction above in float64 with PCG64, **not
+    floating-point safe**.
+
     References
     ----------
     Geng & Viswanath, "The optimal noise-adding mechanism in differential privacy", IEEE Trans. Inf.
@@ -162,6 +174,7 @@ class Staircase(ContinuousMechanism):
     """
 
     event_kind = "staircase"
+    integer_queries = True
     epsilon: FiniteFloat = Field(gt=0.0)
     sensitivity: FiniteFloat = Field(default=1.0, gt=0.0)
     gamma: FiniteFloat | None = Field(default=None, ge=0.0, le=1.0)
@@ -208,7 +221,20 @@ class Staircase(ContinuousMechanism):
         x = np.asarray(y, float) - np.asarray(t, float)
         return staircase_pdf(x, self.epsilon, self.sensitivity, self.effective_gamma)
 
-    def _randomize(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    def _randomize_secure(
+        self, values: NDArray[np.float64], rng: np.random.Generator
+    ) -> NDArray[np.float64]:
+        k = _sampling.lattice_exponent(self.sensitivity)
+        return _sampling.staircase_cells(
+            rng, values, self.epsilon, self.sensitivity, self.effective_gamma, k
+        )
+
+    def _integer_noise(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
+        return _sampling.staircase_integers(
+            rng, self.epsilon, self.sensitivity, self.effective_gamma, n
+        )
+
+    def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         shape = values.shape
         g, b = self.effective_gamma, math.exp(-self.epsilon)
         negative = _sampling.bernoulli(rng, 0.5, shape)

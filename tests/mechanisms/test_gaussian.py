@@ -250,7 +250,8 @@ def test_randomize_is_vectorised_and_reproducible() -> None:
     assert a.shape == (3, 4)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, m.randomize(x, rng=8))
-    assert isinstance(m.randomize(5, rng=1), float)
+    assert isinstance(m.randomize(5.0, rng=1), float)
+    assert isinstance(m.randomize(5, rng=1), int)  # an integer query gets integer noise
     assert m.randomize([1, 2, 3]).shape == (3,)
 
 

@@ -43,7 +43,8 @@ def test_randomize_is_vectorised_and_reproducible() -> None:
     a, b = m.randomize(x, rng=7), m.randomize(x, rng=7)
     assert a.shape == (3, 4)
     np.testing.assert_array_equal(a, b)
-    assert isinstance(m.randomize(5, rng=1), float)
+    assert isinstance(m.randomize(5.0, rng=1), float)
+    assert isinstance(m.randomize(5, rng=1), int)  # an integer query gets integer noise
     assert m.randomize([1, 2, 3]).shape == (3,)
 
 

@@ -1,0 +1,39 @@
+"""Privacy accounting: pure composition maths and the stateful accountant. Never imports mechanisms."""
+
+from dp_pipeline.accounting.accountant import (
+    BudgetReport,
+    LedgerEntry,
+    PrivacyAccountant,
+    Reservation,
+    UnknownDatasetError,
+    VerifyReport,
+)
+from dp_pipeline.accounting.composition import (
+    Composition,
+    as_approx_dp,
+    as_gdp,
+    compose_basic,
+    compose_gdp,
+    compose_plan,
+    compose_plan_gdp,
+    event_gdp,
+    group_event,
+)
+
+__all__ = [
+    "BudgetReport",
+    "Composition",
+    "LedgerEntry",
+    "PrivacyAccountant",
+    "Reservation",
+    "UnknownDatasetError",
+    "VerifyReport",
+    "as_approx_dp",
+    "as_gdp",
+    "compose_basic",
+    "compose_gdp",
+    "compose_plan",
+    "compose_plan_gdp",
+    "event_gdp",
+    "group_event",
+]

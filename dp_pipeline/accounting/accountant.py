@@ -1,0 +1,1557 @@
+"""PrivacyAccountant: per-dataset privacy budgets over a persistent, hash-chained ledger.
+
+The accountant does the arithmetic; a :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` keeps the
+records and provides the lock. Check and reserve happen in one transaction, so two processes can never
+both take the last part of a budget, and a refusal writes nothing.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import getpass
+import json
+import math
+import socket
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, Literal
+
+from dp_pipeline._validation import check_positive_int, check_real
+from dp_pipeline.accounting.composition import (
+    as_approx_dp,
+    compose_plan,
+    compose_plan_gdp,
+    event_gdp,
+    group_event,
+)
+from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
+from dp_pipeline.accounting.ledger.base import (
+    DatasetHead,
+    DatasetState,
+    LedgerRecord,
+    LedgerTransaction,
+    ReservationRecords,
+    canonical_json,
+    check_chain,
+)
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    LedgerError,
+    UnsupportedCompositionError,
+)
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
+
+__all__ = [
+    "BudgetReport",
+    "LedgerEntry",
+    "PrivacyAccountant",
+    "Reservation",
+    "UnknownDatasetError",
+    "VerifyReport",
+]
+
+Method = Literal["basic", "gdp"]
+
+# Exact decimal arithmetic: sums and products of decimals from float reprs need at most a few hundred
+# digits (doubles span about 10^±308 with 17 significant digits); Inexact is trapped so that a result
+# that would need rounding raises instead of being rounded silently.
+_EXACT = decimal.Context(
+    prec=1000,
+    Emax=100_000,
+    Emin=-100_000,
+    rounding=decimal.ROUND_HALF_EVEN,
+    traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero],
+)
+_UP = decimal.Context(prec=40, rounding=decimal.ROUND_CEILING)
+_DOWN = decimal.Context(prec=40, rounding=decimal.ROUND_FLOOR)
+_ZERO = Decimal(0)
+_MAX_NAME = 255
+_MAX_KEY = 512
+
+
+# ------------------------------------------------------------------------------------------------------
+# exact arithmetic helpers
+
+
+def _dec(value: float) -> Decimal:
+    """A float as the decimal of its shortest repr (0.1 → Decimal('0.1'))."""
+    return Decimal(repr(float(value)))
+
+
+def _float_up(value: Decimal) -> float:
+    """The least float whose shortest-repr decimal is ≥ value."""
+    result = float(value)
+    while _dec(result) < value:
+        result = math.nextafter(result, math.inf)
+    return result
+
+
+def _float_down(value: Decimal) -> float:
+    """The greatest float ≥ 0 whose shortest-repr decimal is ≤ value (0 for negative values)."""
+    if value <= 0:
+        return 0.0
+    result = float(value)
+    while _dec(result) > value:
+        result = math.nextafter(result, -math.inf)
+    return max(result, 0.0)
+
+
+def _sqrt_up(value: Decimal) -> float:
+    return _float_up(_UP.sqrt(value)) if value > 0 else 0.0
+
+
+def _sqrt_down(value: Decimal) -> float:
+    return _float_down(_DOWN.sqrt(value)) if value > 0 else 0.0
+
+
+def _add(a: Decimal, b: Decimal) -> Decimal:
+    return _EXACT.add(a, b)
+
+
+def _sub(a: Decimal, b: Decimal) -> Decimal:
+    return _EXACT.subtract(a, b)
+
+
+def _square(a: Decimal) -> Decimal:
+    return _EXACT.multiply(a, a)
+
+
+def _parse_decimal(text: Any, where: str) -> Decimal:
+    try:
+        value = Decimal(str(text))
+    except decimal.InvalidOperation:
+        raise LedgerError(f"{where}: {text!r} is not a decimal number") from None
+    if not value.is_finite():
+        raise LedgerError(f"{where}: {text!r} is not finite")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------------
+# budget, charges and running totals
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """A dataset's budget: the guarantee (ApproxDP or GaussianDP), the method and, for an (ε, δ) budget
+    under the μ-GDP filter, μ_B = the largest μ whose (ε, δ_B) conversion fits ε_B."""
+
+    guarantee: Guarantee
+    method: Method
+    mu_limit: Decimal | None = None
+
+    @property
+    def currency(self) -> Literal["approx", "gdp"]:
+        return "gdp" if isinstance(self.guarantee, GaussianDP) else "approx"
+
+    def state_budget(self) -> dict[str, Any]:
+        return {
+            "guarantee": self.guarantee.to_dict(),
+            "mu_limit": None if self.mu_limit is None else str(self.mu_limit),
+        }
+
+    @classmethod
+    def from_state(cls, state: DatasetState, where: str) -> _Budget:
+        try:
+            guarantee = guarantee_from_dict(dict(state.budget["guarantee"]))
+        except (KeyError, TypeError, InvalidParameterError) as err:
+            raise LedgerError(f"{where}: unreadable budget {state.budget!r} ({err})") from None
+        if state.method not in ("basic", "gdp"):
+            raise LedgerError(f"{where}: unknown composition method {state.method!r}")
+        raw = state.budget.get("mu_limit")
+        mu_limit = None if raw is None else _parse_decimal(raw, where)
+        method: Method = "gdp" if state.method == "gdp" else "basic"
+        return cls(guarantee, method, mu_limit)
+
+    def describe(self) -> str:
+        if self.currency == "gdp":
+            return f"{self.guarantee!r} (μ-GDP filter)"
+        if self.method == "gdp":
+            return f"{self.guarantee!r} (basic composition of pure spends, or the μ-GDP filter)"
+        return f"{self.guarantee!r} (basic composition)"
+
+
+@dataclass(frozen=True)
+class _Charge:
+    """What one reservation adds to the running totals, as exact decimals.
+
+    ``epsilon``/``delta`` are None when the reservation has no (ε, δ) in the budget's rule (μ-GDP
+    budgets; non-pure spends under the pure-or-GDP rule); ``mu2`` (μ²) is None when it has no μ or
+    the rule does not use one (basic composition).
+    """
+
+    epsilon: Decimal | None
+    delta: Decimal | None
+    mu2: Decimal | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "epsilon": None if self.epsilon is None else str(self.epsilon),
+            "delta": None if self.delta is None else str(self.delta),
+            "mu2": None if self.mu2 is None else str(self.mu2),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> _Charge:
+        if not isinstance(data, Mapping):
+            raise LedgerError(f"{where}: unreadable charge {data!r}")
+
+        def get(name: str) -> Decimal | None:
+            raw = data.get(name)
+            return None if raw is None else _parse_decimal(raw, where)
+
+        return cls(get("epsilon"), get("delta"), get("mu2"))
+
+    @property
+    def is_pure(self) -> bool:
+        return self.epsilon is not None and self.delta == 0
+
+
+@dataclass(frozen=True)
+class _Totals:
+    """Running totals over the active (open or committed) reservations of a dataset."""
+
+    epsilon: Decimal = _ZERO
+    delta: Decimal = _ZERO
+    mu2: Decimal = _ZERO
+    impure: int = 0  # active charges that are not pure ε-DP
+    no_mu: int = 0  # active charges without a μ
+    active: int = 0  # open or committed reservations
+    open: int = 0  # open reservations
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "epsilon": str(self.epsilon),
+            "delta": str(self.delta),
+            "mu2": str(self.mu2),
+            "impure": self.impure,
+            "no_mu": self.no_mu,
+            "active": self.active,
+            "open": self.open,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> _Totals:
+        if not isinstance(data, Mapping):
+            raise LedgerError(f"{where}: unreadable running totals {data!r}")
+        try:
+            counts = {name: int(data[name]) for name in ("impure", "no_mu", "active", "open")}
+            return cls(
+                _parse_decimal(data["epsilon"], where),
+                _parse_decimal(data["delta"], where),
+                _parse_decimal(data["mu2"], where),
+                **counts,
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise LedgerError(f"{where}: unreadable running totals {data!r} ({err})") from None
+
+    def plus(self, charge: _Charge) -> _Totals:
+        return _Totals(
+            _add(self.epsilon, charge.epsilon or _ZERO),
+            _add(self.delta, charge.delta or _ZERO),
+            _add(self.mu2, charge.mu2 or _ZERO),
+            self.impure + (0 if charge.is_pure else 1),
+            self.no_mu + (1 if charge.mu2 is None else 0),
+            self.active + 1,
+            self.open + 1,
+        )
+
+    def minus(self, charge: _Charge) -> _Totals:
+        return _Totals(
+            _sub(self.epsilon, charge.epsilon or _ZERO),
+            _sub(self.delta, charge.delta or _ZERO),
+            _sub(self.mu2, charge.mu2 or _ZERO),
+            self.impure - (0 if charge.is_pure else 1),
+            self.no_mu - (1 if charge.mu2 is None else 0),
+            self.active - 1,
+            self.open - 1,
+        )
+
+    def committed(self) -> _Totals:
+        return replace(self, open=self.open - 1)
+
+    def same_as(self, other: _Totals) -> bool:
+        return (
+            self.epsilon == other.epsilon
+            and self.delta == other.delta
+            and self.mu2 == other.mu2
+            and (self.impure, self.no_mu, self.active, self.open)
+            == (other.impure, other.no_mu, other.active, other.open)
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_budget(budget_json: str, method: str, where: str) -> _Budget:
+    return _Budget.from_state(DatasetState(json.loads(budget_json), method, {}), where)
+
+
+def _budget_of(state: DatasetState, where: str) -> _Budget:
+    """The budget of a head state (parsed once per distinct budget)."""
+    return _parse_budget(canonical_json(dict(state.budget)), state.method, where)
+
+
+def _fits(budget: _Budget, totals: _Totals) -> bool:
+    """Whether the running totals (including a new charge) are within the budget; see PrivacyAccountant."""
+    g = budget.guarantee
+    if isinstance(g, GaussianDP):
+        return totals.no_mu == 0 and totals.mu2 <= _square(_dec(g.mu))
+    assert isinstance(g, ApproxDP)
+    if budget.method == "basic":
+        return totals.epsilon <= _dec(g.epsilon) and totals.delta <= _dec(g.delta)
+    pure_route = totals.impure == 0 and totals.epsilon <= _dec(g.epsilon)
+    gdp_route = totals.no_mu == 0 and budget.mu_limit is not None and totals.mu2 <= _square(budget.mu_limit)
+    return pure_route or gdp_route
+
+
+def _mu_limit(budget: ApproxDP) -> Decimal:
+    """The largest μ (to float resolution, rounded down) with GaussianDP(μ).to_approx_dp(δ_B).ε ≤ ε_B."""
+
+    def ok(mu: float) -> bool:
+        return GaussianDP(mu).to_approx_dp(budget.delta).epsilon <= budget.epsilon
+
+    lo, hi = 0.0, 1.0
+    while ok(hi):
+        lo, hi = hi, hi * 2.0
+        if hi > 1e6:  # pragma: no cover - absurd budgets
+            break
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return _dec(lo)
+
+
+# ------------------------------------------------------------------------------------------------------
+# public value objects
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """A number in a dataset's budget currency, and the composition method that produced it.
+
+    Returned by :meth:`PrivacyAccountant.spent`, :meth:`~PrivacyAccountant.remaining`,
+    :meth:`~PrivacyAccountant.plan_cost` and :meth:`~PrivacyAccountant.budget`.
+
+    Attributes
+    ----------
+    dataset : str
+        The dataset.
+    what : str
+        ``"spent"``, ``"remaining"``, ``"plan cost"`` or ``"budget"``.
+    guarantee : ApproxDP or GaussianDP
+        The amount, in the budget's currency. Spent amounts and costs are rounded up, remaining amounts
+        down.
+    method : str
+        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading) or ``"pld"`` (tight plan total).
+    budget : ApproxDP or GaussianDP
+        The dataset's budget.
+    open_reservations : int
+        Reservations not yet committed or released; they are counted as spent.
+    """
+
+    dataset: str
+    what: str
+    guarantee: Guarantee
+    method: str
+    budget: Guarantee
+    open_reservations: int = 0
+
+    @property
+    def epsilon(self) -> float:
+        """ε of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
+        if isinstance(self.guarantee, GaussianDP):
+            raise AttributeError(
+                f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .epsilon "
+                "(convert with report.guarantee.to_approx_dp(delta))"
+            )
+        assert isinstance(self.guarantee, ApproxDP)
+        return self.guarantee.epsilon
+
+    @property
+    def delta(self) -> float:
+        """δ of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
+        if isinstance(self.guarantee, GaussianDP):
+            raise AttributeError(
+                f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .delta"
+            )
+        assert isinstance(self.guarantee, ApproxDP)
+        return self.guarantee.delta
+
+    @property
+    def mu(self) -> float:
+        """μ of a μ-GDP amount; AttributeError for an (ε, δ) budget (read ``.epsilon``/``.delta``)."""
+        if not isinstance(self.guarantee, GaussianDP):
+            raise AttributeError(
+                f"dataset {self.dataset!r} has an (ε, δ) budget: the report has .epsilon and .delta, not .mu"
+            )
+        return self.guarantee.mu
+
+    def __str__(self) -> str:
+        g = self.guarantee
+        amount = (
+            f"μ = {g.mu:.6g}"
+            if isinstance(g, GaussianDP)
+            else f"ε = {self.epsilon:.6g}, δ = {self.delta:.6g}"
+        )
+        method = {
+            "basic": "basic composition",
+            "gdp": "μ-GDP composition",
+            "pld": "tight PLD composition",
+        }.get(self.method, self.method)
+        text = f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)})"
+        if self.open_reservations:
+            text += f", including {self.open_reservations} open reservation(s)"
+        return text
+
+
+def _short(g: Guarantee) -> str:
+    if isinstance(g, GaussianDP):
+        return f"μ = {g.mu:.6g}"
+    assert isinstance(g, ApproxDP)
+    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One ledger record as :meth:`PrivacyAccountant.history` shows it.
+
+    Attributes
+    ----------
+    seq : int
+        Position in the dataset's chain.
+    time : datetime
+        When it was written (UTC).
+    kind : str
+        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"``.
+    status : str
+        For a reservation: ``"open"``, ``"committed"`` or ``"released"``; otherwise the kind.
+    label, key : str or None
+        The spend's label and idempotency key.
+    group_size : int or None
+        The group size k the spend was charged for.
+    guarantee : Guarantee or None
+        The cost charged (a reservation), or the budget set (a budget record).
+    method : str or None
+        How the cost was composed (plans: ``"pld"``, ``"basic"`` or ``"gdp"``), or the budget's rule.
+    events : tuple of PrivacyEvent
+        The events of a reservation (several for a plan).
+    reservation : int or None
+        For ``commit``/``release``: the seq of the reservation it ends.
+    reason, actor : str or None
+        Why and by whom (releases and budget changes).
+    hash : str
+        The record's hash in the chain.
+    """
+
+    dataset: str
+    seq: int
+    time: datetime
+    kind: str
+    status: str
+    label: str | None
+    key: str | None
+    group_size: int | None
+    guarantee: Guarantee | None
+    method: str | None
+    events: tuple[PrivacyEvent, ...] = field(default=())
+    reservation: int | None = None
+    reason: str | None = None
+    actor: str | None = None
+    hash: str = ""
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of a successful :meth:`PrivacyAccountant.verify`: what was checked."""
+
+    datasets: tuple[str, ...]
+    records: int
+
+    def __str__(self) -> str:
+        n = len(self.datasets)
+        return f"ledger verified: {self.records} records in {n} dataset(s); chains and totals intact"
+
+
+class UnknownDatasetError(InvalidParameterError, KeyError):
+    """The dataset has no budget in this ledger (also a KeyError)."""
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__(
+            f"dataset {dataset!r} has no privacy budget in this ledger. Set one first, e.g. "
+            f"acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or acct.set_budget({dataset!r}, "
+            "GaussianDP(mu)).",
+            "dataset",
+        )
+        self.dataset = dataset
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Reservation:
+    """A reserved (and possibly committed) charge on a dataset's budget.
+
+    Obtained from :meth:`PrivacyAccountant.reserve` (open), or from :meth:`~PrivacyAccountant.spend` and
+    :meth:`~PrivacyAccountant.spend_plan` (committed). As a context manager it commits when the block
+    ends, **also when the block raises**: once inside the block the attempt may have read data, and an
+    error afterwards does not take back what the data revealed. An attempt that certainly never read
+    data calls :meth:`release` with a reason; then nothing is committed.
+
+    Attributes
+    ----------
+    dataset, key : str
+        The dataset and the idempotency key.
+    seq : int
+        The reservation's record in the dataset's chain.
+    cost : Guarantee
+        The charge, in the budget's currency (after group size and plan composition).
+    method : str
+        How the cost was composed.
+    status : str
+        ``"open"``, ``"committed"`` or ``"released"`` as last seen by this object.
+    """
+
+    def __init__(
+        self,
+        accountant: PrivacyAccountant,
+        dataset: str,
+        key: str,
+        seq: int,
+        cost: Guarantee,
+        method: str,
+        status: str,
+        label: str | None,
+        group_size: int,
+    ) -> None:
+        self._accountant = accountant
+        self.dataset = dataset
+        self.key = key
+        self.seq = seq
+        self.cost = cost
+        self.method = method
+        self.status = status
+        self.label = label
+        self.group_size = group_size
+
+    def commit(self) -> Reservation:
+        """Mark the reservation spent (idempotent). LedgerError if it was released."""
+        if self.status != "committed":
+            self.status = self._accountant._commit(self.dataset, self.key)
+        return self
+
+    def release(self, reason: str) -> Reservation:
+        """Return the reservation to the budget: only for an attempt that never read data.
+
+        Recorded with ``reason``. LedgerError if it was already committed.
+        """
+        if self.status != "released":
+            self.status = self._accountant._release(self.dataset, self.key, reason, None, by="attempt")
+        return self
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        if self.status == "open":
+            self.commit()
+        return False
+
+    def __repr__(self) -> str:
+        return (
+            f"Reservation(dataset={self.dataset!r}, key={self.key!r}, cost={self.cost!r}, "
+            f"method={self.method!r}, status={self.status!r})"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------
+# input checks
+
+
+def _check_name(value: Any, name: str, limit: int = _MAX_NAME) -> str:
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise InvalidParameterError(
+            f"{name!r} must be a non-empty string of at most {limit} characters, got {value!r}", name
+        )
+    return value
+
+
+def _check_optional_text(value: Any, name: str, limit: int) -> str | None:
+    if value is None:
+        return None
+    return _check_name(value, name, limit)
+
+
+def _to_event(cost: Any, name: str = "cost") -> PrivacyEvent:
+    """A spend as an event: a PrivacyEvent, a guarantee, or a mechanism (an object with ``.event``)."""
+    if isinstance(cost, PrivacyEvent):
+        return cost
+    if isinstance(cost, Guarantee):
+        return PrivacyEvent(kind="guarantee", guarantee=cost)
+    event = getattr(cost, "event", None)
+    if isinstance(event, PrivacyEvent):
+        return event
+    raise InvalidParameterError(
+        f"{name!r} must be a mechanism (an object with an .event), a PrivacyEvent or a guarantee "
+        f"(PureDP, ApproxDP, GaussianDP), got {type(cost).__name__}",
+        name,
+    )
+
+
+def _to_events(costs: Any) -> list[PrivacyEvent]:
+    if isinstance(costs, (str, bytes, Mapping)) or not isinstance(costs, Iterable):
+        raise InvalidParameterError(
+            f"'costs' must be a list of mechanisms, events or guarantees, got {type(costs).__name__}", "costs"
+        )
+    items = list(costs)
+    if not items:
+        raise InvalidParameterError("'costs' is empty: a plan needs at least one release", "costs")
+    return [_to_event(item, f"costs[{i}]") for i, item in enumerate(items)]
+
+
+def _check_budget(budget: Any) -> Guarantee:
+    if isinstance(budget, PureDP):
+        return budget.to_approx_dp()
+    if isinstance(budget, (ApproxDP, GaussianDP)):
+        return budget
+    raise InvalidParameterError(
+        f"'budget' must be ApproxDP(epsilon, delta), PureDP(epsilon) or GaussianDP(mu), got "
+        f"{type(budget).__name__}",
+        "budget",
+    )
+
+
+def _default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # pragma: no cover - no login name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+# ------------------------------------------------------------------------------------------------------
+# pricing: a request's charge under a budget
+
+
+@dataclass(frozen=True)
+class _Price:
+    charge: _Charge
+    cost: Guarantee
+    method: str
+    budget: _Budget
+    remaining_delta: Decimal | None  # the remaining δ a basic plan was composed at (None: not used)
+
+
+def _pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
+    """ε of a pure group charge: never less than k times the decimal ε of one individual (exactly kε)."""
+    epsilon = _dec(grouped.epsilon)
+    if not isinstance(event.guarantee, GaussianDP):
+        single = as_approx_dp(event.guarantee)
+        if single.delta == 0.0:
+            epsilon = max(epsilon, _EXACT.multiply(Decimal(k), _dec(single.epsilon)))
+    return epsilon
+
+
+def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge, Guarantee]:
+    grouped = group_event(event, k)
+    g = grouped.guarantee
+    if budget.method == "basic":
+        if isinstance(g, GaussianDP):
+            raise UnsupportedCompositionError(
+                f"a μ-GDP spend ({g!r}) has no single (ε, δ), so basic composition cannot charge it to the "
+                f"(ε, δ) budget {budget.guarantee!r}. Spend a mechanism calibrated to (ε, δ), give the "
+                "dataset a GaussianDP budget, or set this budget with method='gdp'."
+            )
+        approx = as_approx_dp(g)
+        if approx.delta == 0.0:
+            return _Charge(_pure_epsilon(event, approx, k), _ZERO, None), approx
+        return _Charge(_dec(approx.epsilon), _dec(approx.delta), None), approx
+    try:
+        mu = _dec(event_gdp(grouped).mu)
+    except UnsupportedCompositionError:
+        hint = (
+            "give the dataset an (ε, δ) budget with basic composition"
+            if budget.currency == "gdp"
+            else "set this (ε, δ) budget with method='basic'"
+        )
+        raise UnsupportedCompositionError(
+            f"the spend {g!r} has δ > 0 and no μ-GDP guarantee (f_ε,δ(0) = 1 − δ < 1 = G_μ(0)), so it "
+            f"cannot be charged to the budget {budget.describe()}. Use a pure or Gaussian mechanism, or "
+            f"{hint}."
+        ) from None
+    if event.kind == "gaussian" or isinstance(event.guarantee, GaussianDP):
+        # group privacy of μ-GDP is exactly kμ
+        mu = max(mu, _EXACT.multiply(Decimal(k), _dec(event_gdp(event).mu)))
+    if budget.currency == "gdp":
+        return _Charge(None, None, _square(mu)), GaussianDP(_float_up(mu))
+    if not isinstance(g, GaussianDP):
+        approx = as_approx_dp(g)
+        if approx.delta == 0.0:
+            return _Charge(_pure_epsilon(event, approx, k), _ZERO, _square(mu)), g
+    return _Charge(None, None, _square(mu)), g
+
+
+def _sum_charges(charges: Sequence[_Charge]) -> _Charge:
+    eps: Decimal | None = _ZERO
+    delta: Decimal | None = _ZERO
+    mu2: Decimal | None = _ZERO
+    for c in charges:
+        eps = None if eps is None or c.epsilon is None else _add(eps, c.epsilon)
+        delta = None if delta is None or c.delta is None else _add(delta, c.delta)
+        mu2 = None if mu2 is None or c.mu2 is None else _add(mu2, c.mu2)
+    if eps is None or delta is None:
+        eps = delta = None
+    return _Charge(eps, delta, mu2)
+
+
+def _remaining_delta(budget: _Budget, totals: _Totals) -> Decimal:
+    assert isinstance(budget.guarantee, ApproxDP)
+    return max(_ZERO, _sub(_dec(budget.guarantee.delta), totals.delta))
+
+
+def _price(
+    budget: _Budget,
+    events: Sequence[PrivacyEvent],
+    k: int,
+    plan: bool,
+    plan_delta: float | None,
+    totals: _Totals,
+) -> _Price:
+    """The charge of a request under a budget (one event, or a plan composed as a whole)."""
+    if not plan:
+        charge, cost = _event_charge(budget, events[0], k)
+        method = "gdp" if budget.currency == "gdp" else budget.method
+        if budget.method == "gdp" and budget.currency == "approx" and charge.is_pure:
+            method = "basic"
+        return _Price(charge, cost, method, budget, None)
+    grouped = [group_event(e, k) for e in events]
+    if budget.method == "basic":
+        return _price_basic_plan(budget, events, grouped, k, plan_delta, totals)
+    total = _sum_charges([_event_charge(budget, e, k)[0] for e in events])
+    if budget.currency == "gdp":
+        assert total.mu2 is not None
+        gdp_total = compose_plan_gdp(grouped).guarantee
+        assert isinstance(gdp_total, GaussianDP)
+        mu = max(_UP.sqrt(total.mu2), _dec(gdp_total.mu))
+        return _Price(total, GaussianDP(_float_up(mu)), "gdp", budget, None)
+    if budget.method == "gdp":
+        assert total.mu2 is not None
+        if total.is_pure:
+            assert total.epsilon is not None
+            return _Price(total, ApproxDP(_float_up(total.epsilon), 0.0), "basic", budget, None)
+        return _Price(total, GaussianDP(_sqrt_up(total.mu2)), "gdp", budget, None)
+
+
+def _price_basic_plan(
+    budget: _Budget,
+    events: Sequence[PrivacyEvent],
+    grouped: Sequence[PrivacyEvent],
+    k: int,
+    plan_delta: float | None,
+    totals: _Totals,
+) -> _Price:
+    """A plan on an (ε, δ) budget under basic composition: its tight total at the remaining δ (or the δ
+    asked for), or the exact sums Σε, Σδ of its events when those are no larger."""
+    remaining = _remaining_delta(budget, totals)
+    target = _float_down(remaining) if plan_delta is None else plan_delta
+    total: _Charge | None
+    try:
+        total = _sum_charges([_event_charge(budget, e, k)[0] for e in events])
+    except UnsupportedCompositionError:  # a μ-GDP event has no single (ε, δ); the PLD composes it
+        total = None
+    try:
+        composed = compose_plan(grouped, delta=target)
+    except UnsupportedCompositionError as err:
+        if total is not None and total.epsilon is not None and total.delta is not None:
+            # no finite ε at the δ left: charge the exact sums, which the check then refuses if they exceed
+            cost = ApproxDP(_float_up(total.epsilon), _float_up(total.delta))
+            return _Price(_Charge(total.epsilon, total.delta, None), cost, "basic", budget, remaining)
+        raise UnsupportedCompositionError(
+            f"the plan has no finite ε at δ = {target} (the δ left in budget {budget.guarantee!r}): {err}"
+        ) from None
+    g = composed.guarantee
+    assert isinstance(g, ApproxDP)
+    pld = _Charge(_dec(g.epsilon), _dec(g.delta), None)
+    assert pld.epsilon is not None and pld.delta is not None
+    if (
+        total is not None
+        and total.epsilon is not None
+        and total.delta is not None
+        and (composed.method == "basic" or (total.delta <= pld.delta and total.epsilon <= pld.epsilon))
+    ):
+        # the exact decimal sums: never above what spending the events one by one would charge
+        basic_cost = ApproxDP(_float_up(total.epsilon), _float_up(total.delta))
+        return _Price(_Charge(total.epsilon, total.delta, None), basic_cost, "basic", budget, remaining)
+    return _Price(pld, g, composed.method, budget, remaining)
+
+
+# ------------------------------------------------------------------------------------------------------
+# the accountant
+
+
+class PrivacyAccountant:
+    """Per-dataset privacy budgets over a persistent ledger: check, reserve, commit, refuse.
+
+    Parameters
+    ----------
+    ledger : str or LedgerStore
+        Where the ledger lives. A SQLAlchemy URL: ``"sqlite:///ledger.db"`` (an SQLite file, the embedded
+        choice) or ``"postgresql+psycopg://user:pw@host/db"`` (many workers); ``"memory://"`` for an
+        in-memory ledger (notebooks, tests); or a store object such as
+        :class:`~dp_pipeline.accounting.ledger.memory.MemoryLedger`. There is no default: a ledger silently
+        created in the working directory would give every directory its own budget.
+    create : bool, default True
+        Create the ledger schema in an empty database.
+
+    Notes
+    -----
+    **Budgets and rules.** Each dataset has one budget in one currency, chosen by :meth:`set_budget`:
+
+    * ``ApproxDP(ε_B, δ_B)`` (``PureDP(ε_B)`` is ``ApproxDP(ε_B, 0)``) with ``method="basic"`` (the
+      default): a spend of (εᵢ, δᵢ) is accepted iff Σεᵢ ≤ ε_B and Σδᵢ ≤ δ_B over all active spends.
+      Basic composition holds when each spend is chosen after earlier results are known, i.e. as a
+      privacy filter (Dwork & Roth 2014, Thm 3.16; Rogers, Roth, Ullman & Vadhan 2016).
+    * ``GaussianDP(μ_B)``: the μ-GDP filter. Each spend's μᵢ is the tightest μ of the event for the
+      group (Gaussian noise: kS/σ; pure ε: 2Φ⁻¹(e^ε/(1+e^ε))); accepted iff Σμᵢ² ≤ μ_B². The filter is
+      valid under full adaptivity (Smith & Thakurta 2022). An (ε, δ > 0) spend has no μ and raises
+      UnsupportedCompositionError.
+    * ``ApproxDP(ε_B, δ_B)`` with δ_B > 0 and ``method="gdp"``: let μ_B be the largest μ whose (ε, δ_B)
+      reading (GaussianDP(μ).to_approx_dp(δ_B)) is within ε_B. Every spend must have a μ (pure ε or
+      Gaussian noise); a spend is accepted iff (P) every active spend is pure and Σεᵢ ≤ ε_B, or
+      (G) Σμᵢ² ≤ μ_B². The report names the route that gives the smaller ε.
+
+      *Validity of P-or-G.* Let L be the privacy loss of the whole transcript. Split the transcripts by
+      the final set of accepted spends. Where it satisfies P, every spend was pure and L ≤ Σεᵢ ≤ ε_B on
+      that transcript (pure losses bound the loss pathwise), so it adds nothing to the hockey-stick
+      divergence E[(1 − e^{ε_B − L})₊]. Every other transcript satisfies G at its end, hence at every
+      step (the sums only grow), so it is also a transcript of the G-only filter, with the same
+      probabilities under both neighbouring datasets; its part of the divergence is at most that of the
+      G-only filter, which is μ_B-GDP and so (ε_B, δ_B)-DP. Hence the whole is (ε_B, δ_B)-DP.
+
+      *Why not "basic or G" with δ.* If the route that may fail is basic composition with δᵢ > 0,
+      neither part contributes zero: an analyst can branch on an earlier output, spend non-Gaussian
+      (ε, δ) releases on one branch and Gaussian releases up to μ_B on the other, and the two parts may
+      each approach δ_B. The accountant therefore never mixes a δ-carrying basic rule with the μ-GDP
+      filter on one budget; which rule a budget uses is fixed when the budget is set, before any spend,
+      and cannot change while spends are recorded.
+
+    **Plans** (:meth:`plan_cost`, :meth:`spend_plan`) are releases declared before any of them runs.
+    Under basic composition a plan is charged as one record at its tight total from
+    :func:`~dp_pipeline.accounting.composition.compose_plan` at the budget's remaining δ (or a δ you
+    give), unless the exact sums Σεᵢ, Σδᵢ are no larger; the record then counts in basic composition
+    with that (ε, δ). Under the μ-GDP rules a plan costs √Σμᵢ² (the same as its spends one by one).
+
+    **Exact arithmetic.** Amounts are decimals of the floats' shortest reprs (0.1 is exactly 1/10),
+    summed exactly; μ² is exact too. Totals are cached as decimal strings, so a spend is O(1). The
+    comparison with the budget is exact: a total equal to the budget fits (50 spends of ε = 0.1 fit
+    ε_B = 5) and anything above it is refused. Every number that had to be rounded (group sizes, μ of
+    pure ε, square roots, PLD totals, conversions) was rounded toward more privacy loss, so a case that
+    rounding makes uncertain is refused. Reported spent amounts round up and remaining amounts down, so
+    spending exactly ``remaining()`` succeeds.
+
+    **Ledger.** Every change is a new, hash-chained record (budget, reserve, commit, release). Check
+    and reserve run in one locked transaction; a refusal writes nothing. A reservation stays counted
+    until committed or released; one whose process died stays counted (fail closed) until an operator
+    calls :meth:`release` with a reason, which is recorded. Idempotency keys: reserving again with a key
+    the dataset already has returns the existing reservation and charges nothing.
+
+    **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
+    charges land in the one ledger configured. Pickling carries the URL (an SQL ledger reopens the same
+    database in the new process); a memory ledger cannot be pickled.
+
+    References
+    ----------
+    Dwork & Roth, "The algorithmic foundations of differential privacy", 2014.
+    Rogers, Roth, Ullman & Vadhan, "Privacy odometers and filters: pay-as-you-go composition", NeurIPS 2016.
+    Dong, Roth & Su, "Gaussian differential privacy", JRSS-B 84(1), 2022.
+    Smith & Thakurta, "Fully adaptive composition for Gaussian differential privacy", arXiv:2210.17520, 2022.
+
+    Examples
+    --------
+    >>> from dp_pipeline import ApproxDP, PureDP, PrivacyAccountant
+    >>> acct = PrivacyAccountant("memory://")
+    >>> acct.set_budget("patients", ApproxDP(1.0, 1e-6))
+    >>> _ = acct.spend("patients", PureDP(0.25), label="count")
+    >>> print(acct.remaining("patients"))
+    remaining on 'patients': ε = 0.75, δ = 1e-06 (basic composition; budget ε = 1, δ = 1e-06)
+    """
+
+    def __init__(self, ledger: str | LedgerStore, *, create: bool = True) -> None:
+        self._budgets: dict[str, _Budget] = {}  # last budget seen per dataset: a pricing hint only
+        if isinstance(ledger, str):
+            self._store: LedgerStore = open_store(ledger, create=create)
+        elif isinstance(ledger, LedgerStore):
+            self._store = ledger
+        else:
+            raise InvalidParameterError(
+                "'ledger' must be a database URL (e.g. 'sqlite:///ledger.db', 'memory://') or a LedgerStore, "
+                f"got {type(ledger).__name__}",
+                "ledger",
+            )
+
+    @property
+    def store(self) -> LedgerStore:
+        """The ledger store."""
+        return self._store
+
+    @property
+    def url(self) -> str:
+        """The ledger's URL (``"memory://"`` for a memory ledger)."""
+        return self._store.url
+
+    # ------------------------------------------------------------------------------------- budgets
+
+    def set_budget(
+        self,
+        dataset: str,
+        budget: ApproxDP | PureDP | GaussianDP,
+        *,
+        method: str = "auto",
+        reason: str | None = None,
+        actor: str | None = None,
+    ) -> None:
+        """Set or change a dataset's budget.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset (at most 255 characters).
+        budget : ApproxDP, PureDP or GaussianDP
+            The total privacy loss the dataset may incur.
+        method : {"auto", "basic", "gdp"}
+            The composition rule (see the class Notes). ``"auto"``: basic composition for (ε, δ) budgets,
+            the μ-GDP filter for GaussianDP. ``"gdp"`` on an (ε, δ) budget needs δ > 0.
+        reason, actor : str, optional
+            Recorded with the change (actor defaults to user@host).
+
+        Raises
+        ------
+        InvalidParameterError
+            A wrong type, a budget below what is already spent, or a change of currency or method while
+            spends are recorded. Nothing changes then.
+
+        Notes
+        -----
+        Setting the same budget again writes nothing. Raising a budget is a deliberate decision and is
+        recorded as a new ``budget`` record with the previous one.
+        """
+        dataset = _check_name(dataset, "dataset")
+        guarantee = _check_budget(budget)
+        reason = _check_optional_text(reason, "reason", 2000)
+        actor = _check_optional_text(actor, "actor", 255)
+        if method not in ("auto", "basic", "gdp"):
+            raise InvalidParameterError(
+                f"'method' must be 'auto', 'basic' or 'gdp', got {method!r}", "method"
+            )
+        resolved: Method
+        mu_limit: Decimal | None = None
+        if isinstance(guarantee, GaussianDP):
+            if method == "basic":
+                raise InvalidParameterError(
+                    "a GaussianDP budget composes by the μ-GDP filter: use method='gdp'", "method"
+                )
+            resolved = "gdp"
+        else:
+            assert isinstance(guarantee, ApproxDP)
+            resolved = "gdp" if method == "gdp" else "basic"
+            if resolved == "gdp":
+                if guarantee.delta == 0.0:
+                    raise InvalidParameterError(
+                        "method='gdp' needs δ > 0: μ-GDP implies no pure ε-DP guarantee", "method"
+                    )
+                mu_limit = _mu_limit(guarantee)
+        new = _Budget(guarantee, resolved, mu_limit)
+
+        def run(tx: LedgerTransaction) -> None:
+            head = tx.head
+            where = f"dataset {dataset!r}"
+            totals = _Totals() if head is None else _Totals.from_json(head.state.totals, where)
+            previous = None if head is None else _Budget.from_state(head.state, where)
+            if previous is not None:
+                if previous.guarantee == new.guarantee and previous.method == new.method:
+                    return
+                if (previous.currency, previous.method) != (new.currency, new.method) and totals.active:
+                    raise InvalidParameterError(
+                        f"dataset {dataset!r} has {totals.active} active spend(s) under "
+                        f"{previous.describe()}; its currency or composition rule cannot change to "
+                        f"{new.describe()} (switching rules after results are known is not a valid "
+                        "composition). Nothing was changed.",
+                        "budget",
+                    )
+                if not _fits(new, totals):
+                    spent = _spent_report(dataset, previous, totals)
+                    raise InvalidParameterError(
+                        f"the new budget {new.guarantee!r} of dataset {dataset!r} is below what is already "
+                        f"spent ({spent.guarantee!r}, {spent.method}). Nothing was changed.",
+                        "budget",
+                    )
+            body = {
+                "budget": new.guarantee.to_dict(),
+                "method": new.method,
+                "mu_limit": None if mu_limit is None else str(mu_limit),
+                "previous": None if previous is None else previous.guarantee.to_dict(),
+                "reason": reason,
+                "actor": actor or _default_actor(),
+                "totals": totals.to_json(),
+            }
+            tx.append("budget", body, DatasetState(new.state_budget(), new.method, totals.to_json()))
+
+        self._store.atomic(dataset, run)
+
+    def budget(self, dataset: str) -> BudgetReport:
+        """The dataset's budget and its composition rule."""
+        _, budget, totals = self._read(dataset)
+        method = budget.method
+        return BudgetReport(dataset, "budget", budget.guarantee, method, budget.guarantee, totals.open)
+
+    def datasets(self) -> list[str]:
+        """The datasets with a budget in this ledger, sorted."""
+        return [name for name in self._store.datasets() if self._store.head(name) is not None]
+
+    # ------------------------------------------------------------------------------------- reports
+
+    def spent(self, dataset: str) -> BudgetReport:
+        """What the dataset has spent (open reservations included), rounded up, with the method."""
+        _, budget, totals = self._read(dataset)
+        return _spent_report(dataset, budget, totals)
+
+    def remaining(self, dataset: str) -> BudgetReport:
+        """What is left of the dataset's budget, rounded down, with the method."""
+        _, budget, totals = self._read(dataset)
+        return _remaining_report(dataset, budget, totals)
+
+    def history(self, dataset: str) -> list[LedgerEntry]:
+        """Every record of the dataset in order, with time, label, key, group size, cost and status."""
+        dataset = _check_name(dataset, "dataset")
+        records = self._store.records(dataset)
+        if not records and self._store.head(dataset) is None:
+            raise UnknownDatasetError(dataset)
+        ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
+        return [_entry(r, ends) for r in records]
+
+    def open_reservations(self, dataset: str) -> list[LedgerEntry]:
+        """Reservations of the dataset that were neither committed nor released (e.g. a process died)."""
+        dataset = _check_name(dataset, "dataset")
+        return [_entry(r, {}) for r in self._store.open_reservations(dataset)]
+
+    # ------------------------------------------------------------------------------------- spending
+
+    def spend(
+        self,
+        dataset: str,
+        cost: Any,
+        group_size: int = 1,
+        label: str | None = None,
+        key: str | None = None,
+    ) -> Reservation:
+        """Check and charge one release in one transaction (reserve and commit).
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset charged.
+        cost : mechanism, PrivacyEvent or Guarantee
+            The release: a mechanism (anything with an ``.event``), its event, or a bare guarantee.
+        group_size : int, default 1
+            Charge for groups of k individuals (e.g. a person contributes k rows).
+        label : str, optional
+            Shown in the history.
+        key : str, optional
+            Idempotency key: a retry with the same key charges nothing more and returns the first
+            reservation (committing it if it was open). Reusing a key for a different cost is an error.
+
+        Returns
+        -------
+        Reservation
+            The committed reservation.
+
+        Raises
+        ------
+        BudgetExceededError
+            The spend does not fit; nothing was written.
+        UnsupportedCompositionError
+            The spend cannot be expressed in the budget's currency (e.g. (ε, δ > 0) against μ-GDP).
+        UnknownDatasetError, InvalidParameterError
+            No budget for the dataset; invalid arguments.
+        """
+        return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=True)
+
+    def reserve(
+        self,
+        dataset: str,
+        cost: Any,
+        *,
+        key: str | None = None,
+        group_size: int = 1,
+        label: str | None = None,
+    ) -> Reservation:
+        """Check and reserve one release; commit it later (or use the result as a context manager).
+
+        The reservation counts as spent from now on. See :class:`Reservation` for the context-manager
+        rule (it commits even when the block raises) and :meth:`spend` for the parameters. Without a
+        ``key`` a random one is made.
+        """
+        return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=False)
+
+    def plan_cost(
+        self, dataset: str, costs: Sequence[Any], group_size: int = 1, *, delta: float | None = None
+    ) -> BudgetReport:
+        """The tight total of a plan fixed in advance, in the budget's currency; nothing is charged.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset whose budget sets the currency (and the remaining δ of an (ε, δ) budget).
+        costs : list of mechanisms, events or guarantees
+            Every release of the plan.
+        group_size : int, default 1
+        delta : float, optional
+            For (ε, δ) budgets under basic composition: the δ at which to read the plan's ε (default: the
+            δ the budget has left).
+        """
+        events = _to_events(costs)
+        k = check_positive_int(group_size, "group_size")
+        plan_delta = self._check_plan_delta(delta)
+        _, budget, totals = self._read(dataset)
+        price = _price(budget, events, k, True, plan_delta, totals)
+        return BudgetReport(dataset, "plan cost", price.cost, price.method, budget.guarantee, totals.open)
+
+    def spend_plan(
+        self,
+        dataset: str,
+        costs: Sequence[Any],
+        *,
+        key: str | None = None,
+        label: str | None = None,
+        group_size: int = 1,
+        delta: float | None = None,
+    ) -> Reservation:
+        """Check and charge a whole plan at its tight total, as one record (see :meth:`plan_cost`)."""
+        events = _to_events(costs)
+        plan_delta = self._check_plan_delta(delta)
+        return self._reserve(dataset, events, group_size, label, key, True, plan_delta, commit=True)
+
+    def release(self, dataset: str, key: str, reason: str, *, actor: str | None = None) -> Reservation:
+        """Operator release: return an open reservation (e.g. of a process that died) to the budget.
+
+        Only for attempts that never read data. Recorded with ``reason`` and ``actor`` (default
+        user@host). Releasing a released reservation again does nothing; a committed one cannot be
+        released (LedgerError).
+        """
+        dataset = _check_name(dataset, "dataset")
+        key = _check_name(key, "key", _MAX_KEY)
+        self._release(dataset, key, reason, actor, by="operator")
+        found = self._store.reservation(dataset, key=key)
+        assert found is not None
+        return self._reservation(dataset, found)
+
+    # ------------------------------------------------------------------------------------- verify
+
+    def verify(self, dataset: str | None = None) -> VerifyReport:
+        """Recompute every hash chain and running total; LedgerError naming the first bad record.
+
+        Checks, per dataset: the hash of every record and the chain of ``prev_hash`` (an edited, deleted
+        or inserted record breaks it); that the head row points at the last record and caches the
+        budget, method and totals the records imply; that every running total written in a record equals
+        the sum of the charges before it; that commits and releases end open reservations, once; and
+        that idempotency keys are unique.
+        """
+        names = self._store.datasets() if dataset is None else [_check_name(dataset, "dataset")]
+        count = 0
+        for name in names:
+            records = self._store.records(name)
+            head = self._store.head(name)
+            problem = check_chain(name, records, head) or _check_semantics(name, records, head)
+            if problem:
+                raise LedgerError(f"ledger verification failed: {problem}")
+            count += len(records)
+        return VerifyReport(tuple(names), count)
+
+    # ------------------------------------------------------------------------------------- internals
+
+    def _check_plan_delta(self, delta: Any) -> float | None:
+        if delta is None:
+            return None
+        value = check_real(delta, "delta")
+        if not 0.0 <= value < 1.0:
+            raise InvalidParameterError(f"'delta' must lie in [0, 1), got {value}", "delta")
+        return value
+
+    def _read(self, dataset: str) -> tuple[DatasetHead, _Budget, _Totals]:
+        dataset = _check_name(dataset, "dataset")
+        head = self._store.head(dataset)
+        if head is None:
+            raise UnknownDatasetError(dataset)
+        where = f"dataset {dataset!r}"
+        return head, _budget_of(head.state, where), _Totals.from_json(head.state.totals, where)
+
+    def _reservation(self, dataset: str, found: ReservationRecords) -> Reservation:
+        body = found.reserve.body
+        cost = guarantee_from_dict(dict(body["cost"]))
+        assert found.reserve.key is not None
+        return Reservation(
+            self,
+            dataset,
+            found.reserve.key,
+            found.reserve.seq,
+            cost,
+            str(body.get("composition")),
+            found.status,
+            body.get("label"),
+            int(body.get("group_size", 1)),
+        )
+
+    def _reserve(
+        self,
+        dataset: str,
+        events: list[PrivacyEvent],
+        group_size: Any,
+        label: Any,
+        key: Any,
+        plan: bool,
+        plan_delta: float | None,
+        *,
+        commit: bool,
+    ) -> Reservation:
+        dataset = _check_name(dataset, "dataset")
+        k = check_positive_int(group_size, "group_size")
+        label = _check_optional_text(label, "label", 2000)
+        given_key = _check_optional_text(key, "key", _MAX_KEY)
+        key = given_key or f"auto-{uuid.uuid4().hex}"
+        event_dicts = [e.to_dict() for e in events]
+        request = canonical_json({"events": event_dicts, "group_size": k, "plan": plan, "delta": plan_delta})
+        # Price outside the lock, so that the lock is held only for the check and the writes: a plan
+        # (its PLD can take a while) from a fresh read, one release from the budget last seen. Inside,
+        # the price is recomputed only if the budget, or the remaining δ a plan was composed at, changed.
+        price: _Price | None = None
+        if plan:
+            _, budget, totals = self._read(dataset)
+            if given_key is None or self._store.reservation(dataset, key=given_key) is None:
+                price = _price(budget, events, k, plan, plan_delta, totals)
+        elif dataset in self._budgets:
+            price = _price(self._budgets[dataset], events, k, plan, plan_delta, _Totals())
+
+        def run(tx: LedgerTransaction) -> tuple[ReservationRecords, bool]:
+            head = tx.head
+            if head is None:
+                raise UnknownDatasetError(dataset)
+            where = f"dataset {dataset!r}"
+            # a random key cannot exist yet: look up only keys the caller chose
+            found = None if given_key is None else tx.reservation(key=key)
+            if found is not None:
+                _check_same_request(dataset, key, found, request)
+                if found.status == "released":
+                    raise LedgerError(
+                        f"the reservation with key {key!r} on dataset {dataset!r} was released "
+                        f"({found.end.body.get('reason') if found.end else ''}); a new attempt needs a new "
+                        "key"
+                    )
+                if commit and found.status == "open":
+                    t = _Totals.from_json(head.state.totals, where).committed()
+                    closing = tx.append(
+                        "commit",
+                        {"totals": t.to_json()},
+                        replace(head.state, totals=t.to_json()),
+                        key=key,
+                        reservation=found.reserve.seq,
+                    )
+                    return ReservationRecords(found.reserve, closing), False
+                return found, False
+            current = _budget_of(head.state, where)
+            totals = _Totals.from_json(head.state.totals, where)
+            p = price
+            if (
+                p is None
+                or p.budget != current
+                or (p.remaining_delta is not None and p.remaining_delta != _remaining_delta(current, totals))
+            ):
+                p = _price(current, events, k, plan, plan_delta, totals)
+            after = totals.plus(p.charge)
+            if not _fits(current, after):
+                spent = _spent_report(dataset, current, totals)
+                remaining = _remaining_report(dataset, current, totals)
+                raise BudgetExceededError(
+                    dataset,
+                    p.cost,
+                    spent.guarantee,
+                    remaining.guarantee,
+                    current.guarantee,
+                    detail=f"Rule: {current.describe()}; the request was composed by {p.method!r}.",
+                )
+            body = {
+                "label": label,
+                "group_size": k,
+                "plan": plan,
+                "delta": plan_delta,
+                "events": event_dicts,
+                "cost": p.cost.to_dict(),
+                "composition": p.method,
+                "charge": p.charge.to_json(),
+                "totals": after.to_json(),
+            }
+            record = tx.append("reserve", body, replace(head.state, totals=after.to_json()), key=key)
+            end: LedgerRecord | None = None
+            if commit:
+                done = after.committed()
+                end = tx.append(
+                    "commit",
+                    {"totals": done.to_json()},
+                    replace(head.state, totals=done.to_json()),
+                    key=key,
+                    reservation=record.seq,
+                )
+            return ReservationRecords(record, end), True
+
+        found, _ = self._store.atomic(dataset, run)
+        head = self._store.head(dataset) if dataset not in self._budgets else None
+        if head is not None:
+            self._budgets[dataset] = _budget_of(head.state, f"dataset {dataset!r}")
+        return self._reservation(dataset, found)
+
+    def _commit(self, dataset: str, key: str) -> str:
+        def run(tx: LedgerTransaction) -> str:
+            head = tx.head
+            found = tx.reservation(key=key)
+            if head is None or found is None:
+                raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
+            if found.status == "released":
+                raise LedgerError(
+                    f"the reservation with key {key!r} on dataset {dataset!r} was released and cannot be "
+                    "committed; if data was read, spend again with a new key"
+                )
+            if found.status == "open":
+                t = _Totals.from_json(head.state.totals, f"dataset {dataset!r}").committed()
+                tx.append(
+                    "commit",
+                    {"totals": t.to_json()},
+                    replace(head.state, totals=t.to_json()),
+                    key=key,
+                    reservation=found.reserve.seq,
+                )
+            return "committed"
+
+        return self._store.atomic(dataset, run)
+
+    def _release(self, dataset: str, key: str, reason: Any, actor: Any, *, by: str) -> str:
+        reason = _check_name(reason, "reason", 2000) if isinstance(reason, str) and reason.strip() else None
+        if reason is None:
+            raise InvalidParameterError("a release needs a non-empty 'reason' (it is recorded)", "reason")
+        actor = _check_optional_text(actor, "actor", 255) or _default_actor()
+
+        def run(tx: LedgerTransaction) -> str:
+            head = tx.head
+            if head is None:
+                raise UnknownDatasetError(dataset)
+            found = tx.reservation(key=key)
+            if found is None:
+                raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
+            if found.status == "committed":
+                raise LedgerError(
+                    f"the reservation with key {key!r} on dataset {dataset!r} is committed (its attempt may "
+                    "have read data) and cannot be released"
+                )
+            if found.status == "open":
+                where = f"dataset {dataset!r}, record seq={found.reserve.seq}"
+                charge = _Charge.from_json(found.reserve.body.get("charge"), where)
+                t = _Totals.from_json(head.state.totals, f"dataset {dataset!r}").minus(charge)
+                body = {"reason": reason, "actor": actor, "by": by, "totals": t.to_json()}
+                tx.append(
+                    "release",
+                    body,
+                    replace(head.state, totals=t.to_json()),
+                    key=key,
+                    reservation=found.reserve.seq,
+                )
+            return "released"
+
+        return self._store.atomic(dataset, run)
+
+    # ------------------------------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Close the ledger's connections."""
+        self._store.close()
+
+    def __enter__(self) -> PrivacyAccountant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __copy__(self) -> PrivacyAccountant:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyAccountant:
+        # A handle to one external ledger: copies (sklearn clone, GridSearchCV) must charge the same one.
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PrivacyAccountant, (self._store,))
+
+    def __repr__(self) -> str:
+        store = self._store
+        shown = repr(store) if isinstance(store, MemoryLedger) else repr(getattr(store, "_shown", store.url))
+        return f"PrivacyAccountant({shown})"
+
+
+def _check_same_request(dataset: str, key: str, found: ReservationRecords, request: str) -> None:
+    body = found.reserve.body
+    stored = canonical_json(
+        {
+            "events": body.get("events"),
+            "group_size": body.get("group_size"),
+            "plan": body.get("plan"),
+            "delta": body.get("delta"),
+        }
+    )
+    if stored != request:
+        raise InvalidParameterError(
+            f"the key {key!r} already reserved a different cost on dataset {dataset!r} "
+            f"({body.get('cost')}, group size {body.get('group_size')}); use a new key for a different "
+            "release",
+            "key",
+        )
+
+
+def _spent_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
+    g = budget.guarantee
+    if isinstance(g, GaussianDP):
+        return BudgetReport(dataset, "spent", GaussianDP(_sqrt_up(totals.mu2)), "gdp", g, totals.open)
+    assert isinstance(g, ApproxDP)
+    if budget.method == "basic":
+        spent = ApproxDP(_float_up(totals.epsilon), _float_up(totals.delta))
+        return BudgetReport(dataset, "spent", spent, "basic", g, totals.open)
+    candidates: list[tuple[ApproxDP, str]] = []
+    if totals.impure == 0:
+        candidates.append((ApproxDP(_float_up(totals.epsilon), 0.0), "basic"))
+    if totals.no_mu == 0:
+        gdp = GaussianDP(_sqrt_up(totals.mu2))
+        candidates.append((gdp.to_approx_dp(g.delta) if gdp.mu > 0 else ApproxDP(0.0, 0.0), "gdp"))
+    spent, method = min(candidates, key=lambda c: (c[0].epsilon, c[1] != "basic"))
+    return BudgetReport(dataset, "spent", spent, method, g, totals.open)
+
+
+def _remaining_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
+    g = budget.guarantee
+    if isinstance(g, GaussianDP):
+        left = _sqrt_down(max(_ZERO, _sub(_square(_dec(g.mu)), totals.mu2)))
+        return BudgetReport(dataset, "remaining", GaussianDP(left), "gdp", g, totals.open)
+    assert isinstance(g, ApproxDP)
+    if budget.method == "basic":
+        rest = ApproxDP(
+            _float_down(_sub(_dec(g.epsilon), totals.epsilon)), _float_down(_sub(_dec(g.delta), totals.delta))
+        )
+        return BudgetReport(dataset, "remaining", rest, "basic", g, totals.open)
+    spent = _spent_report(dataset, budget, totals)
+    rest = ApproxDP(
+        _float_down(_sub(_dec(g.epsilon), _dec(spent.epsilon))),
+        _float_down(_sub(_dec(g.delta), _dec(spent.delta))),
+    )
+    return BudgetReport(dataset, "remaining", rest, spent.method, g, totals.open)
+
+
+def _entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:
+    body = record.body
+    guarantee: Guarantee | None = None
+    events: tuple[PrivacyEvent, ...] = ()
+    method: str | None = None
+    status = record.kind
+    if record.kind == "reserve":
+        guarantee = guarantee_from_dict(dict(body["cost"]))
+        events = tuple(PrivacyEvent.from_dict(dict(e)) for e in body.get("events", ()))
+        method = body.get("composition")
+        end = ends.get(record.seq)
+        status = "open" if end is None else ("committed" if end.kind == "commit" else "released")
+    elif record.kind == "budget":
+        guarantee = guarantee_from_dict(dict(body["budget"]))
+        method = body.get("method")
+    return LedgerEntry(
+        dataset=record.dataset,
+        seq=record.seq,
+        time=datetime.fromisoformat(record.time),
+        kind=record.kind,
+        status=status,
+        label=body.get("label"),
+        key=record.key,
+        group_size=body.get("group_size"),
+        guarantee=guarantee,
+        method=method,
+        events=events,
+        reservation=record.reservation,
+        reason=body.get("reason"),
+        actor=body.get("actor"),
+        hash=record.hash,
+    )
+
+
+def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
+    """Replay the running totals and reservation states; the first inconsistency, or None."""
+    totals = _Totals()
+    budget_state: tuple[Any, str] | None = None
+    reserves: dict[int, _Charge] = {}
+    ended: set[int] = set()
+    keys: set[str] = set()
+    try:
+        for record in records:
+            where = f"dataset {dataset!r}, record seq={record.seq}"
+            body = record.body
+            if record.kind == "budget":
+                guarantee = guarantee_from_dict(dict(body["budget"]))
+                method = body.get("method")
+                budget_state = (
+                    {"guarantee": guarantee.to_dict(), "mu_limit": body.get("mu_limit")},
+                    str(method),
+                )
+            elif budget_state is None:
+                return f"{where}: a {record.kind} record before any budget was set"
+            elif record.kind == "reserve":
+                if record.key is None or record.key in keys:
+                    return f"{where}: missing or repeated idempotency key {record.key!r}"
+                keys.add(record.key)
+                charge = _Charge.from_json(body.get("charge"), where)
+                reserves[record.seq] = charge
+                totals = totals.plus(charge)
+            else:
+                target = record.reservation
+                if target not in reserves:
+                    return f"{where}: {record.kind} of seq={target}, which is not a reservation"
+                if target in ended:
+                    return f"{where}: reservation seq={target} was already committed or released"
+                ended.add(target)
+                totals = totals.committed() if record.kind == "commit" else totals.minus(reserves[target])
+            stored = _Totals.from_json(body.get("totals"), where)
+            if not stored.same_as(totals):
+                return (
+                    f"{where}: running totals {stored.to_json()} differ from the records' sum "
+                    f"{totals.to_json()}"
+                )
+        if head is not None:
+            where = f"dataset {dataset!r}, head row"
+            if not _Totals.from_json(head.state.totals, where).same_as(totals):
+                return f"{where}: cached totals {dict(head.state.totals)} differ from the records' sum"
+            if budget_state is not None:
+                cached = (dict(head.state.budget), head.state.method)
+                if (
+                    canonical_json(cached[0]) != canonical_json(budget_state[0])
+                    or cached[1] != budget_state[1]
+                ):
+                    return f"{where}: cached budget {cached} differs from the last budget record"
+    except LedgerError as err:
+        return str(err)
+    except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
+        return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
+    return None

@@ -1,0 +1,261 @@
+"""The LedgerStore protocol: append-only, hash-chained records of privacy spending, one chain per dataset.
+
+A store knows nothing about privacy arithmetic. It keeps, for every dataset,
+
+* a **head**: the dataset's current budget, composition method and running totals (exact decimal strings),
+  together with the sequence number and hash of the newest record. The head is the row that a writer
+  locks, so that check and reserve happen in one transaction;
+* an append-only **chain of records**. Record ``n`` stores the hash of record ``n − 1`` (``prev_hash``) and
+  its own hash, the SHA-256 of the canonical JSON of all its fields including ``prev_hash``. Editing or
+  deleting any record breaks the chain, which :func:`check_chain` detects.
+
+Every state change is a new record: ``budget`` (set or changed), ``reserve``, ``commit`` and ``release``.
+The accountant (:mod:`dp_pipeline.accounting.accountant`) decides what to write; a store only guarantees
+that :meth:`LedgerStore.atomic` runs its function under an exclusive per-dataset lock and either keeps all
+its appends or none.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+__all__ = [
+    "GENESIS_HASH",
+    "RECORD_KINDS",
+    "DatasetHead",
+    "DatasetState",
+    "LedgerRecord",
+    "LedgerStore",
+    "LedgerTransaction",
+    "RecordKind",
+    "ReservationRecords",
+    "canonical_json",
+    "check_chain",
+    "record_hash",
+    "utc_now",
+]
+
+RecordKind = Literal["budget", "reserve", "commit", "release"]
+RECORD_KINDS: tuple[str, ...] = ("budget", "reserve", "commit", "release")
+
+GENESIS_HASH = "0" * 64
+"""``prev_hash`` of the first record of every dataset."""
+
+T = TypeVar("T")
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys, no whitespace and no NaN/∞: the same data always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 in UTC with microseconds, as stored in records."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
+
+
+def record_hash(
+    dataset: str,
+    seq: int,
+    kind: str,
+    time: str,
+    key: str | None,
+    reservation: int | None,
+    body: Mapping[str, Any],
+    prev_hash: str,
+) -> str:
+    """SHA-256 (hex) of the canonical JSON of a record's fields, ``prev_hash`` included."""
+    payload = {
+        "body": body,
+        "dataset": dataset,
+        "key": key,
+        "kind": kind,
+        "prev_hash": prev_hash,
+        "reservation": reservation,
+        "seq": seq,
+        "time": time,
+    }
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """One append-only ledger record.
+
+    Attributes
+    ----------
+    dataset : str
+        The dataset whose chain the record belongs to.
+    seq : int
+        Position in the dataset's chain, from 1 without gaps.
+    kind : {"budget", "reserve", "commit", "release"}
+        What happened.
+    time : str
+        When, as ISO 8601 in UTC.
+    key : str or None
+        The idempotency key of a reservation (on ``reserve``, and repeated on ``commit``/``release``).
+    reservation : int or None
+        For ``commit`` and ``release``: the ``seq`` of the ``reserve`` record they end.
+    body : Mapping
+        Plain JSON data written by the accountant (costs, events, running totals, reasons).
+    prev_hash, hash : str
+        The chain: the previous record's hash and this record's own hash.
+    """
+
+    dataset: str
+    seq: int
+    kind: str
+    time: str
+    key: str | None
+    reservation: int | None
+    body: Mapping[str, Any]
+    prev_hash: str
+    hash: str
+
+    def expected_hash(self) -> str:
+        """The hash recomputed from the record's fields."""
+        return record_hash(
+            self.dataset,
+            self.seq,
+            self.kind,
+            self.time,
+            self.key,
+            self.reservation,
+            self.body,
+            self.prev_hash,
+        )
+
+
+@dataclass(frozen=True)
+class DatasetState:
+    """What the head row caches: the budget (a guarantee's ``to_dict()``), the method and running totals."""
+
+    budget: Mapping[str, Any]
+    method: str
+    totals: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DatasetHead:
+    """The head of a dataset's chain: its :class:`DatasetState` and the newest record's seq and hash."""
+
+    dataset: str
+    state: DatasetState
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class ReservationRecords:
+    """A ``reserve`` record and the ``commit`` or ``release`` record that ended it (None while open)."""
+
+    reserve: LedgerRecord
+    end: LedgerRecord | None = field(default=None)
+
+    @property
+    def status(self) -> Literal["open", "committed", "released"]:
+        """``"open"``, ``"committed"`` or ``"released"``."""
+        if self.end is None:
+            return "open"
+        return "committed" if self.end.kind == "commit" else "released"
+
+
+class LedgerTransaction(Protocol):
+    """The view of one dataset inside :meth:`LedgerStore.atomic`, under an exclusive lock."""
+
+    @property
+    def head(self) -> DatasetHead | None:
+        """The dataset's head including this transaction's appends; None for a dataset with no records."""
+
+    def reservation(self, *, key: str | None = None, seq: int | None = None) -> ReservationRecords | None:
+        """The reservation with idempotency ``key`` or reserve ``seq``, or None."""
+
+    def append(
+        self,
+        kind: RecordKind,
+        body: Mapping[str, Any],
+        state: DatasetState,
+        *,
+        key: str | None = None,
+        reservation: int | None = None,
+    ) -> LedgerRecord:
+        """Append a record to the chain and make ``state`` the dataset's cached state."""
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """Persistent storage for ledger records (see the module docstring for the model).
+
+    Implementations: :class:`~dp_pipeline.accounting.ledger.memory.MemoryLedger` (one process, no
+    persistence) and :class:`~dp_pipeline.accounting.ledger.sql.SQLLedger` (SQLite file or PostgreSQL).
+    """
+
+    url: str
+
+    def atomic(self, dataset: str, fn: Callable[[LedgerTransaction], T]) -> T:
+        """Run ``fn`` with the dataset locked; keep its appends if it returns, discard them if it raises.
+
+        ``fn`` may be run more than once when the backend asks for a retry (a serialization failure), so it
+        must have no effects outside the transaction.
+        """
+
+    def head(self, dataset: str) -> DatasetHead | None:
+        """The dataset's head as last committed, or None."""
+
+    def records(self, dataset: str) -> list[LedgerRecord]:
+        """All records of a dataset in chain order."""
+
+    def reservation(
+        self, dataset: str, *, key: str | None = None, seq: int | None = None
+    ) -> ReservationRecords | None:
+        """A reservation as last committed, or None."""
+
+    def open_reservations(self, dataset: str) -> list[LedgerRecord]:
+        """The ``reserve`` records of a dataset that have no ``commit`` or ``release`` yet."""
+
+    def datasets(self) -> list[str]:
+        """The datasets that have a head, sorted."""
+
+    def close(self) -> None:
+        """Release connections; the store must not be used afterwards."""
+
+
+def check_chain(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
+    """Check a dataset's hash chain and its head; return a description of the first problem, or None.
+
+    Detects an edited record (its hash no longer matches its fields), a deleted or reordered record (a gap in
+    ``seq`` or a ``prev_hash`` that is not the previous hash), and a head that does not point at the last
+    record (the newest records were deleted, or the head row was edited).
+    """
+    prev_hash = GENESIS_HASH
+    for expected_seq, record in enumerate(records, start=1):
+        where = f"dataset {dataset!r}, record seq={record.seq}"
+        if record.dataset != dataset:
+            return f"{where}: belongs to dataset {record.dataset!r}"
+        if record.seq != expected_seq:
+            return f"{where}: expected seq={expected_seq}; a record was deleted or inserted before it"
+        if record.kind not in RECORD_KINDS:
+            return f"{where}: unknown record kind {record.kind!r}"
+        if record.prev_hash != prev_hash:
+            return f"{where}: prev_hash does not match the hash of the record before it (deleted or edited)"
+        if record.expected_hash() != record.hash:
+            return f"{where}: hash does not match the record's contents (the record was edited)"
+        prev_hash = record.hash
+    if head is None:
+        if records:
+            return f"dataset {dataset!r}: records exist but the dataset's head row is missing"
+        return None
+    if not records:
+        return f"dataset {dataset!r}: the head row exists but the dataset has no records"
+    last = records[-1]
+    if head.seq != last.seq or head.hash != last.hash:
+        return (
+            f"dataset {dataset!r}: the head points at seq={head.seq} but the last record is seq={last.seq}; "
+            "records at the end of the chain were deleted, or the head row was edited"
+        )
+    return None

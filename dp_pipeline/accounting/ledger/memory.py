@@ -1,0 +1,174 @@
+"""An in-memory ledger store for notebooks and tests: one process, nothing persisted.
+
+Chosen explicitly, never as a fallback: ``PrivacyAccountant("memory://")`` or
+``PrivacyAccountant(MemoryLedger())``. Several accountants (or deep copies of one) that hold the same
+:class:`MemoryLedger` share its budget; a memory ledger cannot be pickled into another process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar
+
+from dp_pipeline.accounting.ledger.base import (
+    GENESIS_HASH,
+    DatasetHead,
+    DatasetState,
+    LedgerRecord,
+    RecordKind,
+    ReservationRecords,
+    canonical_json,
+    record_hash,
+    utc_now,
+)
+from dp_pipeline.exceptions import LedgerError
+
+__all__ = ["MemoryLedger"]
+
+T = TypeVar("T")
+
+
+class _Chain:
+    """The records of one dataset with indexes by idempotency key and by reservation."""
+
+    def __init__(self) -> None:
+        self.records: list[LedgerRecord] = []
+        self.head: DatasetHead | None = None
+        self.by_key: dict[str, int] = {}
+        self.ends: dict[int, LedgerRecord] = {}
+
+    def add(self, record: LedgerRecord, head: DatasetHead) -> None:
+        self.records.append(record)
+        self.head = head
+        if record.kind == "reserve" and record.key is not None:
+            self.by_key[record.key] = record.seq
+        if record.reservation is not None:
+            self.ends[record.reservation] = record
+
+    def find(self, key: str | None, seq: int | None) -> ReservationRecords | None:
+        if key is not None:
+            seq = self.by_key.get(key)
+        if seq is None or not 1 <= seq <= len(self.records):
+            return None
+        record = self.records[seq - 1]
+        if record.kind != "reserve":
+            return None
+        return ReservationRecords(record, self.ends.get(seq))
+
+
+class _MemoryTransaction:
+    """Appends are staged and applied to the chain only when the transaction's function returns."""
+
+    def __init__(self, dataset: str, chain: _Chain) -> None:
+        self._dataset = dataset
+        self._chain = chain
+        self._staged: list[tuple[LedgerRecord, DatasetHead]] = []
+
+    @property
+    def head(self) -> DatasetHead | None:
+        return self._staged[-1][1] if self._staged else self._chain.head
+
+    def reservation(self, *, key: str | None = None, seq: int | None = None) -> ReservationRecords | None:
+        found = self._chain.find(key, seq)
+        for record, _ in self._staged:
+            if record.kind == "reserve" and ((key is not None and record.key == key) or record.seq == seq):
+                found = ReservationRecords(record)
+            elif found is not None and record.reservation == found.reserve.seq:
+                found = ReservationRecords(found.reserve, record)
+        return found
+
+    def append(
+        self,
+        kind: RecordKind,
+        body: Mapping[str, Any],
+        state: DatasetState,
+        *,
+        key: str | None = None,
+        reservation: int | None = None,
+    ) -> LedgerRecord:
+        head = self.head
+        seq = 1 if head is None else head.seq + 1
+        prev = GENESIS_HASH if head is None else head.hash
+        time = utc_now()
+        # Round-trip through JSON so that stored bodies are plain data, exactly as a SQL store returns them.
+        plain = _plain(body)
+        digest = record_hash(self._dataset, seq, kind, time, key, reservation, plain, prev)
+        record = LedgerRecord(self._dataset, seq, kind, time, key, reservation, plain, prev, digest)
+        new_state = DatasetState(_plain(state.budget), state.method, _plain(state.totals))
+        self._staged.append((record, DatasetHead(self._dataset, new_state, seq, digest)))
+        return record
+
+    def apply(self) -> None:
+        for record, head in self._staged:
+            self._chain.add(record, head)
+
+
+def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(canonical_json(dict(data)))
+    return result
+
+
+class MemoryLedger:
+    """A :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` held in this process's memory.
+
+    Thread-safe (one lock for the whole store). Nothing survives the process; use an SQLite file
+    (``"sqlite:///ledger.db"``) for a ledger that must persist or be shared between processes.
+    """
+
+    url = "memory://"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._chains: dict[str, _Chain] = {}
+
+    def atomic(self, dataset: str, fn: Callable[[Any], T]) -> T:
+        with self._lock:
+            chain = self._chains.get(dataset) or _Chain()
+            tx = _MemoryTransaction(dataset, chain)
+            result = fn(tx)
+            tx.apply()
+            if chain.head is not None:
+                self._chains[dataset] = chain
+            return result
+
+    def head(self, dataset: str) -> DatasetHead | None:
+        with self._lock:
+            chain = self._chains.get(dataset)
+            return None if chain is None else chain.head
+
+    def records(self, dataset: str) -> list[LedgerRecord]:
+        with self._lock:
+            chain = self._chains.get(dataset)
+            return [] if chain is None else list(chain.records)
+
+    def reservation(
+        self, dataset: str, *, key: str | None = None, seq: int | None = None
+    ) -> ReservationRecords | None:
+        with self._lock:
+            chain = self._chains.get(dataset)
+            return None if chain is None else chain.find(key, seq)
+
+    def open_reservations(self, dataset: str) -> list[LedgerRecord]:
+        with self._lock:
+            chain = self._chains.get(dataset)
+            if chain is None:
+                return []
+            return [r for r in chain.records if r.kind == "reserve" and r.seq not in chain.ends]
+
+    def datasets(self) -> list[str]:
+        with self._lock:
+            return sorted(self._chains)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __reduce__(self) -> NoReturn:
+        raise LedgerError(
+            "a memory ledger cannot be pickled into another process: its spends would land in a copy that "
+            "the original never sees. Use a persistent ledger, e.g. PrivacyAccountant('sqlite:///ledger.db')."
+        )
+
+    def __repr__(self) -> str:
+        return f"MemoryLedger(datasets={len(self._chains)})"

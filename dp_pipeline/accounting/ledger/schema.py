@@ -1,0 +1,55 @@
+"""The ledger's SQL schema as SQLAlchemy Core tables (the shape the current code reads and writes).
+
+The schema itself is created and changed only by the Alembic revisions in ``migrations/versions``;
+:data:`HEAD_REVISION` names the newest one, and a test checks that it is the head of the script directory.
+
+Tables
+------
+``dp_ledger_budgets``
+    One row per dataset: the cached state (budget, method, running totals as exact decimal strings) and
+    the seq and hash of the newest record. Writers lock this row (``SELECT … FOR UPDATE`` on PostgreSQL;
+    ``BEGIN IMMEDIATE`` locks the whole file on SQLite).
+``dp_ledger_records``
+    The append-only, hash-chained records; ``UNIQUE (dataset, seq)``, and a unique index on
+    ``(dataset, idem_key)`` over ``reserve`` records. Triggers reject UPDATE and DELETE.
+``dp_ledger_schema``
+    Alembic's version table (a name of its own, so that a database shared with another Alembic-managed
+    application keeps both).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = ["BUDGETS", "HEAD_REVISION", "METADATA", "RECORDS", "VERSION_TABLE"]
+
+HEAD_REVISION = "0001_initial"
+VERSION_TABLE = "dp_ledger_schema"
+
+METADATA = sa.MetaData()
+
+BUDGETS = sa.Table(
+    "dp_ledger_budgets",
+    METADATA,
+    sa.Column("dataset", sa.String(255), primary_key=True),
+    sa.Column("budget", sa.Text, nullable=False),
+    sa.Column("method", sa.String(16), nullable=False),
+    sa.Column("totals", sa.Text, nullable=False),
+    sa.Column("head_seq", sa.Integer, nullable=False),
+    sa.Column("head_hash", sa.String(64), nullable=False),
+)
+
+RECORDS = sa.Table(
+    "dp_ledger_records",
+    METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dataset", sa.String(255), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("idem_key", sa.String(512), nullable=True),
+    sa.Column("reservation", sa.Integer, nullable=True),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+)

@@ -1,0 +1,497 @@
+"""A ledger store in a SQL database through SQLAlchemy 2 Core: an SQLite file, or PostgreSQL (psycopg 3).
+
+Atomicity
+---------
+Every change runs in one transaction that first takes an exclusive lock:
+
+* **SQLite**: ``BEGIN IMMEDIATE`` takes the database's write lock before anything is read, so check and
+  reserve cannot interleave with another writer (process or thread). The file runs in WAL mode, so readers
+  never block and are never blocked. The sqlite3 driver's own transaction handling is switched off
+  (``isolation_level = None``) and SQLAlchemy's ``begin`` event emits the BEGIN, as the SQLAlchemy
+  documentation prescribes for Python < 3.12 (section "Enabling Non-Legacy SQLite Transactional Modes").
+  ``synchronous = FULL`` (the default) makes every commit durable before the spend returns, at the cost
+  of one fsync per transaction. ``sqlite:///ledger.db?synchronous=normal`` trades that for speed: a commit
+  then survives a crash of the process but may be lost in a power failure or an OS crash (SQLite WAL
+  semantics), which would un-count a release whose result was already returned.
+* **PostgreSQL**: ``SELECT … FOR UPDATE`` on the dataset's row of ``dp_ledger_budgets`` (READ COMMITTED)
+  serialises writers of one dataset while other datasets proceed. Creating a dataset's first row races
+  only on its primary key; the loser retries and then finds the row. Serialization failures and deadlocks
+  (SQLSTATE 40001, 40P01) are retried.
+
+Schema
+------
+The schema is created and upgraded by the Alembic revisions shipped in ``migrations/`` (run from code; no
+alembic.ini). Opening a database first reads the version table without writing: a revision this code
+does not know (a ledger written by a newer dp-pipeline) raises :class:`~dp_pipeline.exceptions.LedgerError`
+and writes nothing; so does a file that is not an SQLite database, or an SQLite database that holds other
+tables but no ledger. In PostgreSQL the ledger's tables may share a database with other applications.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+from dp_pipeline.accounting.ledger.base import (
+    GENESIS_HASH,
+    DatasetHead,
+    DatasetState,
+    LedgerRecord,
+    RecordKind,
+    ReservationRecords,
+    canonical_json,
+    record_hash,
+    utc_now,
+)
+from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
+from dp_pipeline.exceptions import LedgerError
+
+__all__ = ["MIGRATIONS_DIR", "SQLLedger", "known_revisions", "normalize_url"]
+
+T = TypeVar("T")
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+_WRITE = "dp_ledger_write"
+_RETRY_SQLSTATES = {"40001", "40P01"}
+_MAX_ATTEMPTS = 8
+_LEDGER_TABLES = {BUDGETS.name, RECORDS.name, VERSION_TABLE}
+
+
+def normalize_url(url: str) -> str:
+    """Use psycopg 3 for PostgreSQL URLs that name no driver (``postgresql://``, ``postgres://``)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _alembic_config(connection: Connection | None = None) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("path_separator", "os")
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def known_revisions() -> set[str]:
+    """The schema revisions this code can read (all revisions shipped in ``migrations/versions``)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_alembic_config())
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def _record(row: Any) -> LedgerRecord:
+    try:
+        body = json.loads(row.body)
+    except (TypeError, ValueError):
+        body = {"unreadable_body": str(row.body)}
+    return LedgerRecord(
+        dataset=row.dataset,
+        seq=row.seq,
+        kind=row.kind,
+        time=row.created_at,
+        key=row.idem_key,
+        reservation=row.reservation,
+        body=body,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+    )
+
+
+def _head(row: Any) -> DatasetHead:
+    try:
+        state = DatasetState(json.loads(row.budget), row.method, json.loads(row.totals))
+    except (TypeError, ValueError) as err:
+        raise LedgerError(f"dataset {row.dataset!r}: the head row is not valid JSON ({err})") from None
+    return DatasetHead(row.dataset, state, row.head_seq, row.head_hash)
+
+
+# Statements built once (SQLAlchemy caches their compiled form; building them per call costs more).
+_INSERT_RECORD = RECORDS.insert()
+_INSERT_HEAD = BUDGETS.insert()
+_UPDATE_HEAD = BUDGETS.update().where(BUDGETS.c.dataset == sa.bindparam("b_dataset"))
+_LOCK_HEAD = sa.select(BUDGETS).where(BUDGETS.c.dataset == sa.bindparam("dataset")).with_for_update()
+_READ_HEAD = sa.select(BUDGETS).where(BUDGETS.c.dataset == sa.bindparam("dataset"))
+_BY_KEY = sa.select(RECORDS).where(
+    RECORDS.c.dataset == sa.bindparam("dataset"),
+    RECORDS.c.kind == "reserve",
+    RECORDS.c.idem_key == sa.bindparam("key"),
+)
+_BY_SEQ = sa.select(RECORDS).where(
+    RECORDS.c.dataset == sa.bindparam("dataset"),
+    RECORDS.c.kind == "reserve",
+    RECORDS.c.seq == sa.bindparam("seq"),
+)
+_END_OF = (
+    sa.select(RECORDS)
+    .where(RECORDS.c.dataset == sa.bindparam("dataset"), RECORDS.c.reservation == sa.bindparam("seq"))
+    .order_by(RECORDS.c.seq)
+    .limit(1)
+)
+
+
+class _SQLTransaction:
+    """One dataset inside a write transaction; the head row is locked on construction."""
+
+    def __init__(self, conn: Connection, dataset: str) -> None:
+        self._conn = conn
+        self._dataset = dataset
+        row = conn.execute(_LOCK_HEAD, {"dataset": dataset}).one_or_none()
+        self._exists = row is not None
+        self._head = None if row is None else _head(row)
+        self._pending: dict[str, Any] | None = None
+
+    @property
+    def head(self) -> DatasetHead | None:
+        return self._head
+
+    def reservation(self, *, key: str | None = None, seq: int | None = None) -> ReservationRecords | None:
+        return _find_reservation(self._conn, self._dataset, key, seq)
+
+    def finish(self) -> None:
+        """Write the head row after the last append."""
+        if self._pending is None:
+            return
+        if self._exists:
+            self._conn.execute(_UPDATE_HEAD, {"b_dataset": self._dataset, **self._pending})
+        else:
+            self._conn.execute(_INSERT_HEAD, {"dataset": self._dataset, **self._pending})
+            self._exists = True
+        self._pending = None
+
+    def append(
+        self,
+        kind: RecordKind,
+        body: Mapping[str, Any],
+        state: DatasetState,
+        *,
+        key: str | None = None,
+        reservation: int | None = None,
+    ) -> LedgerRecord:
+        head = self._head
+        seq = 1 if head is None else head.seq + 1
+        prev = GENESIS_HASH if head is None else head.hash
+        created = utc_now()
+        text = canonical_json(dict(body))
+        plain = json.loads(text)
+        digest = record_hash(self._dataset, seq, kind, created, key, reservation, plain, prev)
+        self._conn.execute(
+            _INSERT_RECORD,
+            {
+                "dataset": self._dataset,
+                "seq": seq,
+                "kind": kind,
+                "created_at": created,
+                "idem_key": key,
+                "reservation": reservation,
+                "body": text,
+                "prev_hash": prev,
+                "hash": digest,
+            },
+        )
+        values = {
+            "budget": canonical_json(dict(state.budget)),
+            "method": state.method,
+            "totals": canonical_json(dict(state.totals)),
+            "head_seq": seq,
+            "head_hash": digest,
+        }
+        # the head row is written once, when the transaction's function returns (see finish)
+        self._pending = values
+        self._head = _head(_Row(dataset=self._dataset, **values))
+        return LedgerRecord(self._dataset, seq, kind, created, key, reservation, plain, prev, digest)
+
+
+class _Row:
+    """A minimal stand-in for a head row built in Python."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
+def _find_reservation(
+    conn: Connection, dataset: str, key: str | None, seq: int | None
+) -> ReservationRecords | None:
+    if key is not None:
+        row = conn.execute(_BY_KEY, {"dataset": dataset, "key": key}).one_or_none()
+    elif seq is not None:
+        row = conn.execute(_BY_SEQ, {"dataset": dataset, "seq": seq}).one_or_none()
+    else:
+        return None
+    if row is None:
+        return None
+    reserve = _record(row)
+    end = conn.execute(_END_OF, {"dataset": dataset, "seq": reserve.seq}).one_or_none()
+    return ReservationRecords(reserve, None if end is None else _record(end))
+
+
+class SQLLedger:
+    """A :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` in a SQL database.
+
+    Parameters
+    ----------
+    url : str
+        A SQLAlchemy URL: ``"sqlite:///ledger.db"`` (a file, the embedded default) or
+        ``"postgresql+psycopg://user:password@host/dbname"`` (``postgresql://`` uses psycopg 3 too).
+    create : bool, default True
+        Create the schema in an empty database. With False, a database without a ledger raises LedgerError.
+    engine_options : mapping, optional
+        Extra keyword arguments for :func:`sqlalchemy.create_engine` (pool sizes, ``connect_args``).
+
+    Raises
+    ------
+    LedgerError
+        The database cannot be opened, is not a ledger, or was written by a newer schema (nothing is
+        written then).
+
+    Notes
+    -----
+    See the module docstring for the locking protocol. Instances pickle as their URL, so a process that
+    unpickles one opens the same database.
+    """
+
+    def __init__(
+        self, url: str, *, create: bool = True, engine_options: Mapping[str, Any] | None = None
+    ) -> None:
+        if not isinstance(url, str) or not url:
+            raise LedgerError(f"a ledger URL must be a non-empty string, got {url!r}")
+        self.url = normalize_url(url)
+        self._create = create
+        self._engine_options = dict(engine_options or {})
+        try:
+            self._sa_url = sa.engine.make_url(self.url)
+        except exc.ArgumentError as err:
+            raise LedgerError(f"not a SQLAlchemy database URL: {url!r} ({err})") from None
+        self._synchronous = "FULL"
+        if self._sa_url.get_backend_name() == "sqlite" and "synchronous" in self._sa_url.query:
+            chosen = str(self._sa_url.query["synchronous"]).upper()
+            if chosen not in ("FULL", "NORMAL", "EXTRA"):
+                raise LedgerError(f"synchronous must be full, normal or extra, got {chosen.lower()!r}")
+            self._synchronous = chosen
+            self._sa_url = self._sa_url.difference_update_query(["synchronous"])
+        self._shown = self._sa_url.render_as_string(hide_password=True)
+        self._engine = self._make_engine()
+        try:
+            self._open()
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    # ---------------------------------------------------------------------------------------- engine
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"`` (or another SQLAlchemy dialect name)."""
+        return self._engine.dialect.name
+
+    def _make_engine(self) -> Engine:
+        options = dict(self._engine_options)
+        backend = self._sa_url.get_backend_name()
+        if backend == "sqlite":
+            connect_args = dict(options.pop("connect_args", {}))
+            connect_args.setdefault("timeout", 60.0)
+            database = self._sa_url.database
+            if not database or database == ":memory:":
+                options.setdefault("poolclass", sa.pool.StaticPool)
+                connect_args.setdefault("check_same_thread", False)
+            options["connect_args"] = connect_args
+        try:
+            engine = sa.create_engine(self._sa_url, **options)
+        except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as err:
+            raise LedgerError(f"cannot use ledger URL {self._shown}: {err}") from None
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", functools.partial(_sqlite_connect, self._synchronous))
+            event.listen(engine, "begin", _sqlite_begin)
+        return engine
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            if write:
+                conn = conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    # ---------------------------------------------------------------------------------------- schema
+
+    def _inspect(self, conn: Connection) -> tuple[str | None, set[str]]:
+        tables = set(sa.inspect(conn).get_table_names())
+        revision = None
+        if VERSION_TABLE in tables:
+            rows = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+            if len(rows) > 1:
+                raise LedgerError(
+                    f"ledger {self._shown} has several schema revisions {rows}; it was migrated by hand"
+                )
+            revision = rows[0] if rows else None
+        return revision, tables
+
+    def _check(self, revision: str | None, tables: set[str]) -> bool:
+        """True when the schema is current; raise LedgerError when it cannot be used; False to migrate."""
+        if revision == HEAD_REVISION:
+            return True
+        if revision is not None:
+            if revision not in known_revisions():
+                raise LedgerError(
+                    f"ledger {self._shown} was written by a newer dp-pipeline (schema revision {revision!r}, "
+                    f"this version knows up to {HEAD_REVISION!r}). Nothing was written. Upgrade dp-pipeline "
+                    "to use this ledger."
+                )
+            return False
+        if tables & {BUDGETS.name, RECORDS.name}:
+            raise LedgerError(
+                f"ledger {self._shown} has ledger tables but no schema version table {VERSION_TABLE!r}; it "
+                "is damaged or was created by hand. Nothing was written."
+            )
+        if self.dialect == "sqlite" and tables:
+            raise LedgerError(
+                f"{self._shown} is an SQLite database of something else (tables {sorted(tables)[:5]}), not a "
+                "dp-pipeline ledger. Nothing was written. Point the accountant at a new file."
+            )
+        if not self._create:
+            raise LedgerError(f"{self._shown} holds no dp-pipeline ledger (and create=False)")
+        return False
+
+    def _open(self) -> None:
+        try:
+            with self._transaction(write=False) as conn:
+                current = self._check(*self._inspect(conn))
+            if not current:
+                with self._transaction(write=True) as conn:
+                    if self.dialect == "postgresql":
+                        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('dp_ledger_schema'))"))
+                    if not self._check(*self._inspect(conn)):
+                        from alembic import command
+
+                        command.upgrade(_alembic_config(conn), "head")
+            if self.dialect == "sqlite" and self._sa_url.database not in (None, "", ":memory:"):
+                raw = self._engine.raw_connection()
+                try:
+                    raw.cursor().execute("PRAGMA journal_mode=WAL")
+                finally:
+                    raw.close()
+        except LedgerError:
+            raise
+        except exc.SQLAlchemyError as err:
+            raise LedgerError(
+                f"cannot open ledger {self._shown}: {_reason(err)}. If it is a file, it may be corrupt or "
+                "not an SQLite database."
+            ) from None
+
+    def schema_revision(self) -> str | None:
+        """The schema revision recorded in the database."""
+        with self._reading() as conn:
+            return self._inspect(conn)[0]
+
+    # ---------------------------------------------------------------------------------------- store
+
+    def atomic(self, dataset: str, fn: Callable[[Any], T]) -> T:
+        for attempt in range(1, _MAX_ATTEMPTS + 1):
+            try:
+                with self._transaction(write=True) as conn:
+                    tx = _SQLTransaction(conn, dataset)
+                    result = fn(tx)
+                    tx.finish()
+                    return result
+            except exc.IntegrityError as err:
+                # Two writers created the same dataset's head row at once: the loser retries and finds it.
+                if attempt == _MAX_ATTEMPTS:
+                    raise LedgerError(f"ledger {self._shown}: write conflict ({_reason(err)})") from None
+            except exc.DBAPIError as err:
+                code = getattr(err.orig, "sqlstate", None)
+                if code in _RETRY_SQLSTATES and attempt < _MAX_ATTEMPTS:
+                    time.sleep(0.005 * attempt)
+                    continue
+                raise LedgerError(f"ledger {self._shown}: {_reason(err)}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        try:
+            with self._transaction(write=False) as conn:
+                yield conn
+        except exc.DBAPIError as err:
+            raise LedgerError(f"ledger {self._shown}: {_reason(err)}") from None
+
+    def head(self, dataset: str) -> DatasetHead | None:
+        with self._reading() as conn:
+            row = conn.execute(_READ_HEAD, {"dataset": dataset}).one_or_none()
+            return None if row is None else _head(row)
+
+    def records(self, dataset: str) -> list[LedgerRecord]:
+        with self._reading() as conn:
+            rows = conn.execute(
+                sa.select(RECORDS).where(RECORDS.c.dataset == dataset).order_by(RECORDS.c.seq, RECORDS.c.id)
+            ).all()
+            return [_record(row) for row in rows]
+
+    def reservation(
+        self, dataset: str, *, key: str | None = None, seq: int | None = None
+    ) -> ReservationRecords | None:
+        with self._reading() as conn:
+            return _find_reservation(conn, dataset, key, seq)
+
+    def open_reservations(self, dataset: str) -> list[LedgerRecord]:
+        ends = sa.select(RECORDS.c.reservation).where(
+            RECORDS.c.dataset == dataset, RECORDS.c.reservation.is_not(None)
+        )
+        with self._reading() as conn:
+            rows = conn.execute(
+                sa.select(RECORDS)
+                .where(RECORDS.c.dataset == dataset, RECORDS.c.kind == "reserve", RECORDS.c.seq.not_in(ends))
+                .order_by(RECORDS.c.seq)
+            ).all()
+            return [_record(row) for row in rows]
+
+    def datasets(self) -> list[str]:
+        with self._reading() as conn:
+            names = set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
+            # a dataset whose head row was deleted still has records; verify() must see it
+            names.update(conn.execute(sa.select(RECORDS.c.dataset).distinct()).scalars())
+            return sorted(names)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen, (self.url, self._create, self._engine_options))
+
+    def __repr__(self) -> str:
+        return f"SQLLedger({self._shown!r})"
+
+
+def _reopen(url: str, create: bool, engine_options: Mapping[str, Any]) -> SQLLedger:
+    return SQLLedger(url, create=create, engine_options=engine_options)
+
+
+def _reason(err: BaseException) -> str:
+    orig = getattr(err, "orig", None)
+    return str(orig if orig is not None else err).strip().splitlines()[0]
+
+
+def _sqlite_connect(synchronous: str, dbapi_connection: Any, connection_record: Any) -> None:
+    # Let SQLAlchemy emit BEGIN (see _sqlite_begin) instead of the sqlite3 driver's legacy handling.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")

@@ -1,0 +1,587 @@
+"""PrivacyAccountant: the public contract, exact arithmetic, refusals, group sizes, rules, plans, keys."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dp_pipeline import (
+    ApproxDP,
+    BudgetExceededError,
+    GaussianDP,
+    PrivacyAccountant,
+    PrivacyEvent,
+    PureDP,
+)
+from dp_pipeline.accounting import UnknownDatasetError
+from dp_pipeline.accounting.ledger import MemoryLedger
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
+from dp_pipeline.mechanisms import Laplace
+from tests.accounting.conftest import dump_rows
+
+
+def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyEvent:
+    """An exactly (S/σ)-GDP Gaussian release."""
+    return PrivacyEvent(
+        kind="gaussian",
+        guarantee=GaussianDP(sensitivity / sigma),
+        sensitivity=sensitivity,
+        parameters={"sigma": sigma},
+    )
+
+
+def gaussian_approx(epsilon: float, delta: float, sensitivity: float = 1.0) -> PrivacyEvent:
+    """A Gaussian release calibrated (analytically) to (ε, δ): σ solved from GaussianDP.to_approx_dp."""
+    lo, hi = 1e-3, 1e3  # bisection on μ: the largest μ whose (ε, δ) reading fits
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if GaussianDP(mid).to_approx_dp(delta).epsilon <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    sigma = sensitivity / lo
+    return PrivacyEvent(
+        kind="gaussian",
+        guarantee=ApproxDP(epsilon, delta),
+        sensitivity=sensitivity,
+        parameters={"sigma": sigma},
+    )
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def acct(request: pytest.FixtureRequest, tmp_path: Path) -> PrivacyAccountant:
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'ledger.db'}"
+    accountant = PrivacyAccountant(url)
+    yield accountant
+    accountant.close()
+
+
+# ---------------------------------------------------------------------------------------------- contract
+
+
+def test_public_contract_lines_work_as_written(tmp_path: Path) -> None:
+    acct = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}")
+    acct.set_budget("patients", ApproxDP(3.0, 1e-6))
+    m = Laplace(epsilon=0.5, sensitivity=1.0)
+    acct.spend("patients", m, group_size=1, label="count diabetics")
+    acct.spend("patients", m.event)
+    acct.spend("patients", PureDP(0.25))
+    with acct.reserve("patients", m, key="dag/task/run/try") as r:
+        assert r.status == "open"
+    assert r.status == "committed"
+    spent, remaining = acct.spent("patients"), acct.remaining("patients")
+    assert (spent.epsilon, spent.delta, spent.method) == (1.75, 0.0, "basic")
+    assert (remaining.epsilon, remaining.delta) == (1.25, 1e-6)
+    assert "spent on 'patients'" in str(spent) and "ε = 1.75" in str(spent)
+    history = acct.history("patients")
+    assert [e.kind for e in history] == ["budget"] + ["reserve", "commit"] * 4
+    first = history[1]
+    assert first.label == "count diabetics" and first.group_size == 1 and first.status == "committed"
+    assert first.guarantee == ApproxDP(0.5, 0.0) and first.time.tzinfo is not None
+    assert history[-2].key == "dag/task/run/try"
+    plan = acct.plan_cost("patients", [m, m, m])  # three pure spends: the tight total is at most Σε
+    assert plan.epsilon <= 1.5 and plan.method in ("basic", "pld")
+    assert plan.delta == (0.0 if plan.method == "basic" else 1e-6)
+    two = acct.plan_cost("patients", [m, m])  # at the remaining δ = 1e-6, PLD beats 1.0 slightly
+    assert two.method == "pld" and 0.99 < two.epsilon < 1.0 and two.delta == 1e-6
+    acct.spend_plan("patients", [m, m], key="plan-1")
+    assert acct.spent("patients").epsilon == pytest.approx(1.75 + two.epsilon, rel=1e-15)
+    assert acct.remaining("patients").delta == 0.0  # the plan was composed at all the δ left
+    assert acct.datasets() == ["patients"]
+    assert "verified" in str(acct.verify())
+    acct.set_budget("genomes", GaussianDP(mu=1.0))
+    assert acct.remaining("genomes").mu == 1.0 and acct.datasets() == ["genomes", "patients"]
+
+
+def test_report_currency_attributes(acct: PrivacyAccountant) -> None:
+    acct.set_budget("a", ApproxDP(1.0, 1e-6))
+    acct.set_budget("g", GaussianDP(1.0))
+    with pytest.raises(AttributeError, match="μ-GDP budget"):
+        _ = acct.spent("g").epsilon
+    with pytest.raises(AttributeError, match=r"\.mu"):
+        _ = acct.remaining("g").delta
+    with pytest.raises(AttributeError, match=r"\(ε, δ\) budget"):
+        _ = acct.spent("a").mu
+    assert acct.spent("g").mu == 0.0 and acct.spent("g").method == "gdp"
+    assert acct.budget("a").guarantee == ApproxDP(1.0, 1e-6)
+    assert "μ = 1" in str(acct.remaining("g"))
+
+
+def test_pure_budget_is_stored_as_approx(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", PureDP(2.0))
+    assert acct.budget("d").guarantee == ApproxDP(2.0, 0.0)
+    with pytest.raises(BudgetExceededError):  # a δ > 0 spend exceeds a pure budget's δ = 0
+        acct.spend("d", ApproxDP(0.1, 1e-9))
+
+
+# --------------------------------------------------------------------------------------- exact arithmetic
+
+
+def test_fifty_spends_of_a_tenth_fit_five_and_the_51st_is_refused(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(5.0, 0.0))
+    for _ in range(50):
+        acct.spend("d", PureDP(0.1))
+    assert sum([0.1] * 50) != 5.0  # the float sum would be wrong; the ledger's is exact
+    assert acct.spent("d").epsilon == 5.0 and acct.remaining("d").epsilon == 0.0
+    with pytest.raises(BudgetExceededError) as info:
+        acct.spend("d", PureDP(0.1))
+    err = info.value
+    assert err.dataset == "d" and err.requested == ApproxDP(0.1, 0.0)
+    assert err.spent == ApproxDP(5.0, 0.0) and err.remaining == ApproxDP(0.0, 0.0)
+    assert err.budget == ApproxDP(5.0, 0.0)
+    assert len(acct.history("d")) == 1 + 100
+    acct.spend("d", PureDP(0.0))  # nothing costs nothing, even on an exhausted budget
+
+
+@pytest.mark.parametrize("first", [0.3, 1 / 3, 0.1 + 0.2, 0.7000000000000001, 1e-12])
+def test_spending_exactly_the_remaining_budget_succeeds(acct: PrivacyAccountant, first: float) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    acct.spend("d", ApproxDP(first, 3e-7))
+    left = acct.remaining("d")
+    assert Decimal(repr(left.epsilon)) <= Decimal(1) - Decimal(repr(first))
+    acct.spend("d", ApproxDP(left.epsilon, left.delta))
+    with pytest.raises(BudgetExceededError):
+        acct.spend("d", ApproxDP(math.ulp(1.0), 0.0))
+
+
+def test_gdp_exact_fit_and_refusal(acct: PrivacyAccountant) -> None:
+    acct.set_budget("g", GaussianDP(1.0))
+    acct.spend("g", GaussianDP(0.6))
+    acct.spend("g", GaussianDP(0.8))  # 0.36 + 0.64 = 1 exactly in decimal arithmetic
+    assert acct.spent("g").mu == 1.0 and acct.remaining("g").mu == 0.0
+    with pytest.raises(BudgetExceededError):
+        acct.spend("g", GaussianDP(1e-9))
+
+
+def test_gdp_remaining_is_spendable(acct: PrivacyAccountant) -> None:
+    acct.set_budget("g", GaussianDP(1.3))
+    acct.spend("g", gaussian(sigma=2.7))
+    left = acct.remaining("g").mu
+    assert left == pytest.approx(math.sqrt(1.3**2 - (1 / 2.7) ** 2), rel=1e-12)
+    acct.spend("g", GaussianDP(left))
+    with pytest.raises(BudgetExceededError):
+        acct.spend("g", GaussianDP(1e-7))
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+
+def test_refusals_leave_the_sqlite_ledger_byte_for_byte_unchanged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    acct = PrivacyAccountant(url)
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    acct.set_budget("g", GaussianDP(1.0))
+    acct.spend("d", PureDP(0.9), key="k")
+    acct.spend("g", GaussianDP(0.5))
+    before = dump_rows(url)
+    assert sum(len(rows) for _, rows in before) > 5
+    attempts = [
+        lambda: acct.spend("d", PureDP(0.2)),  # over budget
+        lambda: acct.spend("d", ApproxDP(0.01, 2e-6)),  # over δ
+        lambda: acct.spend("g", ApproxDP(0.1, 1e-9)),  # (ε, δ>0) against μ-GDP
+        lambda: acct.spend("d", GaussianDP(0.1)),  # μ-GDP against basic composition
+        lambda: acct.spend("d", PureDP(0.01), key="k"),  # a key reused for another cost
+        lambda: acct.spend("d", "0.1"),
+        lambda: acct.spend("d", PureDP(0.01), group_size=0),
+        lambda: acct.spend("nope", PureDP(0.01)),
+        lambda: acct.set_budget("d", ApproxDP(0.5, 1e-6)),  # below what is spent
+        lambda: acct.set_budget("d", GaussianDP(5.0)),  # currency change with spends recorded
+        lambda: acct.set_budget("d", 3.0),
+        lambda: acct.spend_plan("d", [PureDP(0.05)] * 3),
+        lambda: acct.release("d", "k", "oops"),  # committed: cannot be released
+    ]
+    for attempt in attempts:
+        with pytest.raises(
+            (BudgetExceededError, UnsupportedCompositionError, InvalidParameterError, LedgerError)
+        ):
+            attempt()
+        assert dump_rows(url) == before
+    assert acct.spent("d").epsilon == 0.9
+
+
+def test_unknown_dataset_error_names_the_dataset_and_the_fix(acct: PrivacyAccountant) -> None:
+    for call in (
+        lambda: acct.spent("ghost"),
+        lambda: acct.remaining("ghost"),
+        lambda: acct.history("ghost"),
+        lambda: acct.spend("ghost", PureDP(0.1)),
+        lambda: acct.plan_cost("ghost", [PureDP(0.1)]),
+    ):
+        with pytest.raises(UnknownDatasetError) as info:
+            call()
+        assert isinstance(info.value, KeyError) and isinstance(info.value, InvalidParameterError)
+        assert "'ghost'" in str(info.value) and "set_budget" in str(info.value)
+    assert acct.datasets() == []
+
+
+def test_budget_changes(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    acct.spend("d", PureDP(0.6))
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))  # the same budget again writes nothing
+    assert len(acct.history("d")) == 3
+    with pytest.raises(InvalidParameterError, match="below what is already spent"):
+        acct.set_budget("d", ApproxDP(0.5, 1e-6))
+    acct.set_budget("d", ApproxDP(0.6, 1e-6), reason="tighten", actor="alice")  # exactly what is spent
+    acct.set_budget("d", ApproxDP(2.0, 1e-6), reason="new release approved")
+    budget_records = [e for e in acct.history("d") if e.kind == "budget"]
+    assert [e.guarantee for e in budget_records] == [
+        ApproxDP(1.0, 1e-6),
+        ApproxDP(0.6, 1e-6),
+        ApproxDP(2.0, 1e-6),
+    ]
+    assert budget_records[1].actor == "alice" and budget_records[2].reason == "new release approved"
+    assert acct.remaining("d").epsilon == 1.4
+    with pytest.raises(InvalidParameterError, match="cannot change"):
+        acct.set_budget("d", ApproxDP(2.0, 1e-6), method="gdp")
+    acct.set_budget("fresh", ApproxDP(1.0, 1e-6))
+    acct.set_budget("fresh", GaussianDP(1.0))  # no spends yet: the currency may still change
+    assert acct.budget("fresh").method == "gdp"
+    acct.verify()
+
+
+# ----------------------------------------------------------------------------------------------- groups
+
+
+def test_group_sizes(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(10.0, 1e-3))
+    acct.spend("d", Laplace(epsilon=0.5), group_size=3)
+    assert acct.spent("d").epsilon == 1.5
+    acct.spend("d", ApproxDP(0.1, 1e-6), group_size=4)  # (kε, k e^{(k−1)ε} δ)
+    spent = acct.spent("d")
+    assert spent.epsilon == pytest.approx(1.9, abs=1e-12)
+    assert spent.delta >= 4 * math.exp(3 * 0.1) * 1e-6 and spent.delta == pytest.approx(
+        4 * math.exp(0.3) * 1e-6, rel=1e-12
+    )
+    assert acct.history("d")[-2].group_size == 4
+    acct.set_budget("g", GaussianDP(2.0))
+    acct.spend("g", gaussian(sigma=2.0), group_size=3)  # μ = 0.5 per person, 1.5 for the group
+    assert acct.spent("g").mu == pytest.approx(1.5, rel=1e-15) and acct.spent("g").mu >= 1.5
+    with pytest.raises(BudgetExceededError):
+        acct.spend("g", gaussian(sigma=2.0), group_size=3)  # 1.5² + 1.5² > 4
+    acct.spend("g", gaussian(sigma=2.0), group_size=2)  # 2.25 + 1.0 ≤ 4
+
+
+def test_group_size_rejects_bad_values(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    for bad in (0, -1, 1.5, True, "2", None):
+        with pytest.raises(InvalidParameterError):
+            acct.spend("d", PureDP(0.1), group_size=bad)
+    assert len(acct.history("d")) == 1
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+
+def test_gdp_budget_uses_the_mu_filter(acct: PrivacyAccountant) -> None:
+    acct.set_budget("g", GaussianDP(1.0))
+    sigma = 10.0  # μ = 0.1 each: exactly 100 fit, Σμ² = 100 · 0.01 = 1
+    for _ in range(100):
+        acct.spend("g", gaussian(sigma))
+    assert acct.spent("g").mu == pytest.approx(1.0, rel=1e-14) and acct.spent("g").method == "gdp"
+    with pytest.raises(BudgetExceededError):
+        acct.spend("g", gaussian(sigma))
+    acct.set_budget("p", GaussianDP(1.0))
+    acct.spend("p", PureDP(0.5))  # pure ε charges μ = 2Φ⁻¹(e^ε/(1+e^ε))
+    assert acct.spent("p").mu == pytest.approx(PureDP(0.5).to_gdp().mu, rel=1e-12)
+    with pytest.raises(UnsupportedCompositionError, match="no μ-GDP"):
+        acct.spend("p", ApproxDP(0.1, 1e-9))
+    with pytest.raises(UnsupportedCompositionError):
+        acct.spend("p", PrivacyEvent(kind="guarantee", guarantee=ApproxDP(0.1, 1e-9)))
+
+
+def test_basic_rule_on_approx_budget(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(3.0, 1e-6))
+    event = gaussian_approx(0.1, 1e-8)
+    for _ in range(30):
+        acct.spend("d", event)
+    with pytest.raises(BudgetExceededError):  # basic composition: 31 · 0.1 > 3
+        acct.spend("d", event)
+    with pytest.raises(UnsupportedCompositionError, match="no single"):
+        acct.spend("d", GaussianDP(0.01))
+    assert acct.spent("d").method == "basic"
+
+
+def test_gdp_rule_on_approx_budget_is_tighter_for_many_gaussians(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(3.0, 1e-6), method="gdp")
+    event = gaussian_approx(0.1, 1e-8)
+    for _ in range(100):  # Σμ² ≈ 100 · 0.0173² ≪ μ_B²: the μ-GDP filter accepts where basic would not
+        acct.spend("d", event)
+    spent = acct.spent("d")
+    assert spent.method == "gdp" and spent.delta == 1e-6 and spent.epsilon < 3.0
+    mu = GaussianDP(math.sqrt(100) * event_mu(event))
+    assert spent.epsilon == pytest.approx(mu.to_approx_dp(1e-6).epsilon, rel=1e-9)
+    with pytest.raises(UnsupportedCompositionError, match="method='basic'"):
+        acct.spend("d", ApproxDP(0.1, 1e-9))  # no μ: not allowed under this rule
+
+
+def event_mu(event: PrivacyEvent) -> float:
+    return float(event.sensitivity or 1.0) / float(event.parameters["sigma"])
+
+
+def test_gdp_rule_on_approx_budget_keeps_pure_basic_route(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(3.0, 1e-6), method="gdp")
+    for _ in range(3):
+        acct.spend("d", Laplace(epsilon=1.0))  # pure: Σε = 3 fits exactly; μ-GDP alone would refuse
+    spent = acct.spent("d")
+    assert (spent.epsilon, spent.delta, spent.method) == (3.0, 0.0, "basic")
+    with pytest.raises(BudgetExceededError):
+        acct.spend("d", gaussian(sigma=100.0))  # neither route fits any more
+    acct.verify()
+
+
+def test_mu_limit_is_the_largest_fitting_mu(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 1e-5), method="gdp")
+    state = acct.store.head("d")
+    assert state is not None
+    mu_b = float(state.state.budget["mu_limit"])
+    assert GaussianDP(mu_b).to_approx_dp(1e-5).epsilon <= 1.0
+    assert GaussianDP(mu_b * (1 + 1e-9)).to_approx_dp(1e-5).epsilon > 1.0
+    acct.spend("d", GaussianDP(mu_b))  # the whole μ-budget in one Gaussian release
+    with pytest.raises(BudgetExceededError):
+        acct.spend("d", GaussianDP(1e-6))
+
+
+def test_invalid_rule_choices(acct: PrivacyAccountant) -> None:
+    with pytest.raises(InvalidParameterError, match="δ > 0"):
+        acct.set_budget("d", ApproxDP(1.0, 0.0), method="gdp")
+    with pytest.raises(InvalidParameterError):
+        acct.set_budget("d", GaussianDP(1.0), method="basic")
+    with pytest.raises(InvalidParameterError):
+        acct.set_budget("d", ApproxDP(1.0, 1e-6), method="pld")
+    assert acct.datasets() == []
+
+
+# ------------------------------------------------------------------------------------------------ plans
+
+
+def _dp_accounting_epsilon(sigmas: list[float], scales: list[float], delta: float) -> float:
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    for sigma in sigmas:
+        accountant.compose(dp_event.GaussianDpEvent(sigma))
+    for scale in scales:
+        accountant.compose(dp_event.LaplaceDpEvent(scale))
+    return float(accountant.get_epsilon(delta))
+
+
+def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(10.0, 1e-5))
+    acct.spend("d", ApproxDP(0.5, 4e-6))  # the plan is composed at the remaining δ = 6e-6
+    sigmas, scales = [4.0] * 6, [10.0] * 8
+    plan = [gaussian(s) for s in sigmas] + [Laplace(epsilon=1 / b) for b in scales]
+    cost = acct.plan_cost("d", plan)
+    reference = _dp_accounting_epsilon(sigmas, scales, 6e-6)
+    assert cost.method == "pld" and cost.delta == pytest.approx(6e-6, rel=1e-12)
+    assert reference * (1 - 1e-6) <= cost.epsilon <= reference * 1.01
+    basic_sum = 0.8 + 6 * GaussianDP(0.25).to_approx_dp(1e-6).epsilon  # far looser one by one
+    assert cost.epsilon < basic_sum
+    records_before = len(acct.history("d"))
+    done = acct.spend_plan("d", plan, key="dag-run-1", label="nightly")
+    assert done.status == "committed" and done.method == "pld" and done.cost == cost.guarantee
+    history = acct.history("d")
+    assert len(history) == records_before + 2  # one reserve, one commit
+    assert len(history[-2].events) == 14 and history[-2].label == "nightly"
+    spent = acct.spent("d")
+    assert spent.epsilon == pytest.approx(0.5 + cost.epsilon, rel=1e-12) and spent.delta == pytest.approx(
+        1e-5
+    )
+    assert acct.spend_plan("d", plan, key="dag-run-1").seq == done.seq  # a retry charges nothing
+
+
+def test_plan_of_pure_spends_is_exact_basic_sum(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(5.0, 0.0))
+    cost = acct.plan_cost("d", [PureDP(0.1)] * 50)
+    assert (cost.epsilon, cost.delta, cost.method) == (5.0, 0.0, "basic")
+    acct.spend_plan("d", [PureDP(0.1)] * 50)
+    assert acct.remaining("d").epsilon == 0.0
+    with pytest.raises(BudgetExceededError):
+        acct.spend_plan("d", [PureDP(0.1)])
+
+
+def test_plan_on_gdp_budget(acct: PrivacyAccountant) -> None:
+    acct.set_budget("g", GaussianDP(2.0))
+    plan = [gaussian(2.0), gaussian(4.0), PureDP(0.3)]
+    cost = acct.plan_cost("g", plan, group_size=2)
+    mus = [1.0, 0.5, 2 * PureDP(0.3).to_gdp().mu]  # k = 2: kμ for Gaussians; μ(2ε) for pure ε
+    expected = math.sqrt(1.0 + 0.25 + PureDP(0.6).to_gdp().mu ** 2)
+    assert cost.method == "gdp" and cost.mu == pytest.approx(expected, rel=1e-12)
+    assert cost.mu < math.sqrt(sum(m * m for m in mus))
+    acct.spend_plan("g", plan, group_size=2)
+    assert acct.spent("g").mu == pytest.approx(expected, rel=1e-12)
+
+
+def test_plan_input_errors(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    for bad in ([], "abc", PureDP(0.1), [PureDP(0.1), 3.0], None):
+        with pytest.raises(InvalidParameterError):
+            acct.plan_cost("d", bad)
+    with pytest.raises(InvalidParameterError):
+        acct.plan_cost("d", [PureDP(0.1)], delta=2.0)
+    assert len(acct.history("d")) == 1
+
+
+# ------------------------------------------------------------------------------------- keys and releases
+
+
+def test_idempotency_keys(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    first = acct.spend("d", PureDP(0.4), key="job-1")
+    again = acct.spend("d", PureDP(0.4), key="job-1", label="retry")
+    assert again.seq == first.seq and acct.spent("d").epsilon == 0.4
+    r = acct.reserve("d", PureDP(0.3), key="job-2")
+    assert acct.reserve("d", PureDP(0.3), key="job-2").seq == r.seq
+    assert acct.spent("d").epsilon == 0.7
+    assert acct.spend("d", PureDP(0.3), key="job-2").status == "committed"  # a retry commits the open one
+    assert acct.spent("d").epsilon == 0.7
+    with pytest.raises(InvalidParameterError, match="different cost"):
+        acct.spend("d", PureDP(0.2), key="job-1")
+    with pytest.raises(InvalidParameterError, match="different cost"):
+        acct.spend("d", PureDP(0.4), key="job-1", group_size=2)
+    acct.set_budget("e", ApproxDP(1.0, 0.0))
+    acct.spend("e", PureDP(0.4), key="job-1")  # keys are per dataset
+    assert acct.spent("e").epsilon == 0.4
+    acct.verify()
+
+
+def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    with pytest.raises(RuntimeError, match="boom"), acct.reserve("d", PureDP(0.3), key="a") as r:
+        raise RuntimeError("boom")  # the block may have read data: still committed
+    assert r.status == "committed" and acct.spent("d").epsilon == 0.3
+    with acct.reserve("d", PureDP(0.5), key="b") as r2:
+        r2.release("source table was empty; nothing was read")
+    assert r2.status == "released" and acct.spent("d").epsilon == 0.3
+    release = acct.history("d")[-1]
+    assert release.kind == "release" and release.reason.startswith("source table") and release.actor
+    with pytest.raises(LedgerError, match="released"):
+        acct.reserve("d", PureDP(0.5), key="b")  # a released attempt's key is not reused
+    with pytest.raises(LedgerError, match="released"):
+        r2.commit()
+    with pytest.raises(LedgerError, match="committed"):
+        r.release("too late")
+    assert acct.reserve("d", PureDP(0.2), key="c").status == "open"
+    with pytest.raises(InvalidParameterError, match="reason"):
+        acct.release("d", "c", "   ")
+    released = acct.release("d", "c", "worker was killed before reading", actor="ops@example")
+    assert released.status == "released" and acct.spent("d").epsilon == 0.3
+    entry = acct.history("d")[-1]
+    assert (entry.actor, entry.reason) == ("ops@example", "worker was killed before reading")
+    assert acct.release("d", "c", "again").status == "released"  # idempotent, nothing written
+    assert acct.history("d")[-1].seq == entry.seq
+    with pytest.raises(LedgerError, match="no reservation"):
+        acct.release("d", "missing", "why")
+    acct.verify()
+
+
+def test_open_reservations_count_as_spent(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    acct.reserve("d", PureDP(0.7), key="x")
+    spent = acct.spent("d")
+    assert spent.epsilon == 0.7 and spent.open_reservations == 1 and "open reservation" in str(spent)
+    assert [e.key for e in acct.open_reservations("d")] == ["x"]
+    with pytest.raises(BudgetExceededError):
+        acct.spend("d", PureDP(0.5))
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+_not_a_budget = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.lists(st.floats(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.floats(), max_size=2),
+)
+
+
+@given(budget=_not_a_budget)
+def test_set_budget_rejects_non_budgets(budget: object) -> None:
+    acct = PrivacyAccountant("memory://")
+    with pytest.raises(InvalidParameterError):
+        acct.set_budget("d", budget)  # type: ignore[arg-type]
+    assert acct.datasets() == []
+
+
+@given(
+    value=st.one_of(
+        st.floats(max_value=-1e-300),
+        st.just(math.nan),
+        st.just(math.inf),
+        st.just(-math.inf),
+        st.text(max_size=3),
+        st.none(),
+        st.booleans(),
+    )
+)
+def test_guarantees_reject_negative_nan_and_wrong_types(value: object) -> None:
+    for build in (lambda: ApproxDP(value, 1e-6), lambda: ApproxDP(1.0, value), lambda: GaussianDP(value)):  # type: ignore[arg-type]
+        with pytest.raises(InvalidParameterError):
+            build()
+
+
+@given(cost=_not_a_budget, label=st.one_of(st.none(), st.integers(), st.text(max_size=3)))
+def test_spend_rejects_bad_costs_and_changes_nothing(cost: object, label: object) -> None:
+    store = MemoryLedger()
+    acct = PrivacyAccountant(store)
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    with pytest.raises(InvalidParameterError):
+        acct.spend("d", cost, label=label)  # type: ignore[arg-type]
+    assert len(store.records("d")) == 1
+
+
+@given(dataset=st.one_of(st.none(), st.integers(), st.just(""), st.text(min_size=256, max_size=300)))
+def test_bad_dataset_names(dataset: object) -> None:
+    acct = PrivacyAccountant("memory://")
+    with pytest.raises(InvalidParameterError):
+        acct.set_budget(dataset, ApproxDP(1.0))  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError):
+        acct.spent(dataset)  # type: ignore[arg-type]
+    assert acct.datasets() == []
+
+
+def test_accountant_rejects_bad_ledgers(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameterError):
+        PrivacyAccountant(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        PrivacyAccountant()  # type: ignore[call-arg]  # an explicit URL is required
+    with pytest.raises(LedgerError):
+        PrivacyAccountant("not a url")
+
+
+# ------------------------------------------------------------------------------------- copies, pickles
+
+
+def test_copies_share_the_ledger_and_pickles_reopen_it(tmp_path: Path) -> None:
+    acct = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}")
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    assert copy.deepcopy(acct) is acct and copy.copy(acct) is acct
+    clone = pickle.loads(pickle.dumps(acct))
+    assert clone is not acct
+    clone.spend("d", PureDP(0.25))
+    assert acct.spent("d").epsilon == 0.25
+    memory = PrivacyAccountant("memory://")
+    assert copy.deepcopy({"a": memory})["a"] is memory
+    with pytest.raises(LedgerError, match="cannot be pickled"):
+        pickle.dumps(memory)
+
+
+def test_plan_needing_more_delta_than_is_left_is_refused(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(5.0, 1e-6))
+    acct.spend("d", ApproxDP(0.1, 1e-6))  # all δ spent
+    with pytest.raises(BudgetExceededError):
+        acct.spend_plan("d", [gaussian_approx(0.5, 1e-7)] * 2)
+    with pytest.raises(UnsupportedCompositionError, match="no finite ε"):
+        acct.plan_cost("d", [gaussian(3.0)])  # a μ-GDP event needs some δ
+    acct.spend_plan("d", [PureDP(0.5)] * 2)  # pure plans still fit
+    assert acct.spent("d").epsilon == pytest.approx(1.1)

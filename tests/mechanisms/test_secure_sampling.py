@@ -1,0 +1,340 @@
+"""The secure sampling path: randomness sources, the floating-point attack, exactness of every sampler."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy import stats
+
+from dp_pipeline import InvalidParameterError
+from dp_pipeline.mechanisms import (
+    BinaryRandomizedResponse,
+    BoundedLaplace,
+    BoundedStaircase,
+    FastGenerator,
+    Gaussian,
+    KRandomizedResponse,
+    Laplace,
+    Staircase,
+    _sampling,
+    fast_rng,
+    secure_rng,
+    staircase_cdf,
+)
+
+# ----------------------------------------------------------------------------------------------------
+# randomness sources
+
+
+def test_default_and_seeded_generators_are_aes_counter() -> None:
+    from randomgen import AESCounter
+
+    assert isinstance(_sampling.make_rng(None).bit_generator, AESCounter)
+    assert isinstance(_sampling.make_rng(3).bit_generator, AESCounter)
+    own = np.random.default_rng(1)
+    assert _sampling.make_rng(own) is own
+    assert _sampling.is_fast(fast_rng(1)) and not _sampling.is_fast(own)
+    assert isinstance(fast_rng(1).bit_generator, np.random.PCG64)
+    with pytest.raises(InvalidParameterError, match="seed"):
+        fast_rng(-1)
+    with pytest.raises(InvalidParameterError, match="seed"):
+        secure_rng(True)
+
+
+def test_unseeded_noise_differs_and_seeded_noise_repeats() -> None:
+    m = Laplace(epsilon=1.0)
+    x = np.zeros(1000)
+    assert not np.array_equal(m.randomize(x), m.randomize(x))
+    np.testing.assert_array_equal(m.randomize(x, rng=5), m.randomize(x, rng=5))
+    np.testing.assert_array_equal(m.randomize(x, rng=fast_rng(5)), m.randomize(x, rng=fast_rng(5)))
+
+
+def test_fast_path_is_numpy_textbook_noise() -> None:
+    m = Laplace(epsilon=0.5, sensitivity=2.0)
+    x = np.linspace(0.0, 1.0, 7)
+    expected = x + np.random.Generator(np.random.PCG64(9)).laplace(0.0, m.scale, size=7)
+    np.testing.assert_array_equal(m.randomize(x, rng=fast_rng(9)), expected)
+    assert isinstance(fast_rng(9), FastGenerator)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Mironov's attack: which floats can a sampler reach from a given input?
+
+
+def _naive_noise(k: NDArray[np.int64], scale: float) -> NDArray[np.float64]:
+    """Textbook inverse-CDF Laplace in float64 from U = k·2⁻⁵³: η = −b·sgn(U − ½)·ln(1 − 2|U − ½|)."""
+    u = k.astype(np.float64) * 2.0**-53
+    return np.where(u < 0.5, scale * np.log(2.0 * u), -scale * np.log(2.0 - 2.0 * u))
+
+
+def _naive_release(t: float, scale: float, n: int, seed: int) -> NDArray[np.float64]:
+    k = np.random.default_rng(seed).integers(1, 2**53, size=n)
+    return t + _naive_noise(k, scale)
+
+
+def _reachable_naive(y: NDArray[np.float64], t: float, scale: float) -> NDArray[np.bool_]:
+    """Whether each y equals fl(t + η(k)) for some k: fl(t + η(k)) is non-decreasing in k, so a binary
+    search for the least k with fl(t + η(k)) ≥ y decides it exactly."""
+    lo = np.ones(y.size, dtype=np.int64)
+    hi = np.full(y.size, 2**53 - 1, dtype=np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        below = t + _naive_noise(mid, scale) < y
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(below, hi, mid)
+    return t + _naive_noise(lo, scale) == y
+
+
+def _distinguish(
+    outputs: NDArray[np.float64], reachable_from_other: Callable[..., NDArray[np.bool_]]
+) -> float:
+    """The attack's advantage: the share of outputs that the neighbouring input cannot produce."""
+    return float(np.mean(~reachable_from_other(outputs)))
+
+
+def test_mironov_attack_breaks_textbook_laplace() -> None:
+    scale, t, t_prime = 1.0, 0.0, 1.0
+    outputs = _naive_release(t, scale, 4000, seed=1)
+    # sanity: the check is exact, every output is reachable from its own input
+    assert _reachable_naive(outputs[:500], t, scale).all()
+    advantage = _distinguish(outputs, lambda y: _reachable_naive(y, t_prime, scale))
+    # a sizeable share of outputs can only have come from t: for those the privacy loss is infinite
+    assert advantage > 0.05
+
+
+def _on_lattice(y: NDArray[np.float64], step: float) -> NDArray[np.bool_]:
+    cells = y / step - 0.5
+    return cells == np.round(cells)
+
+
+@pytest.mark.parametrize("t", [0.0, 0.1, 1e-300, 123456.789])
+def test_mironov_attack_fails_against_the_default_path(t: float) -> None:
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
+    step = m.lattice
+    out_t = m.randomize(np.full(4000, t), rng=2)
+    out_neighbour = m.randomize(np.full(4000, t + 1.0), rng=3)
+    # every output of either input lies on the same fixed lattice λ(ℤ + ½), whose every point both inputs
+    # reach with positive probability (the noise has full support): nothing is unreachable
+    assert _on_lattice(out_t, step).all() and _on_lattice(out_neighbour, step).all()
+    assert _distinguish(out_t, lambda y: _on_lattice(y, step)) == 0.0
+    # and the textbook sampler fails the same lattice test: its floats depend on the input
+    assert not _on_lattice(_naive_release(t, 1.0, 200, seed=4), step).all()
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [Gaussian(epsilon=1.0, delta=1e-5), Staircase(epsilon=1.0)],
+    ids=["gaussian", "staircase"],
+)
+def test_other_additive_mechanisms_release_on_a_fixed_lattice(mechanism: Gaussian | Staircase) -> None:
+    step = 2.0 ** _sampling.lattice_exponent(
+        mechanism.sigma if isinstance(mechanism, Gaussian) else mechanism.sensitivity
+    )
+    for t in (0.0, 0.3, -7.25):
+        assert _on_lattice(mechanism.randomize(np.full(2000, t), rng=5), step).all()
+
+
+def test_integer_queries_get_integer_noise() -> None:
+    for m in (Laplace(epsilon=1.0), Gaussian(epsilon=1.0, delta=1e-5), Staircase(epsilon=1.0)):
+        counts = np.array([3, 10, 0, 7], dtype=np.int32)
+        out = m.randomize(counts, rng=1)
+        assert out.dtype == np.int64 and out.shape == (4,)
+        fast = m.randomize(counts, rng=fast_rng(1))
+        assert fast.dtype == np.int64
+        assert isinstance(m.randomize(4, rng=1), int)
+    with pytest.raises(InvalidParameterError, match="values"):
+        Laplace(epsilon=1.0).randomize(np.array([2**63 - 1]))
+
+
+def test_negative_inputs_mirror_positive_ones() -> None:
+    m = Laplace(epsilon=1.0)
+    negative, positive = m.randomize(np.full(50, -2.5), rng=8), m.randomize(np.full(50, 2.5), rng=8)
+    np.testing.assert_array_equal(negative, -positive)
+
+
+def test_huge_inputs_are_released_exactly() -> None:
+    m = Laplace(epsilon=1.0)
+    x = np.array([1e300, -3e20, 2.0**60])
+    out = m.randomize(x, rng=1)
+    assert np.all(np.abs(out - x) <= 1e-3 * np.abs(x))
+    assert np.isfinite(m.randomize(np.array([1.7e308]), rng=1)).all()
+
+
+# ----------------------------------------------------------------------------------------------------
+# the certified exponential
+
+
+def test_exp_neg_bounds_contain_the_exact_value() -> None:
+    mpmath.mp.prec = 200
+    rng = np.random.default_rng(0)
+    a = np.concatenate([
+        rng.uniform(0, 1, 300), rng.uniform(0, 50, 300), rng.uniform(650, 750, 50),
+        [0.0, 2.0**-40, 1 / 1024, 1.0, 699.999, 700.0, 5e-324],
+    ])
+    lo, hi = _sampling.exp_neg_bounds(a, a)
+    for value, low, high in zip(a, lo, hi, strict=True):
+        exact = mpmath.exp(-mpmath.mpf(float(value)))
+        assert mpmath.mpf(float(low)) <= exact <= mpmath.mpf(float(high))
+        if value < 690:
+            assert (high - low) <= 2.0**-44 * float(exact)
+
+
+def test_lazy_comparison_refines_a_straddling_prefix_with_the_right_probability() -> None:
+    # a 64-bit prefix whose interval contains e^{-a}: the answer must come from further bits, and
+    # P(W < e^{-a} | prefix) = frac(e^{-a}·2⁶⁴)
+    a = Fraction(1, 3)
+    mpmath.mp.prec = 200
+    scaled = mpmath.exp(-mpmath.mpf(1) / 3) * 2**64
+    prefix = int(mpmath.floor(scaled))
+    expected = float(scaled - prefix)
+    rng = secure_rng(11)
+    hits = sum(_sampling._lt_exp(rng, _sampling._Lazy(prefix), lambda: (a, a)) for _ in range(3000))
+    assert stats.binomtest(hits, 3000, expected).pvalue > 1e-4
+
+
+# ----------------------------------------------------------------------------------------------------
+# exact samplers against their exact laws
+
+
+def _chi_square(observed: NDArray[np.int64], probabilities: NDArray[np.float64]) -> float:
+    """p-value of a chi-square test after pooling cells with expected count below 5."""
+    n = observed.sum()
+    expected = probabilities / probabilities.sum() * n
+    keep = expected >= 5
+    obs = np.append(observed[keep], observed[~keep].sum())
+    exp = np.append(expected[keep], expected[~keep].sum())
+    if exp[-1] < 5:
+        obs, exp = obs[:-1], exp[:-1]
+        exp = exp / exp.sum() * obs.sum()
+    return float(stats.chisquare(obs, exp).pvalue)
+
+
+@pytest.mark.parametrize("rate", [Fraction(1, 3), Fraction(3, 2), Fraction(1, 700)])
+def test_geometric_matches_its_pmf(rate: Fraction) -> None:
+    g = _sampling.geometric_exact(secure_rng(1), rate, 100_000)
+    q = math.exp(-float(rate))
+    top = int(np.max(g)) + 1
+    k = np.arange(top)
+    pmf = (1 - q) * q**k
+    pmf[-1] = q ** (top - 1)  # the last cell collects the tail
+    assert _chi_square(np.bincount(np.minimum(g, top - 1), minlength=top), pmf) > 1e-4
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(5)])
+def test_discrete_laplace_matches_its_pmf(scale: Fraction) -> None:
+    z = _sampling.discrete_laplace(secure_rng(2), scale, 100_000)
+    q = math.exp(-1 / float(scale))
+    k = np.arange(z.min(), z.max() + 1)
+    pmf = (1 - q) / (1 + q) * q ** np.abs(k)
+    assert _chi_square(np.bincount(z - z.min()), pmf) > 1e-4
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.01, 0.7, 3.5, 40.0])
+def test_bernoulli_exp_matches_its_probability(gamma: float) -> None:
+    draws = _sampling.bernoulli_exp(secure_rng(3), np.full(50_000, gamma))
+    p = math.exp(-gamma)
+    assert stats.binomtest(int(draws.sum()), draws.size, p).pvalue > 1e-4
+
+
+@pytest.mark.parametrize(("epsilon", "k"), [(0.5, 2), (2.0, 2), (1.0, 5)])
+def test_randomized_response_bernoulli_is_exact(epsilon: float, k: int) -> None:
+    truth = _sampling.truthful(secure_rng(4), epsilon, k, 100_000)
+    p = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+    assert stats.binomtest(int(truth.sum()), truth.size, p).pvalue > 1e-4
+
+
+def _check_cells(out: NDArray[np.float64], step: float, cdf: Callable[..., NDArray[np.float64]]) -> None:
+    cells = np.round(out / step - 0.5).astype(np.int64)
+    lo, hi = cells.min(), cells.max()
+    edges = np.arange(lo, hi + 2) * step
+    probs = np.diff(cdf(edges))
+    probs[0] += cdf(edges[:1])[0]
+    probs[-1] += 1 - cdf(edges[-1:])[0]
+    assert _chi_square(np.bincount(cells - lo), probs) > 1e-4
+
+
+def test_laplace_cells_match_the_laplace_law() -> None:
+    t, scale, k = 0.3, 1.0, -2  # λ = 1/4
+    out = _sampling.laplace_cells(secure_rng(5), np.full(100_000, t), scale, k)
+    _check_cells(out, 0.25, stats.laplace(loc=t, scale=scale).cdf)
+
+
+def test_gaussian_cells_match_the_normal_law() -> None:
+    t, sigma, k = -1.1, 2.0, -1
+    out = _sampling.gaussian_cells(secure_rng(6), np.full(100_000, t), sigma, k)
+    _check_cells(out, 0.5, stats.norm(loc=t, scale=sigma).cdf)
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.3, 1.0])
+def test_staircase_cells_match_the_staircase_law(gamma: float) -> None:
+    t, eps, width, k = 0.2, 0.8, 1.0, -3
+    out = _sampling.staircase_cells(secure_rng(7), np.full(100_000, t), eps, width, gamma, k)
+    _check_cells(out, 0.125, lambda y: staircase_cdf(y - t, eps, width, gamma))
+
+
+def test_integer_noise_matches_the_rounded_laws() -> None:
+    lap = _sampling.laplace_integers(secure_rng(8), 1.5, 100_000)
+    _check_cells(lap + 0.5, 1.0, lambda y: stats.laplace(scale=1.5).cdf(y - 0.5))
+    gau = _sampling.gaussian_integers(secure_rng(9), 1.3, 100_000)
+    _check_cells(gau + 0.5, 1.0, lambda y: stats.norm(scale=1.3).cdf(y - 0.5))
+
+
+def test_bounded_cells_match_the_truncated_laws() -> None:
+    bl = BoundedLaplace(epsilon=1.0, lower=0.0, upper=2.0)
+    out = _sampling.laplace_cells(secure_rng(10), np.full(100_000, 0.5), bl.scale, -3, (0.0, 2.0))
+    _check_cells(out, 0.125, lambda y: bl.cdf(np.clip(y, 0.0, 2.0), 0.5))
+    bs = BoundedStaircase(epsilon=1.0, lower=0.0, upper=2.0, gamma=0.3)
+    out = _sampling.staircase_cells(
+        secure_rng(11), np.full(100_000, 1.5), bs.epsilon_hat, 2.0, 0.3, -3, (0.0, 2.0)
+    )
+    _check_cells(out, 0.125, lambda y: bs.cdf(np.clip(y, 0.0, 2.0), 1.5))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the float fast decisions agree with exact arithmetic
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda rng: _sampling.laplace_cells(rng, np.linspace(-3, 3, 300), 1.0, -12),
+        lambda rng: _sampling.laplace_integers(rng, 2.0, 300),
+        lambda rng: _sampling.gaussian_cells(rng, np.linspace(-3, 3, 200), 1.0, -12),
+        lambda rng: _sampling.staircase_cells(rng, np.linspace(-3, 3, 300), 1.0, 1.0, 0.3, -12),
+        lambda rng: _sampling.laplace_cells(rng, np.linspace(0, 1, 200), 1.0, -12, (0.0, 1.0)),
+        lambda rng: _sampling.staircase_cells(rng, np.linspace(0, 1, 200), 0.7, 1.0, 0.3, -12, (0.0, 1.0)),
+        lambda rng: _sampling.geometric_exact(rng, Fraction(1, 40), 300),
+    ],
+    ids=["laplace", "laplace-int", "gaussian", "staircase", "bounded-laplace", "bounded-staircase", "geom"],
+)
+def test_exact_continuation_reproduces_the_vectorised_decisions(
+    draw: Callable[[np.random.Generator], NDArray[np.float64]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = draw(secure_rng(12))
+    monkeypatch.setattr(_sampling, "_FORCE_EXACT", True)
+    exact = draw(secure_rng(12))
+    np.testing.assert_array_equal(fast, exact)
+
+
+@pytest.mark.slow
+def test_forced_exact_path_has_the_right_law(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sampling, "_FORCE_EXACT", True)
+    out = _sampling.laplace_cells(secure_rng(13), np.full(3000, 0.3), 1.0, -1)
+    _check_cells(out, 0.5, stats.laplace(loc=0.3, scale=1.0).cdf)
+
+
+def test_mechanisms_default_to_the_secure_path() -> None:
+    rr = BinaryRandomizedResponse(epsilon=1.0).randomize(np.zeros(100_000, dtype=int), rng=1)
+    assert stats.binomtest(int(rr.sum()), rr.size, 1 / (1 + math.e)).pvalue > 1e-4
+    krr = KRandomizedResponse(epsilon=1.0, categories=("a", "b", "c"))
+    out = krr.randomize(np.array(["a"] * 60_000), rng=2)
+    counts = [np.count_nonzero(out == c) for c in "abc"]
+    assert stats.chisquare(counts, np.array([krr.p, krr.q, krr.q]) * 60_000).pvalue > 1e-4
+    b = BoundedStaircase(epsilon=1.0, lower=10.0, upper=20.0, gamma=0.3).randomize(np.full(1000, 18.0), rng=3)
+    assert b.min() >= 10.0 and b.max() <= 20.0
