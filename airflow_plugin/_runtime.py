@@ -1,0 +1,131 @@
+"""What every DP task does at run time: build the attempt's key, reserve its cost, explain a refusal."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_plugin.costs import DPCost
+from airflow_plugin.exceptions import (
+    AttemptAlreadyChargedError,
+    PrivacyBudgetExhausted,
+    PrivacyBudgetSkipped,
+    PrivacyCostError,
+)
+from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedCompositionError
+
+if TYPE_CHECKING:
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+
+__all__ = [
+    "OnExhausted",
+    "attempt_key",
+    "attempt_label",
+    "check_on_exhausted",
+    "reserve_or_refuse",
+    "task_name",
+]
+
+log = logging.getLogger(__name__)
+
+OnExhausted = Literal["fail", "skip"]
+
+
+def attempt_key(context: Mapping[str, Any]) -> str:
+    """The idempotency key of one task attempt: ``dag_id/task_id/run_id/map_index/try_number``.
+
+    Every attempt has its own key, so a retry is charged again (it redraws noise), while the same attempt
+    reserving twice is charged once. Mapped tasks are charged per map index.
+    """
+    ti = context["ti"]
+    return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{ti.map_index}/{ti.try_number}"
+
+
+def attempt_label(cost: DPCost, context: Mapping[str, Any]) -> str:
+    """The history label: the declared label, or ``dag_id.task_id`` with ``[map_index]`` when mapped."""
+    if cost.label:
+        return cost.label
+    ti = context["ti"]
+    suffix = f"[{ti.map_index}]" if ti.map_index is not None and ti.map_index >= 0 else ""
+    return f"{ti.dag_id}.{ti.task_id}{suffix}"
+
+
+def task_name(context: Mapping[str, Any]) -> str:
+    """``dag_id.task_id`` (with the map index) for messages."""
+    ti = context["ti"]
+    suffix = f"[{ti.map_index}]" if ti.map_index is not None and ti.map_index >= 0 else ""
+    return f"{ti.dag_id}.{ti.task_id}{suffix}"
+
+
+def reserve_or_refuse(
+    accountant: PrivacyAccountant,
+    cost: DPCost,
+    context: Mapping[str, Any],
+    *,
+    on_exhausted: OnExhausted = "fail",
+) -> Any:
+    """Atomically reserve the attempt's cost, or refuse the task.
+
+    Parameters
+    ----------
+    accountant : PrivacyAccountant
+        The ledger's accountant.
+    cost : DPCost
+        The task's declared cost.
+    context : mapping
+        The Airflow task context (``ti`` gives the key).
+    on_exhausted : {"fail", "skip"}
+        Whether a refusal fails the task (no retry) or skips it.
+
+    Returns
+    -------
+    Reservation
+        The open reservation; the caller commits or releases it.
+
+    Raises
+    ------
+    PrivacyBudgetExhausted, PrivacyBudgetSkipped
+        The cost does not fit; nothing was charged.
+    AttemptAlreadyChargedError
+        This attempt's key already has a committed reservation (the attempt is executed twice).
+    PrivacyCostError
+        The cost cannot be charged to this dataset at all (no budget, wrong currency).
+    """
+    key = attempt_key(context)
+    name = task_name(context)
+    try:
+        reservation = accountant.reserve(
+            cost.dataset,
+            cost.cost,
+            key=key,
+            group_size=cost.group_size,
+            label=attempt_label(cost, context),
+        )
+    except BudgetExceededError as exc:
+        refusal = (PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted).from_error(
+            exc, task=name
+        )
+        log.error("privacy budget refused %s: %s", name, refusal)
+        raise refusal from exc
+    except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
+        raise PrivacyCostError(
+            f"Task {name}: its cost {cost.describe()} cannot be charged: {exc}. Retrying cannot help; "
+            "give the dataset a budget on the ledger (PrivacyAccountant.set_budget) or fix the declared cost."
+        ) from exc
+    status = getattr(reservation, "status", "open")
+    if status != "open":
+        raise AttemptAlreadyChargedError(
+            f"Task {name}: the ledger already holds a {status} reservation for this attempt (key {key}); "
+            "running the same attempt again would release data without a new charge, so it does not run. "
+            "A retry is a new attempt with a key of its own."
+        )
+    log.info("reserved %s for %s (key %s)", cost.describe(), name, key)
+    return reservation
+
+
+def check_on_exhausted(value: str) -> OnExhausted:
+    """Validate ``on_exhausted`` at DAG-definition time."""
+    if value not in ("fail", "skip"):
+        raise InvalidParameterError(f"'on_exhausted' must be 'fail' or 'skip', got {value!r}", "on_exhausted")
+    return value  # type: ignore[return-value]

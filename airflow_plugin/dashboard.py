@@ -1,0 +1,253 @@
+"""The budget dashboard: a small read-only FastAPI app (HTML page with inline SVG charts, and JSON).
+
+Routes (all ``GET``; the app has no route that writes to the ledger):
+
+- ``/``: per dataset the budget, spent, remaining, the composition method and the history, with charts;
+- ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history.
+
+The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_plugin.reports import (
+    DatasetSummary,
+    HistoryRow,
+    amount,
+    format_guarantee,
+    format_number,
+    summarize,
+    summarize_all,
+)
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+
+__all__ = ["create_app", "render_page"]
+
+_STATUS_COLOURS = {"committed": "#6f42c1", "open": "#f0ad4e", "released": "#adb5bd"}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem;color:#212529}
+h1{font-size:1.4rem;margin:0 0 .25rem} h2{font-size:1.1rem;margin:1.8rem 0 .4rem}
+p.note{color:#6c757d;margin:.2rem 0 1rem;font-size:.9rem}
+table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:.9rem}
+th,td{border-bottom:1px solid #dee2e6;padding:.3rem .7rem;text-align:left}
+th{background:#f8f9fa} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.status-committed{color:#6f42c1}.status-released{color:#6c757d}.status-open{color:#b7791f}
+.empty{color:#6c757d;font-style:italic}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _overview_svg(summaries: Sequence[DatasetSummary]) -> str:
+    """One horizontal bar per dataset: the spent share of its budget, and what remains."""
+    width, bar_h, gap, left = 640, 22, 12, 150
+    height = max(1, len(summaries)) * (bar_h + gap) + 20
+    parts = [
+        f'<svg id="budget-overview" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="Spent share of each budget">'
+    ]
+    span = width - left - 90
+    for index, summary in enumerate(summaries):
+        y = 10 + index * (bar_h + gap)
+        total = amount(summary.budget) or 0.0
+        spent = amount(summary.spent) or 0.0
+        share = 0.0 if total <= 0 else min(1.0, spent / total)
+        parts.append(
+            f'<text x="0" y="{y + 15}" font-size="13">{_e(summary.dataset)}</text>'
+            f'<rect x="{left}" y="{y}" width="{span}" height="{bar_h}" fill="#e9ecef"/>'
+            f'<rect class="spent-bar" x="{left}" y="{y}" width="{span * share:.1f}" height="{bar_h}" '
+            f'fill="#6f42c1"><title>{_e(summary.dataset)}: spent {summary.unit}='
+            f"{format_number(spent)} of {format_number(total)}</title></rect>"
+            f'<text x="{left + span + 6}" y="{y + 15}" font-size="12">{share * 100:.0f}% spent</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _history_svg(summary: DatasetSummary) -> str:
+    """One bar per ledger record, its height the record's cost, coloured by how the record ended."""
+    rows = [row for row in summary.history if row.is_charge and row.cost is not None]
+    width, height, pad = 640, 150, 24
+    parts = [
+        f'<svg class="history-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="Cost of each ledger record of {_e(summary.dataset)}">'
+    ]
+    if not rows:
+        parts.append(f'<text x="{pad}" y="{height / 2}" font-size="13" fill="#6c757d">no records yet</text>')
+    else:
+        peak = max(amount(row.cost) or 0.0 for row in rows) or 1.0
+        slot = (width - 2 * pad) / len(rows)
+        bar_w = max(2.0, min(40.0, slot * 0.7))
+        base = height - pad
+        parts.append(f'<line x1="{pad}" y1="{base}" x2="{width - pad}" y2="{base}" stroke="#adb5bd"/>')
+        for index, row in enumerate(rows):
+            value = amount(row.cost) or 0.0
+            bar_h = (base - pad) * value / peak
+            x = pad + index * slot + (slot - bar_w) / 2
+            colour = _STATUS_COLOURS.get(row.status, "#495057")
+            parts.append(
+                f'<rect x="{x:.1f}" y="{base - bar_h:.1f}" width="{bar_w:.1f}" height="{bar_h:.1f}" '
+                f'fill="{colour}"><title>{_e(row.label)} ({_e(row.status)}): '
+                f"{_e(format_guarantee(row.cost))}</title></rect>"
+            )
+        parts.append(
+            f'<text x="{pad}" y="{pad - 8}" font-size="11" fill="#6c757d">cost per record, peak '
+            f"{summary.unit}={format_number(peak)}; purple committed, amber open, grey released</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _history_table(rows: Sequence[HistoryRow]) -> str:
+    if not rows:
+        return '<p class="empty">No records.</p>'
+    body = "".join(
+        f'<tr><td>{_e(row.time)}</td><td>{_e(row.kind)}</td><td>{_e(row.label)}</td>'
+        f'<td><code>{_e(row.key)}</code></td>'
+        f'<td class="num">{"" if row.group_size is None else row.group_size}</td>'
+        f"<td>{_e(format_guarantee(row.cost))}</td>"
+        f'<td class="status-{_e(row.status)}">{_e(row.status)}</td></tr>'
+        for row in rows
+    )
+    return (
+        "<table><thead><tr><th>time</th><th>record</th><th>label</th><th>key</th><th>group size</th>"
+        "<th>cost</th>"
+        f"<th>status</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _commits(summary: DatasetSummary) -> int:
+    return sum(1 for row in summary.history if row.is_charge and row.status == "committed")
+
+
+def render_page(summaries: Sequence[DatasetSummary], *, error: str | None = None) -> str:
+    """The dashboard HTML for these summaries (a complete, self-contained document)."""
+    if error:
+        content = f'<p class="empty">The ledger cannot be read: {_e(error)}</p>'
+    elif not summaries:
+        content = '<p class="empty">No dataset has a budget on this ledger yet.</p>'
+    else:
+        rows = "".join(
+            f'<tr data-dataset="{_e(s.dataset)}"><td>{_e(s.dataset)}</td><td>{s.unit}</td>'
+            f'<td class="num budget">{_e(format_guarantee(s.budget))}</td>'
+            f'<td class="num spent">{_e(format_guarantee(s.spent))}</td>'
+            f'<td class="num remaining">{_e(format_guarantee(s.remaining))}</td>'
+            f"<td>{_e(s.method)}</td>"
+            f'<td class="num">{_commits(s)}</td></tr>'
+            for s in summaries
+        )
+        sections = "".join(
+            f'<section id="dataset-{_e(s.dataset)}"><h2>{_e(s.dataset)}</h2>'
+            f"<p>budget {_e(format_guarantee(s.budget))} · spent {_e(format_guarantee(s.spent))} "
+            f"({_e(s.method)}) · remaining {_e(format_guarantee(s.remaining))}</p>"
+            f"{_history_svg(s)}{_history_table(s.history)}</section>"
+            for s in summaries
+        )
+        content = (
+            '<table id="budgets"><thead><tr><th>dataset</th><th>unit</th><th>budget</th><th>spent</th>'
+            "<th>remaining</th><th>method</th><th>commits</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>{_overview_svg(summaries)}{sections}"
+        )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>Privacy budgets</title><style>{_CSS}</style></head><body>"
+        "<h1>Privacy budgets</h1>"
+        '<p class="note">Read-only view of the dp-pipeline ledger. Budgets are changed with the '
+        "<code>dp-pipeline</code> command, never from this page.</p>"
+        f"{content}</body></html>"
+    )
+
+
+def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "dataset": summary.dataset,
+        "unit": summary.unit,
+        "budget": summary.budget.to_dict(),
+        "spent": summary.spent.to_dict(),
+        "remaining": summary.remaining.to_dict(),
+        "method": summary.method,
+    }
+    if history:
+        data["history"] = [
+            {
+                "time": row.time,
+                "kind": row.kind,
+                "label": row.label,
+                "key": row.key,
+                "group_size": row.group_size,
+                "cost": None if row.cost is None else row.cost.to_dict(),
+                "status": row.status,
+            }
+            for row in summary.history
+        ]
+    return data
+
+
+def create_app(
+    get_accountant: Callable[[], PrivacyAccountant], *, require_auth: bool = False
+) -> FastAPI:
+    """The dashboard app.
+
+    Parameters
+    ----------
+    get_accountant : callable
+        Returns the ledger's accountant; called on every request (so a ledger that is down shows as an
+        error on the page instead of breaking the app).
+    require_auth : bool, default False
+        Require an authenticated Airflow user (Airflow's JWT, as the Airflow UI sends it) for every route.
+        Only possible inside the Airflow API server, where the auth manager exists.
+
+    Returns
+    -------
+    FastAPI
+        Every route is ``GET``; there is no route that writes to the ledger.
+    """
+    from fastapi import Depends, FastAPI, HTTPException
+    from fastapi.responses import HTMLResponse
+
+    dependencies = []
+    if require_auth:
+        from airflow.api_fastapi.core_api.security import requires_authenticated
+
+        dependencies.append(Depends(requires_authenticated()))
+    app = FastAPI(
+        title="dp-pipeline privacy budgets",
+        description="Read-only view of the privacy ledger.",
+        dependencies=dependencies,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> HTMLResponse:
+        try:
+            summaries = summarize_all(get_accountant())
+        except Exception as exc:
+            return HTMLResponse(render_page([], error=f"{type(exc).__name__}: {exc}"), status_code=503)
+        return HTMLResponse(render_page(summaries))
+
+    @app.get("/api/datasets")
+    def datasets() -> list[dict[str, Any]]:
+        return [_summary_json(s, history=False) for s in summarize_all(get_accountant())]
+
+    @app.get("/api/datasets/{dataset}")
+    def dataset(dataset: str) -> dict[str, Any]:
+        accountant = get_accountant()
+        if dataset not in set(accountant.datasets()):
+            raise HTTPException(status_code=404, detail=f"no budget for dataset {dataset!r}")
+        return _summary_json(summarize(accountant, dataset), history=True)
+
+    return app

@@ -1,0 +1,115 @@
+"""Exceptions a DP task raises when its cost does not fit its dataset's budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from dp_pipeline.exceptions import BudgetExceededError
+
+__all__ = ["AttemptAlreadyChargedError", "PrivacyBudgetExhausted", "PrivacyBudgetSkipped", "PrivacyCostError"]
+
+
+class _RefusalMixin:
+    """Shared construction of the refusal exceptions from a :class:`BudgetExceededError`."""
+
+    dataset: str
+    requested: object
+    spent: object
+    remaining: object
+    budget: object
+    detail: str
+    refusal_detail: str = "The task was refused before it ran and is not retried."
+
+    @classmethod
+    def from_error(cls, error: BudgetExceededError, *, task: str = "") -> Any:
+        """Wrap the accountant's refusal, keeping its numbers and naming the refused task."""
+        where = f"Task {task}: " if task else ""
+        return cls(  # type: ignore[call-arg]
+            error.dataset,
+            error.requested,
+            error.spent,
+            error.remaining,
+            error.budget,
+            detail=f"{where}{cls.refusal_detail}",
+        )
+
+    def serialize(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+        """Airflow's exception serialisation, with every number kept as text."""
+        cls = type(self)
+        args = (self.dataset, str(self.requested), str(self.spent), str(self.remaining))
+        budget = None if self.budget is None else str(self.budget)
+        return f"{cls.__module__}.{cls.__name__}", args, {"budget": budget, "detail": self.detail}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (type(self), self.dataset, self.requested, self.spent, self.remaining, self.budget, self.detail),
+        )
+
+
+def _rebuild(cls: type[Any], *args: Any) -> Any:
+    *numbers, detail = args
+    return cls(*numbers, detail=detail)
+
+
+class PrivacyBudgetExhausted(_RefusalMixin, AirflowFailException, BudgetExceededError):  # noqa: N818
+    """A task's privacy cost does not fit its dataset's remaining budget; the task fails without retry.
+
+    A subclass of both :class:`airflow.sdk.exceptions.AirflowFailException` (Airflow fails the task and
+    ignores ``retries``) and :class:`dp_pipeline.BudgetExceededError`. Nothing was charged.
+
+    Parameters
+    ----------
+    dataset : str
+        The dataset whose budget would be exceeded.
+    requested, spent, remaining, budget : object
+        The task's cost, what is spent, what remains and the dataset's budget, in the budget's currency.
+    detail : str
+        Appended to the message.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        requested: object,
+        spent: object,
+        remaining: object,
+        budget: object = None,
+        detail: str = "",
+    ) -> None:
+        self.detail = detail
+        BudgetExceededError.__init__(self, dataset, requested, spent, remaining, budget, detail)
+
+
+class PrivacyBudgetSkipped(_RefusalMixin, AirflowSkipException, BudgetExceededError):  # noqa: N818
+    """Like :class:`PrivacyBudgetExhausted`, but the task ends *skipped* (``on_exhausted="skip"``)."""
+
+    refusal_detail = "The task was skipped before it ran."
+
+    def __init__(
+        self,
+        dataset: str,
+        requested: object,
+        spent: object,
+        remaining: object,
+        budget: object = None,
+        detail: str = "",
+    ) -> None:
+        self.detail = detail
+        BudgetExceededError.__init__(self, dataset, requested, spent, remaining, budget, detail)
+
+
+class PrivacyCostError(AirflowFailException):
+    """A task's declared cost cannot be charged at all (no budget for the dataset, or a cost in a
+    currency the budget cannot express); the task fails without retry, since retrying cannot help."""
+
+
+class AttemptAlreadyChargedError(AirflowException):
+    """The ledger already holds a finished reservation under this attempt's key.
+
+    The same attempt is being executed a second time. Its reservation cannot charge again (the same key
+    charges once), so this execution does not run the task's code; Airflow's retry gives the next attempt
+    a key of its own, which is charged normally.
+    """

@@ -1,0 +1,199 @@
+"""A ``pre_execute`` guard that puts any operator under a privacy budget.
+
+``pre_execute`` is one of the few places that can stop an Airflow 3 task before it runs (``execute``,
+``pre_execute`` and the ``pre_execute=`` argument; ``on_execute_callback`` and listeners cannot: Airflow logs
+and swallows their exceptions). The guard reserves the task's cost and refuses the task when it does not fit.
+
+Retry policy for guarded operators: Airflow offers no reliable point between ``pre_execute`` and the
+operator's ``execute``, so the guard commits its reservation as soon as it holds it. Every attempt that
+passes the guard is charged (the operator is about to read data, and a retry redraws noise); an attempt
+refused by the guard is charged nothing. Keys are ``dag_id/task_id/run_id/map_index/try_number``.
+
+Examples
+--------
+>>> BashOperator(task_id="export", bash_command="./export.sh",               # doctest: +SKIP
+...              pre_execute=dp_guard("patients", Laplace(epsilon=0.5)))
+>>> attach_guard(existing_operator, dp_guard("patients", PureDP(0.2)))       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from airflow_plugin._runtime import OnExhausted, check_on_exhausted, reserve_or_refuse, task_name
+from airflow_plugin.costs import CostLike, DPCost, as_cost
+from airflow_plugin.exceptions import PrivacyCostError
+from airflow_plugin.hooks import DEFAULT_CONN_ID, PrivacyLedgerHook
+from dp_pipeline.exceptions import InvalidParameterError
+
+__all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
+
+PreExecuteHook = Callable[[Any], Any]
+
+
+class PrivacyBudgetGuard:
+    """A ``pre_execute`` callable that reserves and commits a declared cost, or refuses the task.
+
+    Parameters
+    ----------
+    cost : DPCost
+        The task's declared cost.
+    ledger_conn_id : str, default ``"dp_ledger_default"``
+        The Airflow Connection of the ledger.
+    on_exhausted : {"fail", "skip"}, default "fail"
+        Fail without retry, or skip, when the cost does not fit.
+    """
+
+    def __init__(
+        self, cost: DPCost, *, ledger_conn_id: str = DEFAULT_CONN_ID, on_exhausted: OnExhausted = "fail"
+    ) -> None:
+        if not isinstance(cost, DPCost):
+            raise InvalidParameterError(f"a guard needs a DPCost, got {type(cost).__name__}", "cost")
+        self.cost = cost
+        self.ledger_conn_id = ledger_conn_id
+        self.on_exhausted = check_on_exhausted(on_exhausted)
+
+    def __call__(self, context: Mapping[str, Any]) -> None:
+        """Reserve the attempt's cost and commit it; raise the refusal when it does not fit."""
+        task = context.get("task")
+        if getattr(task, "dp_cost", None) is not None:
+            raise PrivacyCostError(
+                f"Task {task_name(context)} declares its own cost and also carries a privacy guard; "
+                "remove one of them so that the attempt is charged exactly once."
+            )
+        accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+        reservation = reserve_or_refuse(accountant, self.cost, context, on_exhausted=self.on_exhausted)
+        reservation.commit()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PrivacyBudgetGuard):
+            return NotImplemented
+        return (self.cost, self.ledger_conn_id, self.on_exhausted) == (
+            other.cost,
+            other.ledger_conn_id,
+            other.on_exhausted,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.cost.dataset, self.ledger_conn_id, self.on_exhausted))
+
+    def __repr__(self) -> str:
+        return f"PrivacyBudgetGuard({self.cost.describe()}, ledger_conn_id={self.ledger_conn_id!r})"
+
+
+class GuardChain:
+    """Run a privacy guard, then the ``pre_execute`` hook the task already had."""
+
+    def __init__(self, guard: PrivacyBudgetGuard, then: PreExecuteHook | None) -> None:
+        self.guard = guard
+        self.then = then
+
+    def __call__(self, context: Mapping[str, Any]) -> None:
+        """The guard first: a refused task runs none of its own hooks."""
+        self.guard(context)
+        if self.then is not None:
+            self.then(context)
+
+    def __repr__(self) -> str:
+        return f"GuardChain({self.guard!r}, then={self.then!r})"
+
+
+def dp_guard(
+    dataset: str,
+    mechanism: CostLike,
+    *,
+    group_size: int = 1,
+    label: str | None = None,
+    ledger_conn_id: str = DEFAULT_CONN_ID,
+    on_exhausted: OnExhausted = "fail",
+) -> PrivacyBudgetGuard:
+    """A guard to pass as ``pre_execute=`` to any operator (or ``@task(pre_execute=...)``).
+
+    Parameters
+    ----------
+    dataset : str
+        The ledger dataset the cost is charged to.
+    mechanism : Mechanism, PrivacyEvent or Guarantee
+        What one run of the task releases.
+    group_size : int, default 1
+        Records one individual may contribute.
+    label : str, optional
+        The ledger history label (default ``dag_id.task_id``).
+    ledger_conn_id : str, default ``"dp_ledger_default"``
+        The Airflow Connection of the ledger.
+    on_exhausted : {"fail", "skip"}, default "fail"
+        Fail without retry, or skip, when the cost does not fit.
+
+    Returns
+    -------
+    PrivacyBudgetGuard
+    """
+    return PrivacyBudgetGuard(
+        as_cost(dataset, mechanism, group_size, label),
+        ledger_conn_id=ledger_conn_id,
+        on_exhausted=on_exhausted,
+    )
+
+
+def _current_hook(task: Any) -> PreExecuteHook | None:
+    partial_kwargs = getattr(task, "partial_kwargs", None)
+    if isinstance(partial_kwargs, dict):  # a mapped operator: its hooks live in the partial kwargs
+        return partial_kwargs.get("pre_execute")
+    return getattr(task, "_pre_execute_hook", None)
+
+
+def iter_guards(task: Any) -> Iterator[PrivacyBudgetGuard]:
+    """The privacy guards on a task (plain or mapped), in the order they run."""
+    hook = _current_hook(task)
+    while hook is not None:
+        if isinstance(hook, PrivacyBudgetGuard):
+            yield hook
+            return
+        if isinstance(hook, GuardChain):
+            yield hook.guard
+            hook = hook.then
+            continue
+        return
+
+
+def attach_guard(task: Any, guard: PrivacyBudgetGuard) -> Any:
+    """Put an existing operator (plain or mapped) under a privacy guard, before its own ``pre_execute``.
+
+    Parameters
+    ----------
+    task : BaseOperator or MappedOperator
+        The task to guard.
+    guard : PrivacyBudgetGuard
+        From :func:`dp_guard`.
+
+    Returns
+    -------
+    task
+        The same task, for chaining.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the task already declares a cost (its own or another guard's): one attempt is charged once.
+    """
+    if not isinstance(guard, PrivacyBudgetGuard):
+        raise InvalidParameterError(f"attach_guard needs a PrivacyBudgetGuard, got {guard!r}", "guard")
+    declared = getattr(task, "dp_cost", None) is not None or _declares_own_cost(task)
+    if declared or next(iter_guards(task), None) is not None:
+        raise InvalidParameterError(
+            f"task {task.task_id!r} already declares a privacy cost; a task is charged for one cost", "task"
+        )
+    chained = GuardChain(guard, _current_hook(task))
+    partial_kwargs = getattr(task, "partial_kwargs", None)
+    if isinstance(partial_kwargs, dict):
+        partial_kwargs["pre_execute"] = chained
+    else:
+        task._pre_execute_hook = chained
+    return task
+
+
+def _declares_own_cost(task: Any) -> bool:
+    """True for a mapped PrivacyBudgetOperator (its cost sits in the partial kwargs)."""
+    partial_kwargs = getattr(task, "partial_kwargs", None)
+    return isinstance(partial_kwargs, dict) and "mechanism" in partial_kwargs and "dataset" in partial_kwargs

@@ -1,0 +1,168 @@
+"""PrivacyBudgetOperator: reserve a task's privacy cost on the ledger, then run its callable.
+
+Retry policy
+------------
+Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/try_number``.
+
+- An attempt that **started running the callable** stays charged, whether the callable returned or raised:
+  it may have read the data, and a retry redraws the noise, so each attempt is a release of its own.
+- An attempt that **fails before the callable runs** (its arguments cannot be bound, the task is stopped
+  between reservation and call, ...) releases its reservation, with the reason recorded in the ledger.
+- An attempt whose process dies between reservation and commit leaves the reservation pending; the ledger
+  keeps counting it (fail closed) until an operator releases it with a reason.
+- A refusal (:class:`~airflow_plugin.exceptions.PrivacyBudgetExhausted`) charges nothing and is not retried.
+
+Mapped tasks (``.partial(...).expand(...)``) are charged once per map index.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.providers.standard.operators.python import PythonOperator
+
+from airflow_plugin._runtime import OnExhausted, check_on_exhausted, reserve_or_refuse, task_name
+from airflow_plugin.costs import CostLike, DPCost
+from airflow_plugin.hooks import DEFAULT_CONN_ID, PrivacyLedgerHook
+
+if TYPE_CHECKING:
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+
+__all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
+
+INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset")
+"""Arguments a DP callable may declare by name, on top of Airflow's context keys."""
+
+
+class PrivacyBudgetOperator(PythonOperator):
+    """Run a Python callable that releases DP results, after reserving its cost on the privacy ledger.
+
+    The callable receives, by name, whichever of these arguments it declares (or all of them with
+    ``**kwargs``), together with Airflow's context keys (``ti``, ``ds``, ``params``, ...) and ``op_kwargs``:
+
+    - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with;
+    - ``accountant``: the :class:`~dp_pipeline.PrivacyAccountant` of the ledger, for reading budgets
+      (the task's own cost is already reserved; do not spend it again);
+    - ``dataset``: the dataset name.
+
+    Parameters
+    ----------
+    dataset : str
+        The ledger dataset the cost is charged to.
+    mechanism : Mechanism, PrivacyEvent or Guarantee
+        What one run releases; its cost is known before any data is read.
+    python_callable : callable
+        The code that reads the data and releases the noisy result (its return value goes to XCom).
+    group_size : int, default 1
+        Records one individual may contribute (group privacy).
+    label : str, optional
+        The ledger history label; defaults to ``dag_id.task_id`` (with the map index).
+    ledger_conn_id : str, default ``"dp_ledger_default"``
+        The Airflow Connection of the ledger (:class:`~airflow_plugin.hooks.PrivacyLedgerHook`).
+    on_exhausted : {"fail", "skip"}, default "fail"
+        A refused task fails without retry (:class:`~airflow_plugin.exceptions.PrivacyBudgetExhausted`)
+        or ends skipped (:class:`~airflow_plugin.exceptions.PrivacyBudgetSkipped`).
+    **kwargs
+        Everything :class:`~airflow.providers.standard.operators.python.PythonOperator` accepts
+        (``op_args``, ``op_kwargs``, ``templates_dict``, ``retries``, ...).
+
+    Notes
+    -----
+    The cost is validated when the DAG is defined (no I/O); the ledger is opened only in ``execute``. See the
+    module docstring for the retry policy.
+
+    Examples
+    --------
+    >>> def count(mechanism):                                        # doctest: +SKIP
+    ...     return mechanism.randomize(len(load_patients()))
+    >>> PrivacyBudgetOperator(task_id="count", dataset="patients",   # doctest: +SKIP
+    ...                       mechanism=Laplace(epsilon=0.5, sensitivity=1.0), python_callable=count)
+    """
+
+    template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
+    ui_color: ClassVar[str] = "#e6dcf5"  # type: ignore[misc]
+
+    def __init__(
+        self,
+        *,
+        dataset: str,
+        mechanism: CostLike,
+        python_callable: Callable[..., Any],
+        group_size: int = 1,
+        label: str | None = None,
+        ledger_conn_id: str = DEFAULT_CONN_ID,
+        on_exhausted: OnExhausted = "fail",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(python_callable=python_callable, **kwargs)
+        self.dataset = dataset
+        self.mechanism = mechanism
+        self.group_size = group_size
+        self.dp_label = label  # ``label`` is Airflow's display name of the task
+        self.ledger_conn_id = ledger_conn_id
+        self.on_exhausted = check_on_exhausted(on_exhausted)
+        self.dp_cost = DPCost(dataset=dataset, cost=mechanism, group_size=group_size, label=label)
+        self._dp_callable_started = False
+
+    def get_accountant(self) -> PrivacyAccountant:
+        """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
+        return PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+
+    def execute(self, context: Any) -> Any:
+        """Reserve the cost, run the callable, then commit (or release if the callable never ran)."""
+        accountant = self.get_accountant()
+        reservation = reserve_or_refuse(accountant, self.dp_cost, context, on_exhausted=self.on_exhausted)
+        self._dp_callable_started = False
+        try:
+            context.update({"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset})
+            result = super().execute(context)
+        except BaseException as exc:
+            self._end_attempt(reservation, context, exc)
+            raise
+        reservation.commit()
+        self.log.info("committed %s for %s", self.dp_cost.describe(), task_name(context))
+        return result
+
+    def _end_attempt(self, reservation: Any, context: Mapping[str, Any], exc: BaseException) -> None:
+        name = task_name(context)
+        if self._dp_callable_started:
+            try:
+                reservation.commit()
+            except Exception:
+                self.log.exception("could not commit the reservation of %s; it stays open and counted", name)
+                return
+            self.log.warning(
+                "%s failed after its callable started (%s); the attempt stays charged, since it may have "
+                "read data and a retry redraws noise",
+                name,
+                type(exc).__name__,
+            )
+            return
+        reason = f"attempt failed before its callable ran: {type(exc).__name__}: {exc}"
+        try:
+            reservation.release(reason=reason[:500])
+        except Exception:
+            self.log.exception("could not release the reservation of %s; the ledger keeps counting it", name)
+            return
+        self.log.warning("%s failed before its callable ran; its reservation was released", name)
+
+    def _check_arguments(self) -> None:
+        try:
+            signature = inspect.signature(self.python_callable)
+        except (TypeError, ValueError):  # builtins without a signature: nothing to check
+            return
+        signature.bind(*self.op_args, **self.op_kwargs)
+
+    def execute_callable(self) -> Any:
+        """Check the callable's arguments bind, mark the attempt as started, then call it."""
+        self._check_arguments()
+        self._dp_callable_started = True
+        return super().execute_callable()
+
+    async def aexecute_callable(self) -> Any:
+        """The asynchronous form of :meth:`execute_callable`."""
+        self._check_arguments()
+        self._dp_callable_started = True
+        return await super().aexecute_callable()

@@ -1,0 +1,64 @@
+"""Airflow provider information of dp-pipeline (entry point ``apache_airflow_provider``).
+
+It registers the hook and its connection type, the operator module, the ``@task.dp`` TaskFlow
+decorator and the ``airflow dp-pipeline check`` command. The UI plugin is registered only through the
+``airflow.plugins`` entry point, which Airflow always loads: a provider-info ``plugins`` entry is read only
+with ``[core] lazy_discover_providers = False``, and then Airflow would record the second registration of
+the same plugin as a plugin import error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["get_provider_info"]
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider-info dictionary, validated by Airflow against ``provider_info.schema.json``.
+
+    Every Airflow process calls this while it reads its configuration, so it imports nothing heavy.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        __version__ = version("dp-pipeline")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        __version__ = "0.0.0"
+
+    return {
+        "package-name": "dp-pipeline",
+        "name": "dp-pipeline",
+        "description": "Differential-privacy budgets for Airflow tasks: reserve a task's privacy cost on a "
+        "ledger before it runs, refuse it when the budget would be exceeded.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "dp-pipeline privacy ledger",
+                "external-doc-url": "https://pypi.org/project/dp-pipeline/",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {"integration-name": "dp-pipeline privacy ledger", "python-modules": ["airflow_plugin.operators"]}
+        ],
+        "hooks": [
+            {"integration-name": "dp-pipeline privacy ledger", "python-modules": ["airflow_plugin.hooks"]}
+        ],
+        "connection-types": [
+            {
+                "connection-type": "dpledger",
+                "hook-class-name": "airflow_plugin.hooks.PrivacyLedgerHook",
+                "hook-name": "dp-pipeline privacy ledger",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "schema", "login", "password", "port"],
+                    "relabeling": {},
+                    "placeholders": {
+                        "extra": '{"sqlalchemy_url": "postgresql+psycopg://user:password@host:5432/ledger"}'
+                    },
+                },
+            }
+        ],
+        "task-decorators": [{"name": "dp", "class-name": "airflow_plugin.decorators.dp_task"}],
+        "cli": ["airflow_plugin.cli_commands.get_cli_commands"],
+    }

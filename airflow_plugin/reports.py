@@ -1,0 +1,138 @@
+"""Read-only summaries of a ledger (budget, spent, remaining, method, history), for the dashboard and demo."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee
+
+if TYPE_CHECKING:
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+
+__all__ = [
+    "DatasetSummary",
+    "HistoryRow",
+    "amount",
+    "dataset_budget",
+    "format_guarantee",
+    "summarize",
+    "summarize_all",
+]
+
+
+def amount(guarantee: Guarantee | None) -> float | None:
+    """The headline number of a guarantee: ε, or μ for μ-GDP."""
+    if guarantee is None:
+        return None
+    if isinstance(guarantee, GaussianDP):
+        return guarantee.mu
+    return float(getattr(guarantee, "epsilon", float("nan")))
+
+
+def format_number(value: float | None) -> str:
+    """Six significant digits, ``-`` for nothing."""
+    return "-" if value is None else f"{value:.6g}"
+
+
+def format_guarantee(guarantee: Guarantee | None) -> str:
+    """``ε=0.5``, ``ε=1, δ=1e-06`` or ``μ=0.8``."""
+    if guarantee is None:
+        return "-"
+    if isinstance(guarantee, GaussianDP):
+        return f"μ={format_number(guarantee.mu)}"
+    if isinstance(guarantee, ApproxDP) and guarantee.delta > 0:
+        return f"ε={format_number(guarantee.epsilon)}, δ={guarantee.delta:.3g}"
+    return f"ε={format_number(amount(guarantee))}"
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One ledger record as shown: when, what, which attempt, and how it ended.
+
+    Reservations (kind ``"reserve"``, status ``"open"``, ``"committed"`` or ``"released"``) and budget
+    changes (kind ``"budget"``) are shown; the commit and release records that end a reservation are
+    folded into its status.
+    """
+
+    time: str
+    kind: str
+    label: str
+    key: str
+    group_size: int | None
+    cost: Guarantee | None
+    status: str
+
+    @property
+    def is_charge(self) -> bool:
+        """True for a reservation (open, committed or released); False for a budget record."""
+        return self.kind == "reserve"
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """A dataset's budget, spent and remaining amounts (in the budget's currency) and its history."""
+
+    dataset: str
+    budget: Guarantee
+    spent: Guarantee
+    remaining: Guarantee
+    method: str
+    history: list[HistoryRow] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        """``"μ"`` for a μ-GDP budget, else ``"ε"``."""
+        return "μ" if isinstance(self.budget, GaussianDP) else "ε"
+
+
+def dataset_budget(accountant: PrivacyAccountant, dataset: str) -> Guarantee | None:
+    """The budget of ``dataset``, or None when it has none."""
+    if dataset not in set(accountant.datasets()):
+        return None
+    return _budget(accountant, dataset)
+
+
+def _budget(accountant: PrivacyAccountant, dataset: str) -> Guarantee:
+    return accountant.budget(dataset).guarantee
+
+
+def _history_rows(records: Iterable[Any]) -> list[HistoryRow]:
+    rows = []
+    for record in records:
+        kind = str(getattr(record, "kind", "reserve"))
+        if kind not in ("reserve", "budget"):
+            continue
+        time = getattr(record, "time", "")
+        rows.append(
+            HistoryRow(
+                time=time.isoformat(sep=" ", timespec="seconds") if hasattr(time, "isoformat") else str(time),
+                kind=kind,
+                label=str(getattr(record, "label", "") or ""),
+                key=str(getattr(record, "key", "") or ""),
+                group_size=getattr(record, "group_size", None),
+                cost=getattr(record, "guarantee", None),
+                status=str(getattr(record, "status", "")),
+            )
+        )
+    return rows
+
+
+def summarize(accountant: PrivacyAccountant, dataset: str) -> DatasetSummary:
+    """The summary of one dataset."""
+    spent = accountant.spent(dataset)
+    remaining = accountant.remaining(dataset)
+    return DatasetSummary(
+        dataset=dataset,
+        budget=_budget(accountant, dataset),
+        spent=spent.guarantee,
+        remaining=remaining.guarantee,
+        method=str(getattr(spent, "method", "")),
+        history=_history_rows(accountant.history(dataset)),
+    )
+
+
+def summarize_all(accountant: PrivacyAccountant) -> list[DatasetSummary]:
+    """Summaries of every dataset with a budget, sorted by name."""
+    return [summarize(accountant, dataset) for dataset in sorted(accountant.datasets())]

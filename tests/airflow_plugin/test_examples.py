@@ -1,0 +1,33 @@
+"""The Airflow demo runs end to end as a user runs it, and prints the refusal and the budget table."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.airflow_plugin.conftest import REPO
+
+pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
+
+
+def test_airflow_demo_prints_the_refusal_and_the_budget_table() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DP_PIPELINE_TEST"))}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "airflow_demo.py")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=280,
+    )
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert re.search(r"dp_patients_report\s+patients\s+3\s+ε=1\.5\s+basic\s+ε=1\s+ε=1\s+EXCEEDS BUDGET", out)
+    assert re.search(r"sum_of_ages[\s│]+failed", out)  # a Rich table, or plain columns without Rich
+    assert "Refused: sum_of_ages raised PrivacyBudgetExhausted (not retried)" in out
+    assert re.search(r"patients[\s│]+ε=1[\s│]+ε=1[\s│]+ε=0[\s│]+basic[\s│]+2", out)
+    assert "Outcome as expected: two releases committed, the third refused." in out

@@ -1,0 +1,209 @@
+"""DAG-level planning on real Airflow 3.3: declared costs composed per dataset before anything runs, the
+check command, and the opt-in DAG policy that refuses an over-budget DAG at parse time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_plugin.conftest import EXAMPLE_DAGS, REPO
+
+pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _example_dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(EXAMPLE_DAGS / "dp_patients_report.py"))
+    assert not bag.import_errors
+    return bag.dags["dp_patients_report"]
+
+
+def test_plan_of_the_example_dag_exceeds_a_budget_for_two(ledger) -> None:
+    from airflow_plugin import check_dag, plan_dag
+    from dp_pipeline import PureDP
+
+    plan = plan_dag(_example_dag())
+    assert [(t.task_id, t.count, t.source) for t in plan.tasks] == [
+        ("count_diabetic", 1, "operator"),
+        ("count_over_65", 1, "operator"),
+        ("sum_of_ages", 1, "operator"),
+    ]
+    ledger.set_budget("patients", PureDP(1.0))
+    (check,) = check_dag(plan, ledger)
+    assert (check.dataset, check.total.epsilon, check.budget.epsilon) == ("patients", 1.5, 1.0)
+    assert not check.fits_budget and not check.ok
+    assert "one run needs ε=1.5 but the whole budget is ε=1" in check.problems[0]
+    assert not ledger.history("patients")[1:]  # planning charged nothing
+
+    ledger.set_budget("patients", PureDP(1.5))
+    (check,) = check_dag(plan, ledger)
+    assert check.ok and check.fits_remaining and not check.problems
+
+
+def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None:
+    """40 mapped Laplace releases at ε = 0.1 sum to ε = 4 by basic composition, but fit an (ε = 3,
+    δ = 1e-5) budget by the tight PLD total of the plan (about 2.45)."""
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
+    from dp_pipeline import ApproxDP, PureDP
+    from dp_pipeline.mechanisms import Laplace
+
+    ledger.set_budget("cohort", ApproxDP(3.0, 1e-5))
+    ledger.set_budget("other", PureDP(1.0))
+    with DAG("dp_plan", schedule=None, start_date=START, catchup=False) as dag:
+        PrivacyBudgetOperator.partial(
+            task_id="per_site", dataset="cohort", mechanism=Laplace(epsilon=0.1), python_callable=len
+        ).expand(op_args=[[i] for i in range(40)])
+        source = PythonOperator(task_id="sites", python_callable=lambda: [[1], [2]])
+        PrivacyBudgetOperator.partial(
+            task_id="per_runtime_site", dataset="other", mechanism=Laplace(epsilon=0.1), python_callable=len
+        ).expand(op_args=source.output)
+        BashOperator(task_id="export", bash_command="true", pre_execute=dp_guard("other", PureDP(0.2)))
+        BashOperator(
+            task_id="declared_only",
+            bash_command="true",
+            params={"dp_cost": {"dataset": "other", "epsilon": 0.1}},
+        )
+
+    plan = plan_dag(dag)
+    counts = {t.task_id: (t.count, t.source, t.enforced) for t in plan.tasks}
+    assert counts == {
+        "per_site": (40, "operator", True),
+        "per_runtime_site": (None, "operator", True),
+        "export": (1, "guard", True),
+        "declared_only": (1, "params", False),
+    }
+    checks = {c.dataset: c for c in check_dag(plan, ledger)}
+    cohort = checks["cohort"]
+    assert cohort.method == "pld"
+    assert 2.3 < cohort.total.epsilon < 2.6 and cohort.total.delta <= 1e-5
+    assert cohort.ok
+    other = checks["other"]
+    assert other.ok  # 0.1 (counted once) + 0.2 + 0.1 fits ε = 1
+    assert any("per_runtime_site" in w for w in other.warnings)
+    assert any("declared_only" in w and "not enforced" in w for w in other.warnings)
+
+
+def test_dag_policy_refuses_an_over_budget_dag_at_parse_time(ledger) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.exceptions import AirflowClusterPolicyViolation
+    from airflow.settings import get_policy_plugin_manager
+
+    from airflow_plugin import policies
+    from dp_pipeline import PureDP
+
+    ledger.set_budget("patients", PureDP(1.0))
+    dag = _example_dag()  # parsed before the policy is registered
+    manager = get_policy_plugin_manager()
+    manager.register(policies, name="dp_pipeline_policies")
+    try:
+        with pytest.raises(AirflowClusterPolicyViolation, match=r"patients: one run needs ε=1\.5"):
+            DagBag(dag_folder="/dev/null", collect_dags=False).bag_dag(dag)
+        # a DAG folder shows it as an import error, as the DAG processor would
+        bag = DagBag(dag_folder=str(EXAMPLE_DAGS / "dp_patients_report.py"))
+        assert "dp_patients_report" not in bag.dags
+        assert any("exceeds its privacy budget" in error for error in bag.import_errors.values())
+
+        ledger.set_budget("patients", PureDP(1.5))
+        DagBag(dag_folder="/dev/null", collect_dags=False).bag_dag(dag)
+        assert "dp_patients_report" in DagBag(dag_folder=str(EXAMPLE_DAGS / "dp_patients_report.py")).dags
+    finally:
+        manager.unregister(name="dp_pipeline_policies")
+
+    ledger.set_budget("patients", PureDP(2.0))
+    warn = policies.make_dag_policy(mode="warn", ledger_conn_id="missing")
+    warn_only = types.SimpleNamespace(dag_policy=warn)
+    manager.register(warn_only, name="dp_pipeline_warn_policy")
+    try:  # warn mode: an unreadable ledger is logged, the DAG still loads
+        DagBag(dag_folder="/dev/null", collect_dags=False).bag_dag(dag)
+    finally:
+        manager.unregister(name="dp_pipeline_warn_policy")
+
+
+def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger, capsys) -> None:
+    from airflow_plugin.check import main
+    from dp_pipeline import PureDP
+
+    ledger.set_budget("patients", PureDP(1.0))
+    assert main([str(EXAMPLE_DAGS), "--ledger-url", ledger.url]) == 1
+    out = capsys.readouterr().out
+    assert "dp_patients_report" in out and "EXCEEDS BUDGET" in out and "ε=1.5" in out
+
+    ledger.set_budget("patients", PureDP(1.5))
+    assert main([str(EXAMPLE_DAGS), "--json"]) == 0  # through the dp_ledger_default connection
+    report = json.loads(capsys.readouterr().out)
+    patients = next(c for c in report["checks"] if c["dag_id"] == "dp_patients_report")
+    assert patients["fits_budget"] and patients["total"] == {"type": "approx", "epsilon": 1.5, "delta": 0.0}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-m", "airflow_plugin.check"],
+        [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check"],
+    ],
+    ids=["python-m", "airflow-cli"],
+)
+def test_check_command_runs_as_a_module_and_an_airflow_command(ledger, command) -> None:
+    from dp_pipeline import PureDP
+
+    ledger.set_budget("patients", PureDP(1.0))
+    result = subprocess.run(
+        [*command, str(EXAMPLE_DAGS / "dp_patients_report.py")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "EXCEEDS BUDGET" in result.stdout
+
+
+def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> None:
+    """The documented opt-in: importing the policies in airflow_local_settings.py, which Airflow imports
+    while it initialises, refuses the over-budget example DAG when a DAG folder is parsed."""
+    import os
+
+    from dp_pipeline import PureDP
+
+    ledger.set_budget("patients", PureDP(1.0))
+    home = tmp_path / "airflow-home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "airflow_local_settings.py").write_text(
+        "from airflow_plugin.policies import dag_policy, task_policy  # noqa: F401\n"
+    )
+    code = (
+        "import json\n"
+        "from airflow.settings import get_policy_plugin_manager\n"
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        "hooks = get_policy_plugin_manager().hook\n"
+        "impls = hooks.task_policy.get_hookimpls() + hooks.dag_policy.get_hookimpls()\n"
+        "active = [i.function.__module__ for i in impls]\n"
+        f"bag = DagBag(dag_folder={str(EXAMPLE_DAGS)!r})\n"
+        "errors = list(bag.import_errors.values())\n"
+        "print(json.dumps({'active': active, 'dags': sorted(bag.dags), 'errors': errors}))\n"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(home)}
+    env.pop("AIRFLOW__CORE__DAGS_FOLDER", None)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["active"].count("airflow_plugin.policies") == 2
+    assert report["dags"] == ["dp_patients_by_region"]  # ε = 1.0 fits; dp_patients_report (ε = 1.5) does not
+    assert len(report["errors"]) == 1 and "dp_patients_report" in report["errors"][0]
+    assert "one run needs ε=1.5 but the whole budget is ε=1" in report["errors"][0]
