@@ -1,0 +1,391 @@
+"""What the scikit-learn transformers and the pandas functions share: one release, its cost, its charge.
+
+A *release* is one call that reads private data and returns a noisy result (a ``transform``, a ``dp_count``).
+It may cover several *parts* (the columns of X, the count and the sum behind a mean). Each part has its own
+sensitivity Δⱼ: the most one person can change it. The release's ε (and δ) is what the whole call costs one
+person; this module splits it over the parts and builds the :class:`~dp_pipeline.events.PrivacyEvent` that
+describes the whole call, so that the accountant is charged exactly once per call.
+
+How ε is split (d parts):
+
+* Laplace: each part gets Laplace noise of scale b·Δⱼ with b = d/ε. In units of Δⱼ (the query xⱼ/Δⱼ) the
+  release is one d-dimensional Laplace mechanism of scale d/ε and L1 sensitivity d, hence ε-DP; it is charged
+  as that one Laplace event.
+* Gaussian: each part gets N(0, (σΔⱼ)²) with σ the calibration of the scalar Gaussian mechanism at L2
+  sensitivity √d (the norm of the vector of d unit changes). The release is exactly that mechanism applied to
+  xⱼ/Δⱼ (Gaussian noise is rotation invariant), so it is charged as its event: (ε, δ)-DP, or μ-GDP.
+* Everything else (staircase, bounded, randomized response): each part gets ε/d (rounded down so that d parts
+  never sum above ε) and the release is charged as ``PureDP(ε)`` by basic composition, which is exact for pure
+  ε-DP.
+
+This module needs neither scikit-learn nor pandas.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dp_pipeline._validation import check_real
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
+from dp_pipeline.guarantees import Guarantee, PureDP
+from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, _sampling
+from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+
+__all__ = [
+    "UNACCOUNTED",
+    "NoisePlan",
+    "charge",
+    "check_epsilon",
+    "check_ledger",
+    "clip_columns",
+    "composed_event",
+    "declared_bounds",
+    "declared_sensitivity",
+    "per_feature",
+    "plan_noise",
+    "release_rng",
+    "split_epsilon",
+]
+
+UNACCOUNTED = "unaccounted"
+"""The explicit opt-out: ``accountant="unaccounted"`` releases without charging any ledger."""
+
+NoiseFamily = Literal["laplace", "gaussian", "staircase"]
+
+
+class _Spender(Protocol):
+    def spend(self, dataset: str, cost: Any, *, label: str = "") -> Any: ...
+
+
+# --------------------------------------------------------------------------------------------------------
+# The ledger
+# --------------------------------------------------------------------------------------------------------
+
+
+def check_ledger(accountant: Any, dataset: Any) -> None:
+    """Check that a release knows where to be charged, or was explicitly told not to be.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming ``accountant`` when it is None or not an accountant, naming ``dataset`` when it is missing.
+    """
+    if isinstance(accountant, str) and accountant == UNACCOUNTED:
+        return
+    if accountant is None:
+        raise InvalidParameterError(
+            "no accountant: every release is charged to a privacy ledger. Pass "
+            "accountant=PrivacyAccountant('sqlite:///ledger.db') and dataset='<name>', or "
+            f"accountant={UNACCOUNTED!r} to release without charging any ledger (nothing then limits how "
+            "often the data is released)",
+            "accountant",
+        )
+    if not callable(getattr(accountant, "spend", None)):
+        raise InvalidParameterError(
+            f"'accountant' must be a PrivacyAccountant or {UNACCOUNTED!r}, got {type(accountant).__name__}",
+            "accountant",
+        )
+    if not isinstance(dataset, str) or not dataset:
+        raise InvalidParameterError(
+            f"'dataset' must name the dataset whose budget the releases are charged to, got {dataset!r}",
+            "dataset",
+        )
+
+
+def charge(accountant: Any, dataset: Any, cost: PrivacyEvent | Guarantee, label: str) -> None:
+    """Charge one release to the ledger before its result exists; BudgetExceededError charges nothing."""
+    if isinstance(accountant, str) and accountant == UNACCOUNTED:
+        return
+    spender: _Spender = accountant
+    spender.spend(dataset, cost, label=label)
+
+
+def release_rng(random_state: Any, owner: str) -> np.random.Generator:
+    """The generator of a release's noise: fresh OS entropy for None, else seeded, with a PrivacyLeakWarning.
+
+    A seed makes the noise reproducible: anyone who knows it can regenerate the noise and subtract it, and two
+    releases seeded alike (two fits, or clones in a grid search) add the same noise, so their difference shows
+    the data's. A Generator passed in is copied with the transformer, with the same effect on the copies.
+    Seeds are for tests; real releases leave ``random_state=None``.
+    """
+    try:
+        rng = _sampling.make_rng(random_state)
+    except InvalidParameterError:
+        raise InvalidParameterError(
+            "'random_state' must be None, a non-negative int or a numpy.random.Generator, "
+            f"got {random_state!r}",
+            "random_state",
+        ) from None
+    if isinstance(random_state, np.random.Generator):
+        warnings.warn(
+            f"seeded noise: {owner}(random_state=<a Generator>) draws from a generator whose state is "
+            "copied with the object (clone, GridSearchCV, pickling), so copies add the same noise and their "
+            "releases share it. Leave random_state=None (fresh OS entropy) for real releases",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
+    elif random_state is not None:
+        warnings.warn(
+            f"seeded noise: {owner}(random_state={random_state!r}) draws reproducible noise, which anyone "
+            "who knows the seed can subtract, and releases seeded alike share their noise. Use seeds in "
+            "tests only; leave random_state=None (fresh OS entropy) for real releases",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
+    return rng
+
+
+# --------------------------------------------------------------------------------------------------------
+# Privacy parameters
+# --------------------------------------------------------------------------------------------------------
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """A finite ε > 0, or InvalidParameterError naming ``name``."""
+    epsilon = check_real(value, name)
+    if epsilon <= 0.0:
+        raise InvalidParameterError(f"{name!r} must be > 0, got {epsilon}", name)
+    return epsilon
+
+
+def split_epsilon(epsilon: float, parts: int) -> float:
+    """The largest float ε' ≤ ε/parts with parts·ε' ≤ ε exactly (basic composition never rounds up)."""
+    share = epsilon / parts
+    while Fraction(share) * parts > Fraction(epsilon):
+        share = math.nextafter(share, 0.0)
+    return share
+
+
+def composed_event(parts: Sequence[Mechanism], epsilon: float) -> PrivacyEvent:
+    """The cost of releasing ``parts`` together: the part's own event for one part, else ``PureDP(ε)``.
+
+    For several pure ε'-DP parts with Σε' ≤ ε (see :func:`split_epsilon`) basic composition gives ε-DP, which
+    is exact for pure DP; the event is of kind ``"guarantee"`` and keeps the parts' kind and number in its
+    parameters.
+    """
+    if len(parts) == 1:
+        return parts[0].event
+    return PrivacyEvent(
+        kind="guarantee",
+        guarantee=PureDP(epsilon),
+        parameters={"composition": "basic", "mechanism": parts[0].event_kind, "parts": len(parts)},
+    )
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """Noise for a release of d parts: one mechanism per part (in the part's units) and the release's cost.
+
+    Attributes
+    ----------
+    mechanisms : tuple of ContinuousMechanism
+        Mechanism j adds the noise of part j; its scale is proportional to Δⱼ.
+    event : PrivacyEvent
+        What the whole release costs one person (charged once).
+    """
+
+    mechanisms: tuple[ContinuousMechanism, ...]
+    event: PrivacyEvent
+
+    @property
+    def noise_std(self) -> NDArray[np.float64]:
+        """The standard deviation of each part's noise."""
+        return np.sqrt(np.array([_variance(m) for m in self.mechanisms], dtype=np.float64))
+
+
+def _variance(mechanism: ContinuousMechanism) -> float:
+    value = mechanism.variance  # type: ignore[attr-defined]
+    return float(value)
+
+
+def plan_noise(
+    family: NoiseFamily,
+    sensitivities: Sequence[float] | NDArray[np.float64],
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    calibration: str = "analytic",
+    gamma: float | None = None,
+) -> NoisePlan:
+    """Calibrate the noise of a release of d parts with sensitivities Δ₁…Δ_d (see the module notes).
+
+    Parameters
+    ----------
+    family : {"laplace", "gaussian", "staircase"}
+        The noise distribution.
+    sensitivities : sequence of float
+        Δⱼ > 0 for each part: L1 for Laplace and staircase, L2 for Gaussian.
+    epsilon, delta : float
+        What the whole release may cost; ``delta`` only for Gaussian noise.
+    mu : float
+        μ of a μ-GDP Gaussian release (with ``calibration="gdp"``, instead of ε and δ).
+    calibration : str
+        The Gaussian calibration (see :class:`~dp_pipeline.mechanisms.Gaussian`).
+    gamma : float or None
+        The staircase shape (None: the optimal γ for each part's ε).
+
+    Returns
+    -------
+    NoisePlan
+    """
+    deltas = [float(s) for s in sensitivities]
+    d = len(deltas)
+    if family == "laplace":
+        total = check_epsilon(epsilon)
+        eps = split_epsilon(total, d)
+        laplace = tuple(Laplace(epsilon=eps, sensitivity=s) for s in deltas)
+        if d == 1:
+            return NoisePlan(laplace, laplace[0].event)
+        # in units of Δⱼ: noise of scale 1/ε' on d coordinates that one person moves by ≤ 1 each (L1 ≤ d)
+        unit_scale = Laplace(epsilon=eps, sensitivity=1.0).scale
+        event = PrivacyEvent(
+            kind="laplace", guarantee=PureDP(total), sensitivity=float(d), parameters={"scale": unit_scale}
+        )
+        return NoisePlan(laplace, event)
+    if family == "gaussian":
+        norm = math.sqrt(d)
+        if calibration == "gdp":
+            joint = Gaussian(calibration="gdp", mu=mu, sensitivity=norm)
+        else:
+            joint = Gaussian(epsilon=epsilon, delta=delta, sensitivity=norm, calibration=calibration)  # type: ignore[arg-type]
+        unit_mu = math.nextafter(1.0 / joint.sigma, 0.0)  # rounded down: each part's σ is at least Δⱼ·σ
+        gaussian = tuple(Gaussian.from_mu(mu=unit_mu, sensitivity=s) for s in deltas)
+        return NoisePlan(gaussian, joint.event)
+    if family == "staircase":
+        total = check_epsilon(epsilon)
+        share = split_epsilon(total, d)
+        staircase = tuple(Staircase(epsilon=share, sensitivity=s, gamma=gamma) for s in deltas)
+        return NoisePlan(staircase, composed_event(staircase, total))
+    raise InvalidParameterError(
+        f"unknown noise {family!r}; use 'laplace', 'gaussian' or 'staircase'", "mechanism"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Declared bounds
+# --------------------------------------------------------------------------------------------------------
+
+
+def per_feature(
+    value: Any, names: Sequence[str], name: str, *, default: float | None = None
+) -> NDArray[np.float64]:
+    """One finite real per feature: a scalar, a sequence aligned with ``names``, or a mapping name → value.
+
+    A mapping may leave features out; they get ``default`` (an error when ``default`` is None).
+    """
+    n = len(names)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return np.full(n, check_real(value, name))
+    if isinstance(value, Mapping):
+        unknown = [key for key in value if key not in names]
+        if unknown:
+            raise InvalidParameterError(
+                f"{name!r} names unknown feature(s) {unknown}; features are {list(names)}", name
+            )
+        missing = [key for key in names if key not in value]
+        if missing and default is None:
+            raise InvalidParameterError(f"{name!r} gives no value for feature(s) {missing}", name)
+        return np.array(
+            [check_real(value[key], name) if key in value else default for key in names], dtype=np.float64
+        )
+    if isinstance(value, (str, bytes)) or not np.iterable(value):
+        raise InvalidParameterError(
+            f"{name!r} must be a real number or one per feature ({n}), got {value!r}", name
+        )
+    items = list(value)
+    if len(items) != n:
+        raise InvalidParameterError(f"{name!r} has {len(items)} entries for {n} feature(s)", name)
+    return np.array([check_real(item, name) for item in items], dtype=np.float64)
+
+
+def declared_bounds(
+    lower: Any, upper: Any, names: Sequence[str], *, required: bool
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The declared bounds of each feature (±inf where a side is None), checked: lower < upper everywhere.
+
+    With ``required`` both bounds must be finite for every feature (InvalidParameterError naming the missing
+    side otherwise).
+    """
+    low = (
+        per_feature(lower, names, "lower", default=-np.inf)
+        if lower is not None
+        else np.full(len(names), -np.inf)
+    )
+    high = (
+        per_feature(upper, names, "upper", default=np.inf)
+        if upper is not None
+        else np.full(len(names), np.inf)
+    )
+    if required:
+        for side, array in (("lower", low), ("upper", high)):
+            if not np.isfinite(array).all():
+                feature = names[int(np.flatnonzero(~np.isfinite(array))[0])]
+                raise InvalidParameterError(
+                    f"declare a finite {side!r} bound for feature {feature!r}: this release needs both "
+                    "bounds of every feature, known without looking at the data",
+                    side,
+                )
+    bad = np.flatnonzero(~(high > low))
+    if bad.size:
+        j = int(bad[0])
+        raise InvalidParameterError(
+            f"'upper' must exceed 'lower' for every feature; {names[j]!r} has [{low[j]}, {high[j]}]", "upper"
+        )
+    return low, high
+
+
+def declared_sensitivity(
+    sensitivity: Any, lower: NDArray[np.float64], upper: NDArray[np.float64], names: Sequence[str]
+) -> NDArray[np.float64]:
+    """Δⱼ of each feature: the declared ``sensitivity``, or upperⱼ − lowerⱼ when it is None."""
+    if sensitivity is None:
+        width = upper - lower
+        if not np.isfinite(width).all():
+            feature = names[int(np.flatnonzero(~np.isfinite(width))[0])]
+            raise InvalidParameterError(
+                "declare 'sensitivity' (the most one person can change a value), or both 'lower' and "
+                f"'upper' (the sensitivity is then upper − lower); feature {feature!r} has neither",
+                "sensitivity",
+            )
+        return width
+    values = per_feature(sensitivity, names, "sensitivity")
+    if not (values > 0).all():
+        raise InvalidParameterError(f"'sensitivity' must be > 0, got {sensitivity!r}", "sensitivity")
+    return values
+
+
+def _scalar_if_constant(bounds: NDArray[np.float64] | None) -> NDArray[np.float64] | float | None:
+    """One number when every feature has the same bound (a scalar clips faster than a broadcast array)."""
+    if bounds is not None and bounds.size and np.all(bounds == bounds[0]):
+        return float(bounds[0])
+    return bounds
+
+
+def clip_columns(
+    X: NDArray[np.float64], lower: NDArray[np.float64] | None, upper: NDArray[np.float64] | None
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Clip each column of ``X`` to [lowerⱼ, upperⱼ] (a bound may be None) and count the clipped values.
+
+    Returns the clipped array (``X`` itself when there are no bounds; ``X`` is never modified) and the number
+    of values clipped in each column.
+    """
+    if lower is None and upper is None:
+        return X, np.zeros(X.shape[1], dtype=np.int64)
+    clipped = np.clip(X, _scalar_if_constant(lower), _scalar_if_constant(upper))
+    changed = clipped != X
+    if not np.count_nonzero(changed):  # the usual case: nothing to count per column
+        return clipped, np.zeros(X.shape[1], dtype=np.int64)
+    # column by column: faster than count_nonzero(axis=0), which reduces across a C-ordered array slowly
+    counts = [np.count_nonzero(changed[:, j]) for j in range(X.shape[1])]
+    return clipped, np.array(counts, dtype=np.int64)

@@ -1,0 +1,22 @@
+"""Differentially private functions for ``DataFrame.pipe``: noisy columns, randomized response, aggregates.
+
+Every function that reads private data is one release and charges the accountant exactly once per call,
+before its noisy result exists; the estimators from randomised reports are post-processing and charge
+nothing. pandas is imported when a function is called: ``import dp_pipeline.frames`` works without it, and a
+call without it raises ImportError naming ``pip install "dp-pipeline[pandas]"``.
+"""
+
+from dp_pipeline.frames.aggregates import dp_count, dp_histogram, dp_mean, dp_sum
+from dp_pipeline.frames.estimates import krr_frequencies, rr_share
+from dp_pipeline.frames.noise import add_noise, randomized_response
+
+__all__ = [
+    "add_noise",
+    "dp_count",
+    "dp_histogram",
+    "dp_mean",
+    "dp_sum",
+    "krr_frequencies",
+    "randomized_response",
+    "rr_share",
+]

@@ -1,0 +1,495 @@
+"""DP aggregates for ``DataFrame.pipe``: count, sum, mean and histogram, whole or by group.
+
+Every function is one release: it checks its arguments and the columns, bounds each person's contribution,
+computes the exact statistic, charges the accountant once, and only then adds noise.
+
+**Privacy unit and sensitivity.** Neighbouring datasets differ by one person (added or removed). Without a
+``privacy_unit`` each row is a person. With ``privacy_unit="<column>"`` the rows sharing a value of that
+column are one person, and at most ``max_contributions`` rows per person are kept: a uniform random sample
+of that person's rows (the others are dropped before anything is computed). With m = ``max_contributions``
+and values clipped to [lower, upper], one person changes
+
+* a count (or the vector of group counts) by at most m, in L1 and in L2;
+* a sum (or the vector of group sums) by at most m·max(|lower|, |upper|);
+* a centred sum Σ(x − c), c = (lower + upper)/2, by at most m·(upper − lower)/2.
+
+Noise is calibrated to these sensitivities (never to the data), with Laplace noise (ε-DP) or Gaussian noise
+((ε, δ)-DP), through :func:`dp_pipeline._release.plan_noise`.
+
+**Groups.** ``by=`` groups the rows by one or more columns. The set of groups that is released must not
+depend on the data (a group present only because of one person reveals that person), so the group keys are
+declared with ``keys=`` (``categories=`` for :func:`dp_histogram`); every declared key gets a noisy value,
+also when no row has it, and rows with an undeclared key are left out. ``keys="data"`` takes the observed
+keys instead and raises PrivacyLeakWarning.
+
+**Results** come with their error: a Series ``value, std_error, ci_low, ci_high`` (no groups) or a DataFrame
+with those columns indexed by the group keys. For counts and sums the noise is the only error and the
+interval is exact for the bounded statistic: P(true value in [ci_low, ci_high]) = ``level`` (Laplace:
+half-width b·ln(1/(1 − level)); Gaussian: Φ⁻¹((1 + level)/2)·σ). The "true value" is the statistic after
+clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, δ and the noise scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import special
+
+from dp_pipeline._release import (
+    NoisePlan,
+    charge,
+    check_epsilon,
+    check_ledger,
+    declared_bounds,
+    plan_noise,
+    release_rng,
+)
+from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.frames._common import (
+    bound_contributions,
+    check_frame,
+    check_level,
+    column_list,
+    group_index,
+    interval_half_width,
+    numeric_values,
+    require_pandas,
+    result_frame,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["dp_count", "dp_histogram", "dp_mean", "dp_sum"]
+
+_NOISES = ("laplace", "gaussian")
+
+
+class _Release:
+    """The common steps of one aggregate: arguments, contribution bounding, grouping, noise plan."""
+
+    def __init__(
+        self,
+        df: Any,
+        *,
+        epsilon: Any,
+        delta: Any,
+        mechanism: Any,
+        by: Any,
+        keys: Any,
+        keys_name: str,
+        privacy_unit: Any,
+        max_contributions: Any,
+        accountant: Any,
+        dataset: Any,
+        random_state: Any,
+        level: Any,
+        owner: str,
+    ) -> None:
+        self.df = check_frame(df)
+        check_ledger(accountant, dataset)
+        self.accountant, self.dataset = accountant, dataset
+        if mechanism not in _NOISES:
+            raise InvalidParameterError(
+                f"'mechanism' must be 'laplace' or 'gaussian', got {mechanism!r}", "mechanism"
+            )
+        self.noise: str = mechanism
+        self.epsilon = check_epsilon(epsilon)
+        if self.noise == "gaussian" and delta is None:
+            raise InvalidParameterError("mechanism='gaussian' needs 'delta' in (0, 1)", "delta")
+        if self.noise == "laplace" and delta is not None:
+            raise InvalidParameterError("'delta' is only used with mechanism='gaussian'", "delta")
+        self.delta = delta
+        self.level = check_level(level)
+        self.by: list[Hashable] | None = None
+        self.index: pd.Index | None = None
+        if by is not None:
+            self.by, self.index = group_index(self.df, by, keys, keys_name)
+        if by is None and keys is not None:
+            raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
+        self.max_contributions = max_contributions
+        self.privacy_unit = privacy_unit
+        self.rng = release_rng(random_state, owner)
+
+    def rows(self) -> pd.DataFrame:
+        """The rows that enter the release: at most ``max_contributions`` per person."""
+        return bound_contributions(self.df, self.privacy_unit, self.max_contributions, self.rng)
+
+    @property
+    def m(self) -> int:
+        return int(self.max_contributions)
+
+    def per_group(self, frame: pd.DataFrame, values: NDArray[np.float64] | None) -> NDArray[np.float64]:
+        """Σ values (or the row count when ``values`` is None) over all rows, or per declared group."""
+        if self.by is None:
+            total = float(len(frame)) if values is None else float(np.sum(values))
+            return np.array([total])
+        pandas = require_pandas()
+        weights = pandas.Series(np.ones(len(frame)) if values is None else values, index=frame.index)
+        grouped = weights.groupby([frame[c] for c in self.by], observed=True, dropna=False).sum()
+        assert self.index is not None
+        if len(self.by) == 1:
+            grouped.index = grouped.index.get_level_values(0) if grouped.index.nlevels > 1 else grouped.index
+        return np.asarray(grouped.reindex(self.index, fill_value=0.0).to_numpy(dtype=np.float64))
+
+    def plan(self, sensitivities: list[float]) -> NoisePlan:
+        if self.noise == "laplace":
+            return plan_noise("laplace", sensitivities, epsilon=self.epsilon)
+        return plan_noise("gaussian", sensitivities, epsilon=self.epsilon, delta=self.delta)
+
+    def charge(self, plan: NoisePlan, label: str) -> None:
+        charge(self.accountant, self.dataset, plan.event, label)
+
+    def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
+        return {
+            "mechanism": self.noise,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "noise_std": plan.noise_std.tolist(),
+            "level": self.level,
+            "max_contributions": self.m,
+            "cost": plan.event.to_dict(),
+            **extra,
+        }
+
+    def label(self, what: str) -> str:
+        return what if self.by is None else f"{what} by {self.by}"
+
+
+def _noisy(
+    plan: NoisePlan, part: int, exact: NDArray[np.float64], rng: np.random.Generator
+) -> NDArray[np.float64]:
+    return np.asarray(plan.mechanisms[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
+
+
+def _count_or_sum(
+    release: _Release,
+    exact: NDArray[np.float64],
+    sensitivity: float,
+    label: str,
+    name: str,
+    floor: float | None,
+    extra: dict[str, Any],
+) -> Any:
+    plan = release.plan([sensitivity])
+    release.charge(plan, label)
+    noisy = _noisy(plan, 0, exact, release.rng)
+    std = np.full(noisy.shape, plan.noise_std[0])
+    half = interval_half_width(release.noise, std, release.level)
+    low = noisy - half if floor is None else np.maximum(noisy - half, floor)
+    high = noisy + half if floor is None else np.maximum(noisy + half, floor)
+    return result_frame(noisy, std, low, high, release.index, name, release.attrs(plan, **extra))
+
+
+def dp_count(
+    df: Any,
+    *,
+    epsilon: float,
+    accountant: Any,
+    dataset: str | None = None,
+    by: Any = None,
+    keys: Any = None,
+    privacy_unit: Any = None,
+    max_contributions: int = 1,
+    mechanism: str = "laplace",
+    delta: float | None = None,
+    level: float = 0.95,
+    random_state: Any = None,
+) -> pd.Series | pd.DataFrame:
+    """DP row count, whole or per declared group.
+
+    ``df.pipe(dp_count, epsilon=0.5, accountant=acct, dataset="patients")``
+
+    Parameters
+    ----------
+    df : DataFrame
+        The private data.
+    epsilon : float
+        ε > 0 of the release (the whole vector of group counts).
+    accountant : PrivacyAccountant or "unaccounted"
+        Charged once per call, before the noise is drawn; ``"unaccounted"`` is the explicit opt-out.
+    dataset : str
+        The dataset (budget) charged.
+    by : column name or list of names, optional
+        Group by these columns; needs ``keys``.
+    keys : list or "data", optional
+        The declared group keys (tuples when grouping by several columns).
+    privacy_unit : column name, optional
+        The column identifying the person; without it each row is a person.
+    max_contributions : int
+        m: the most rows kept per person (a random sample of them); needs ``privacy_unit`` when > 1.
+    mechanism : {"laplace", "gaussian"}
+        Laplace noise (ε-DP) or Gaussian noise ((ε, δ)-DP, needs ``delta``).
+    delta : float, optional
+        δ for Gaussian noise.
+    level : float
+        Coverage of the interval, 0.95 by default.
+    random_state : None, int or numpy.random.Generator
+        The contribution sampling and the noise: None (default) for fresh OS entropy; a seed raises
+        PrivacyLeakWarning (reproducible noise is for tests only).
+
+    Returns
+    -------
+    Series or DataFrame
+        ``value`` (the noisy count, unbiased; it may be negative), ``std_error``, ``ci_low``, ``ci_high``
+        (clipped at 0). A DataFrame indexed by the keys when grouped.
+
+    Notes
+    -----
+    Sensitivity m (L1 and L2) for the whole vector of counts; Laplace scale m/ε, or the Gaussian σ of
+    (ε, δ) at sensitivity m. See the module notes for the privacy unit and the keys.
+
+    References
+    ----------
+    Dwork, McSherry, Nissim & Smith, "Calibrating noise to sensitivity in private data analysis", TCC 2006.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"diabetic": [True, False, True]})
+    >>> out = df[df["diabetic"]].pipe(dp_count, epsilon=1.0, accountant="unaccounted")
+    >>> list(out.index)
+    ['value', 'std_error', 'ci_low', 'ci_high']
+    """
+    release = _Release(
+        df,
+        epsilon=epsilon,
+        delta=delta,
+        mechanism=mechanism,
+        by=by,
+        keys=keys,
+        keys_name="keys",
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        accountant=accountant,
+        dataset=dataset,
+        random_state=random_state,
+        level=level,
+        owner="dp_count",
+    )
+    rows = release.rows()
+    exact = release.per_group(rows, None)
+    return _count_or_sum(release, exact, float(release.m), release.label("dp_count"), "count", 0.0, {})
+
+
+def dp_histogram(
+    df: Any,
+    column: Any,
+    *,
+    categories: Any,
+    epsilon: float,
+    accountant: Any,
+    dataset: str | None = None,
+    privacy_unit: Any = None,
+    max_contributions: int = 1,
+    mechanism: str = "laplace",
+    delta: float | None = None,
+    level: float = 0.95,
+    random_state: Any = None,
+) -> pd.DataFrame:
+    """DP value counts of ``column`` over declared ``categories`` (a DP ``value_counts``).
+
+    ``df.pipe(dp_histogram, "blood_type", categories=["A", "B", "AB", "O"], epsilon=1.0, accountant=acct,
+    dataset="patients")`` is :func:`dp_count` grouped by ``column`` with ``keys=categories``: one noisy count
+    per declared category (also for categories no row has); rows with other values are left out.
+    ``categories="data"`` takes the observed values with a PrivacyLeakWarning. Other parameters as for
+    :func:`dp_count`.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by category: ``value``, ``std_error``, ``ci_low``, ``ci_high``.
+    """
+    frame = check_frame(df)
+    (name,) = column_list(frame, column, "column")
+    release = _Release(
+        frame,
+        epsilon=epsilon,
+        delta=delta,
+        mechanism=mechanism,
+        by=name,
+        keys=categories,
+        keys_name="categories",
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        accountant=accountant,
+        dataset=dataset,
+        random_state=random_state,
+        level=level,
+        owner="dp_histogram",
+    )
+    rows = release.rows()
+    exact = release.per_group(rows, None)
+    result: pd.DataFrame = _count_or_sum(
+        release, exact, float(release.m), f"dp_histogram of {name!r}", "count", 0.0, {}
+    )
+    return result
+
+
+def _bounded_column(release: _Release, column: Any, lower: Any, upper: Any) -> tuple[Any, float, float]:
+    """The column (numeric, no missing values) and its declared bounds."""
+    (name,) = column_list(release.df, column, "column")
+    low, high = declared_bounds(lower, upper, [str(name)], required=True)
+    numeric_values(release.df, name, "column")
+    return name, float(low[0]), float(high[0])
+
+
+def dp_sum(
+    df: Any,
+    column: Any,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    accountant: Any,
+    dataset: str | None = None,
+    by: Any = None,
+    keys: Any = None,
+    privacy_unit: Any = None,
+    max_contributions: int = 1,
+    mechanism: str = "laplace",
+    delta: float | None = None,
+    level: float = 0.95,
+    random_state: Any = None,
+) -> pd.Series | pd.DataFrame:
+    """DP sum of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
+
+    Parameters
+    ----------
+    column : column name
+        A numeric column without missing values.
+    lower, upper : float
+        Declared bounds; values outside are clipped (``result.attrs["n_clipped"]`` is not reported: the
+        number of clipped values is not private).
+    Others
+        As for :func:`dp_count`.
+
+    Returns
+    -------
+    Series or DataFrame
+        ``value`` (unbiased for the clipped sum), ``std_error``, ``ci_low``, ``ci_high``.
+
+    Notes
+    -----
+    Sensitivity m·max(|lower|, |upper|) for the whole vector of sums.
+    """
+    release = _Release(
+        df,
+        epsilon=epsilon,
+        delta=delta,
+        mechanism=mechanism,
+        by=by,
+        keys=keys,
+        keys_name="keys",
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        accountant=accountant,
+        dataset=dataset,
+        random_state=random_state,
+        level=level,
+        owner="dp_sum",
+    )
+    name, low, high = _bounded_column(release, column, lower, upper)
+    rows = release.rows()
+    values = np.clip(numeric_values(rows, name, "column"), low, high)
+    exact = release.per_group(rows, values)
+    sensitivity = release.m * max(abs(low), abs(high))
+    return _count_or_sum(
+        release,
+        exact,
+        sensitivity,
+        release.label(f"dp_sum of {name!r}"),
+        f"sum({name})",
+        None,
+        {"lower": low, "upper": high},
+    )
+
+
+def dp_mean(
+    df: Any,
+    column: Any,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    accountant: Any,
+    dataset: str | None = None,
+    by: Any = None,
+    keys: Any = None,
+    privacy_unit: Any = None,
+    max_contributions: int = 1,
+    mechanism: str = "laplace",
+    delta: float | None = None,
+    level: float = 0.95,
+    random_state: Any = None,
+) -> pd.Series | pd.DataFrame:
+    """DP mean of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
+
+    Parameters are as for :func:`dp_sum`.
+
+    Returns
+    -------
+    Series or DataFrame
+        ``value`` in [lower, upper], ``std_error`` (delta method), ``ci_low``, ``ci_high`` (normal
+        approximation, clipped to [lower, upper]).
+
+    Notes
+    -----
+    With c = (lower + upper)/2, one release of two parts: the centred sum S = Σ(x − c) (sensitivity
+    m(upper − lower)/2) and the count N (sensitivity m), each noisy, the budget split between them by
+    :func:`~dp_pipeline._release.plan_noise` (Laplace: ε/2 each). The estimate is
+    clip(c + S̃/max(Ñ, 1), lower, upper); centring keeps the noise of S̃ independent of where the data lie.
+    Its standard error is the delta-method √(Var S̃ + (S̃/Ñ)² Var Ñ)/max(Ñ, 1), evaluated at the noisy values
+    (post-processing, no further cost). The estimate is slightly biased when Ñ is small (division and
+    clipping).
+
+    References
+    ----------
+    Li, Lyu, Su & Yang, "Differential privacy: from theory to practice", 2016, §2.5 (noisy sum over noisy
+    count with centring).
+    """
+    release = _Release(
+        df,
+        epsilon=epsilon,
+        delta=delta,
+        mechanism=mechanism,
+        by=by,
+        keys=keys,
+        keys_name="keys",
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        accountant=accountant,
+        dataset=dataset,
+        random_state=random_state,
+        level=level,
+        owner="dp_mean",
+    )
+    name, low, high = _bounded_column(release, column, lower, upper)
+    centre = (low + high) / 2.0
+    rows = release.rows()
+    values = np.clip(numeric_values(rows, name, "column"), low, high) - centre
+    exact_sum = release.per_group(rows, values)
+    exact_count = release.per_group(rows, None)
+    plan = release.plan([release.m * (high - low) / 2.0, float(release.m)])
+    release.charge(plan, release.label(f"dp_mean of {name!r}"))
+    noisy_sum = _noisy(plan, 0, exact_sum, release.rng)
+    noisy_count = _noisy(plan, 1, exact_count, release.rng)
+    count = np.maximum(noisy_count, 1.0)
+    ratio = noisy_sum / count
+    mean = np.clip(centre + ratio, low, high)
+    var_sum, var_count = plan.noise_std**2
+    std = np.sqrt(var_sum + ratio**2 * var_count) / count
+    half = std * float(special.ndtri((1.0 + release.level) / 2.0))
+    ci_low, ci_high = np.clip(mean - half, low, high), np.clip(mean + half, low, high)
+    return result_frame(
+        mean,
+        std,
+        ci_low,
+        ci_high,
+        release.index,
+        f"mean({name})",
+        release.attrs(plan, lower=low, upper=high),
+    )

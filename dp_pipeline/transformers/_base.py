@@ -1,0 +1,192 @@
+"""What every DP transformer shares: the ledger, the random generator, input checks and the release order.
+
+A transformer's ``transform`` is a release. It runs in this order, which is the privacy contract:
+
+1. check the input (shape, dtype, NaN, categories) and prepare it (clip to the declared bounds) — a bad input
+   raises InvalidParameterError before anything is charged;
+2. charge the release's cost to ``accountant`` under ``dataset`` — a refusal raises BudgetExceededError, and
+   nothing is randomised or returned;
+3. draw the noise and return the noisy data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils import Tags
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dp_pipeline._release import charge, check_ledger, release_rng
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import InvalidParameterError
+
+__all__ = ["DPTransformer", "fill_doc", "missing_mask"]
+
+
+def fill_doc(cls: type, **parts: str) -> None:
+    """Put shared docstring sections into ``cls.__doc__`` at their ``{name}`` markers."""
+    doc = cls.__doc__ or ""
+    for name, text in parts.items():
+        doc = doc.replace("{" + name + "}", text)
+    cls.__doc__ = doc
+
+
+def _is_missing(value: Any) -> bool:
+    """None, NaN (float or numpy float), pandas.NA and NaT count as missing."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return bool(math.isnan(value))
+    return type(value).__name__ in {"NAType", "NaTType"}
+
+
+def missing_mask(column: NDArray[Any]) -> NDArray[np.bool_]:
+    """Which entries of a 1-d array are missing (see :func:`_is_missing`)."""
+    if column.dtype.kind == "f":
+        return np.isnan(column)
+    if column.dtype.kind == "O":
+        return np.fromiter(map(_is_missing, column), dtype=bool, count=column.size)
+    return np.zeros(column.shape, dtype=bool)
+
+
+class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Base class: each ``transform`` is one release, charged to the ledger before its output exists.
+
+    Subclasses store their keyword-only parameters in ``__init__`` (which must include ``accountant``,
+    ``dataset`` and ``random_state``) and implement :meth:`_validate_input`, :meth:`_fit_release` (which sets
+    ``cost_``), :meth:`_prepare` and :meth:`_randomize`.
+    """
+
+    accountant: Any
+    dataset: Any
+    random_state: Any
+    cost_: PrivacyEvent
+    _rng: np.random.Generator
+
+    # -- subclass hooks ---------------------------------------------------------------------------------
+
+    def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _fit_release(self, X: NDArray[Any]) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
+        return X
+
+    def _randomize(self, X: NDArray[Any], rng: np.random.Generator) -> NDArray[Any]:
+        raise NotImplementedError  # pragma: no cover
+
+    # -- the scikit-learn API ------------------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any = None) -> DPTransformer:
+        """Check the parameters and X, and calibrate the noise of one release; charges nothing.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The data the transformer will release (only its shape, feature names and dtypes are used,
+            unless bounds or categories are explicitly learned from the data).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        check_ledger(self.accountant, self.dataset)
+        array = self._validate_input(X, reset=True)
+        self._fit_release(array)
+        self._rng = release_rng(self.random_state, type(self).__name__)
+        return self
+
+    def transform(self, X: Any) -> Any:
+        """Release X with noise: check X, charge the ledger, then randomise.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The data to release; one row is one person.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            The noisy data (a DataFrame after ``set_output(transform="pandas")``).
+
+        Raises
+        ------
+        InvalidParameterError
+            For a bad X (nothing is charged).
+        BudgetExceededError
+            When the ledger refuses the release (nothing is charged, nothing is returned).
+        """
+        check_is_fitted(self)
+        check_ledger(self.accountant, self.dataset)
+        array = self._prepare(self._validate_input(X, reset=False))
+        charge(self.accountant, self.dataset, self.cost_, self._label())
+        return self._randomize(array, self._rng)
+
+    def _label(self) -> str:
+        return f"{type(self).__name__}.transform ({self.n_features_in_} feature(s))"
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True  # every transform draws fresh noise
+        tags.input_tags.allow_nan = False
+        return tags
+
+    # -- helpers for subclasses -------------------------------------------------------------------------
+
+    def _feature_name(self, j: int) -> str:
+        names = getattr(self, "feature_names_in_", None)
+        return f"{names[j]!r}" if names is not None else f"x{j} (column {j})"
+
+    def _check_missing(self, X: NDArray[Any]) -> None:
+        """InvalidParameterError naming the first feature with a missing value."""
+        if X.dtype.kind == "f":
+            with np.errstate(over="ignore", invalid="ignore"):
+                if np.isfinite(X.sum()):  # fast path: a NaN or an infinity would make the sum non-finite
+                    return
+            bad = ~np.isfinite(X).all(axis=0)
+        else:
+            bad = np.array([missing_mask(X[:, j]).any() for j in range(X.shape[1])], dtype=bool)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise InvalidParameterError(
+                f"X: feature {self._feature_name(j)} contains NaN, infinite or missing values; impute or "
+                "drop them before the release (missingness itself would be released otherwise)",
+                "X",
+            )
+
+    def _validate_numeric(self, X: Any, *, reset: bool) -> NDArray[np.float64]:
+        """X as a finite float64 array; non-numeric columns and NaN are refused, naming the feature."""
+        dtypes = getattr(X, "dtypes", None)
+        columns = getattr(X, "columns", None)
+        if dtypes is not None and columns is not None and hasattr(dtypes, "__iter__"):
+            bad = [
+                str(c) for c, t in zip(columns, dtypes, strict=False) if getattr(t, "kind", "O") not in "biuf"
+            ]
+            if bad:
+                raise InvalidParameterError(
+                    f"X: feature(s) {bad} are not numeric; {type(self).__name__} adds noise to numbers "
+                    "(encode categories with KRandomizedResponseEncoder, or select the numeric columns "
+                    "with a ColumnTransformer)",
+                    "X",
+                )
+        try:
+            array: NDArray[np.float64] = validate_data(
+                self, X, reset=reset, dtype=np.float64, ensure_all_finite=False
+            )
+        except (TypeError, ValueError) as exc:
+            text = str(exc)
+            if isinstance(exc, InvalidParameterError) or not (
+                "convert" in text or "argument must be" in text
+            ):
+                raise
+            raise InvalidParameterError(f"X must be numeric: {text}", "X") from exc
+        self._check_missing(array)
+        return array

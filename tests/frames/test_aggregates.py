@@ -1,0 +1,201 @@
+"""DP count, sum, mean and histogram: sensitivity from the declared unit and bounds, honest error bars."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant, PrivacyLeakWarning, PureDP
+from dp_pipeline.frames import dp_count, dp_histogram, dp_mean, dp_sum
+from dp_pipeline.mechanisms import Gaussian
+
+from .conftest import charges
+
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
+
+OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}
+EXACT = 1e9  # an ε so large that the noise is negligible: the value is the exact (bounded) statistic
+
+
+def visits() -> pd.DataFrame:
+    """Person p1 has 10 visits, p2 one, p3 three."""
+    return pd.DataFrame(
+        {
+            "person": ["p1"] * 10 + ["p2"] + ["p3"] * 3,
+            "cost": [float(v) for v in range(1, 11)] + [50.0] + [200.0, 5.0, 5.0],
+            "ward": ["a"] * 5 + ["b"] * 5 + ["a"] + ["c"] * 3,
+        }
+    )
+
+
+def many_keys(n_keys: int = 3000, seed: int = 1000) -> tuple[pd.DataFrame, list[int]]:
+    rng = np.random.default_rng(seed)
+    keys = list(range(n_keys))
+    return pd.DataFrame({"key": rng.integers(0, n_keys, 20 * n_keys)}), keys
+
+
+def test_count_is_one_release_charged_once(acct: PrivacyAccountant) -> None:
+    result = visits().pipe(dp_count, epsilon=0.5, accountant=acct, dataset="d", random_state=0)
+    assert list(result.index) == ["value", "std_error", "ci_low", "ci_high"]
+    (entry,) = charges(acct)
+    assert entry.guarantee == ApproxDP(0.5, 0.0) and entry.label == "dp_count"
+    assert result.attrs["noise_std"] == [pytest.approx(math.sqrt(2) / 0.5)]
+
+
+def test_grouped_count_noise_is_laplace_of_scale_m_over_epsilon_and_the_interval_covers() -> None:
+    df, keys = many_keys()
+    exact = df["key"].value_counts().reindex(keys, fill_value=0).to_numpy()
+    result = df.pipe(dp_count, by="key", keys=keys, epsilon=0.8, random_state=1, **OPT_OUT)
+    noise = result["value"].to_numpy() - exact
+    assert stats.kstest(noise, stats.laplace(scale=1 / 0.8).cdf).pvalue > 1e-3
+    covered = int(((result["ci_low"] <= exact) & (exact <= result["ci_high"])).sum())
+    # ci_low is clipped at 0, which only widens the interval; coverage is 95% exactly otherwise
+    assert stats.binomtest(covered, len(keys), 0.95).pvalue > 1e-3
+
+
+def test_gaussian_count_uses_the_mechanisms_sigma() -> None:
+    df, keys = many_keys(2000, seed=1002)
+    exact = df["key"].value_counts().reindex(keys, fill_value=0).to_numpy()
+    result = df.pipe(
+        dp_count,
+        by="key",
+        keys=keys,
+        epsilon=1.0,
+        mechanism="gaussian",
+        delta=1e-6,
+        random_state=3,
+        **OPT_OUT,
+    )
+    sigma = Gaussian(epsilon=1.0, delta=1e-6, sensitivity=1.0).sigma
+    assert result["std_error"].to_numpy() == pytest.approx(np.full(len(keys), sigma), rel=1e-9)
+    assert stats.kstest(result["value"].to_numpy() - exact, stats.norm(scale=sigma).cdf).pvalue > 1e-3
+
+
+def test_contributions_are_bounded_per_person_and_scale_the_noise() -> None:
+    df = visits()
+    result = df.pipe(dp_count, epsilon=EXACT, privacy_unit="person", max_contributions=2, **OPT_OUT)
+    assert result["value"] == pytest.approx(2 + 1 + 2, abs=1e-6)
+    result = df.pipe(dp_count, epsilon=1.0, privacy_unit="person", max_contributions=3, **OPT_OUT)
+    assert result.attrs["noise_std"] == [pytest.approx(math.sqrt(2) * 3)]  # Laplace scale m/ε = 3
+
+
+def test_the_rows_kept_for_a_person_are_a_random_sample() -> None:
+    df = visits()[lambda d: d["person"] == "p1"]  # costs 1, 2, …, 10
+    sums = {
+        round(
+            df.pipe(
+                dp_sum,
+                "cost",
+                lower=0,
+                upper=10,
+                epsilon=EXACT,
+                privacy_unit="person",
+                max_contributions=2,
+                random_state=seed,
+                **OPT_OUT,
+            )["value"]
+        )
+        for seed in range(30)
+    }
+    assert len(sums) > 5  # not always the first two rows
+    assert sums <= {a + b for a in range(1, 11) for b in range(1, 11) if a != b}
+
+
+def test_sum_clips_to_the_declared_bounds_and_scales_noise_to_them() -> None:
+    df = visits()
+    result = df.pipe(dp_sum, "cost", lower=0, upper=60, epsilon=EXACT, **OPT_OUT)
+    assert result["value"] == pytest.approx(df["cost"].clip(0, 60).sum(), abs=1e-6)
+    result = df.pipe(
+        dp_sum,
+        "cost",
+        lower=-80,
+        upper=60,
+        epsilon=2.0,
+        privacy_unit="person",
+        max_contributions=4,
+        **OPT_OUT,
+    )
+    assert result.attrs["noise_std"] == [pytest.approx(math.sqrt(2) * 4 * 80 / 2.0)]
+
+
+def test_grouped_sum_over_declared_keys() -> None:
+    result = visits().pipe(
+        dp_sum, "cost", lower=0, upper=100, by="ward", keys=["a", "b", "z"], epsilon=EXACT, **OPT_OUT
+    )
+    assert result["value"].to_numpy() == pytest.approx([15.0 + 50.0, 40.0, 0.0], abs=1e-6)  # ward c left out
+
+
+def test_mean_is_centred_sum_over_count_and_its_interval_covers() -> None:
+    rng = np.random.default_rng(1004)
+    df = pd.DataFrame({"age": rng.uniform(20, 80, 4000), "sex": rng.choice(["f", "m"], 4000)})
+    result = df.pipe(dp_mean, "age", lower=0, upper=100, epsilon=EXACT, **OPT_OUT)
+    assert result["value"] == pytest.approx(df["age"].mean(), abs=1e-6)
+    # Laplace on (S/50, N/1): one 2-dimensional release, ε/2 for each part
+    result = df.pipe(dp_mean, "age", lower=0, upper=100, epsilon=1.0, **OPT_OUT)
+    assert result.attrs["noise_std"] == pytest.approx([math.sqrt(2) * 2 * 50, math.sqrt(2) * 2 * 1])
+    assert result.attrs["cost"]["kind"] == "laplace" and result.attrs["cost"]["sensitivity"] == 2.0
+    hits = 0
+    for seed in range(200):
+        r = df.pipe(dp_mean, "age", lower=0, upper=100, epsilon=0.05, random_state=seed, **OPT_OUT)
+        hits += r["ci_low"] <= df["age"].mean() <= r["ci_high"]
+    assert stats.binomtest(hits, 200, 0.95).pvalue > 1e-3  # the delta-method interval is about right
+
+
+def test_mean_stays_in_the_bounds_when_the_count_is_tiny() -> None:
+    df = pd.DataFrame({"x": [9.0]})
+    for seed in range(20):
+        r = df.pipe(dp_mean, "x", lower=0, upper=10, epsilon=0.1, random_state=seed, **OPT_OUT)
+        assert 0.0 <= r["ci_low"] <= r["value"] <= r["ci_high"] <= 10.0
+
+
+def test_histogram_over_declared_categories(acct: PrivacyAccountant) -> None:
+    df = pd.DataFrame({"blood": ["A", "A", "B", "O", "Z"]})
+    result = df.pipe(dp_histogram, "blood", categories=["A", "B", "AB", "O"], epsilon=EXACT, **OPT_OUT)
+    assert list(result.index) == ["A", "B", "AB", "O"]
+    assert result["value"].to_numpy() == pytest.approx([2, 1, 0, 1], abs=1e-6)
+    df.pipe(dp_histogram, "blood", categories=["A", "B"], epsilon=0.5, accountant=acct, dataset="d")
+    assert len(charges(acct)) == 1
+
+
+def test_keys_from_the_data_warn() -> None:
+    with pytest.warns(PrivacyLeakWarning, match="not differentially private"):
+        result = visits().pipe(dp_count, by="ward", keys="data", epsilon=EXACT, **OPT_OUT)
+    assert list(result.index) == ["a", "b", "c"]
+
+
+def test_grouping_by_two_columns_takes_tuples() -> None:
+    result = visits().pipe(
+        dp_count,
+        by=["ward", "person"],
+        keys=[("a", "p1"), ("c", "p3"), ("b", "p2")],
+        epsilon=EXACT,
+        **OPT_OUT,
+    )
+    assert result["value"].to_numpy() == pytest.approx([5, 3, 0], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("func", "args", "kwargs"),
+    [
+        (dp_count, (), {}),
+        (dp_count, (), {"by": "ward", "keys": ["a", "b"]}),
+        (dp_sum, ("cost",), {"lower": 0, "upper": 10}),
+        (dp_mean, ("cost",), {"lower": 0, "upper": 10, "by": "ward", "keys": ["a"]}),
+        (dp_histogram, ("ward",), {"categories": ["a", "b", "c"]}),
+    ],
+)
+def test_every_function_charges_once_and_a_refusal_charges_nothing(func: Any, args: Any, kwargs: Any) -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
+    func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
+    assert len(charges(acct)) == 1 and acct.spent("d").epsilon == pytest.approx(0.75)
+    before = acct.history("d")
+    with pytest.raises(BudgetExceededError):
+        func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
+    assert acct.history("d") == before

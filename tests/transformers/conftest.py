@@ -1,0 +1,33 @@
+"""Accountants for the transformer tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dp_pipeline import PrivacyAccountant, PureDP
+
+
+@pytest.fixture
+def acct() -> Iterator[PrivacyAccountant]:
+    """An in-memory ledger with a budget of ε = 100 on dataset "d"."""
+    accountant = PrivacyAccountant("memory://")
+    accountant.set_budget("d", PureDP(100.0))
+    yield accountant
+    accountant.close()
+
+
+@pytest.fixture
+def sqlite_acct(tmp_path: Path) -> Iterator[PrivacyAccountant]:
+    """A persistent SQLite ledger with a budget of ε = 100 on dataset "d"."""
+    accountant = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}")
+    accountant.set_budget("d", PureDP(100.0))
+    yield accountant
+    accountant.close()
+
+
+def charges(accountant: PrivacyAccountant, dataset: str = "d") -> list[object]:
+    """The reservations (one per charge) in the dataset's history."""
+    return [e for e in accountant.history(dataset) if e.kind == "reserve"]
