@@ -351,10 +351,17 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
           parameters describe one person's answer, so they are dropped);
         - every other kind: ``guarantee.group(k)`` (kε; kμ; (kε, k·e^{(k−1)ε}·δ)), sensitivity kΔ.
 
+    Raises
+    ------
+    InvalidParameterError
+        For a bad group size, or an event whose guarantee is not implied by its noise parameters (or
+        whose group (ε, δ) guarantee would have δ ≥ 1).
+
     Notes
     -----
-    Valid for any composition method. Group privacy for ε-DP and (ε, δ)-DP: Dwork & Roth 2014, Thm 2.2
-    and its (ε, δ) generalisation; for μ-GDP: Dong, Roth & Su 2022, Thm 2.14.
+    Valid for every composition method, adaptive or planned. Group privacy for ε-DP and (ε, δ)-DP:
+    Dwork & Roth 2014, Thm 2.2 and its (ε, δ) generalisation; for μ-GDP: Dong, Roth & Su 2022,
+    Thm 2.14.
     """
     loss = _event_loss(event)
     k = check_positive_int(group_size, "group_size")
@@ -393,6 +400,12 @@ def as_approx_dp(guarantee: Guarantee, delta: float | None = None) -> ApproxDP:
     ApproxDP
         PureDP(ε) → (ε, 0); ApproxDP → itself; GaussianDP(μ) → (ε, δ) with the least ε such that
         δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) ≤ δ (Dong, Roth & Su 2022, Cor. 2.13), rounded up.
+
+    Notes
+    -----
+    A conversion of one guarantee: valid wherever the guarantee is. Converting each spend of an adaptive
+    sequence and composing the results with :func:`compose_basic` is valid; it is looser than composing
+    in μ-GDP first and converting once.
     """
     _check_guarantee(guarantee)
     if delta is not None:
@@ -423,6 +436,10 @@ def as_gdp(guarantee: Guarantee) -> GaussianDP:
     ------
     UnsupportedCompositionError
         For ApproxDP with δ > 0: f_{ε,δ}(0) = 1 − δ < 1 = G_μ(0), so no μ-GDP guarantee exists.
+
+    Notes
+    -----
+    A conversion of one guarantee, valid wherever the guarantee is (adaptively too).
     """
     _check_guarantee(guarantee)
     if isinstance(guarantee, GaussianDP):
@@ -444,6 +461,12 @@ def event_gdp(event: PrivacyEvent) -> GaussianDP:
     ------
     UnsupportedCompositionError
         For a non-Gaussian event with an (ε, δ > 0) guarantee.
+    InvalidParameterError
+        For an event whose guarantee is not implied by its noise parameters.
+
+    Notes
+    -----
+    A property of one release, valid adaptively: compose the results with :func:`compose_gdp`.
     """
     loss = _event_loss(event)
     if event.kind == "gaussian":
@@ -648,11 +671,12 @@ def _anchor(losses: Sequence[_Loss]) -> _Loss | None:
 
 def _align(interval: float, anchor: _Loss | None) -> float:
     """The largest interval ≤ ``interval`` that divides the anchor's loss scale (its atoms then lie on the
-    grid: ±L for Laplace noise, every loss of a finite PLD, which are 0 and ±one value for RR and ε/δ)."""
-    if anchor is None:
+    grid: ±L for Laplace noise, every loss of a finite PLD, which are 0 and ±one value for RR and ε/δ).
+    Only when that scale is at least ``interval`` (the interval then shrinks by less than half)."""
+    if anchor is None or _loss_scale(anchor) < interval:
         return interval
     scale = _loss_scale(anchor)
-    return scale / max(1, math.ceil(scale / interval * (1.0 - 1e-12)))
+    return scale / math.ceil(scale / interval * (1.0 - 1e-12))
 
 
 def _fine_interval(
@@ -667,14 +691,16 @@ def _fine_interval(
     h near them).
     """
     terms = [
-        (count, _loss_scale(loss), not isinstance(loss, _DiscreteLoss) or loss == anchor)
+        (count, _loss_scale(loss), not isinstance(loss, _DiscreteLoss), loss == anchor)
         for loss, count in Counter(losses).items()
         if _loss_scale(loss) > 0.0
     ]
 
     def error(h: float) -> float:
+        # the anchor is aligned (smooth) only for h up to its scale, see _align
         return math.fsum(
-            count * (min(h * h / (2.0 * s), h) if smooth else h / 2) for count, s, smooth in terms
+            count * (min(h * h / (2.0 * s), h) if smooth or (anchored and h <= s) else h / 2)
+            for count, s, smooth, anchored in terms
         )
 
     budget = _TOLERANCE * epsilon
