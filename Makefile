@@ -41,6 +41,7 @@ test: lint typecheck pytest
 
 demo: env
 	$(BIN)/python examples/demo.py
+	$(BIN)/python examples/airflow_demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

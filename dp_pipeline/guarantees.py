@@ -48,6 +48,9 @@ def _approx_tradeoff(epsilon: float, delta: float, alpha: ArrayLike) -> NDArray[
     return value if value.ndim else float(value)
 
 
+_SYMBOLS = {"epsilon": "ε", "delta": "δ", "mu": "μ"}
+
+
 class Guarantee(ValidatedModel, ABC):
     """Base class of the privacy guarantees. Subclasses are immutable and validated on construction."""
 
@@ -60,6 +63,9 @@ class Guarantee(ValidatedModel, ABC):
     @abstractmethod
     def tradeoff(self, alpha: ArrayLike) -> NDArray[np.float64] | float:
         """The trade-off function: least type II error of any test with type I error ``alpha``."""
+
+    def __str__(self) -> str:
+        return ", ".join(f"{_SYMBOLS[name]} = {value:.8g}" for name, value in self.model_dump().items())
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form, as stored in the ledger: ``{"type": ..., <parameters>}``."""
