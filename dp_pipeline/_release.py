@@ -26,10 +26,10 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,13 +44,17 @@ from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 __all__ = [
     "UNACCOUNTED",
     "NoisePlan",
+    "basic_composition",
     "charge",
+    "check_delta",
     "check_epsilon",
     "check_ledger",
     "clip_columns",
     "composed_event",
     "declared_bounds",
     "declared_sensitivity",
+    "learn_categories",
+    "missing_mask",
     "per_feature",
     "plan_noise",
     "release_rng",
@@ -61,6 +65,8 @@ UNACCOUNTED = "unaccounted"
 """The explicit opt-out: ``accountant="unaccounted"`` releases without charging any ledger."""
 
 NoiseFamily = Literal["laplace", "gaussian", "staircase"]
+
+M = TypeVar("M", bound=Mechanism)
 
 
 class _Spender(Protocol):
@@ -182,6 +188,27 @@ def composed_event(parts: Sequence[Mechanism], epsilon: float) -> PrivacyEvent:
     )
 
 
+def basic_composition(
+    epsilon: Any, parts: int, build: Callable[[float], Iterable[M]]
+) -> tuple[tuple[M, ...], PrivacyEvent]:
+    """A release of ``parts`` pure-DP parts that share ``epsilon`` equally, and its cost.
+
+    ``build(ε')`` makes the parts' mechanisms, each ε'-DP with ε' = ε/parts rounded down (see
+    :func:`split_epsilon`); the cost is :func:`composed_event` of them.
+    """
+    total = check_epsilon(epsilon)
+    mechanisms = tuple(build(split_epsilon(total, parts)))
+    return mechanisms, composed_event(mechanisms, total)
+
+
+def check_delta(family: str, delta: Any) -> None:
+    """``delta`` is given with Gaussian noise and only with it (InvalidParameterError naming ``delta``)."""
+    if family == "gaussian" and delta is None:
+        raise InvalidParameterError("mechanism='gaussian' needs 'delta' in (0, 1)", "delta")
+    if family != "gaussian" and delta is not None:
+        raise InvalidParameterError("'delta' is only used with mechanism='gaussian'", "delta")
+
+
 @dataclass(frozen=True)
 class NoisePlan:
     """Noise for a release of d parts: one mechanism per part (in the part's units) and the release's cost.
@@ -199,13 +226,18 @@ class NoisePlan:
 
     @property
     def noise_std(self) -> NDArray[np.float64]:
-        """The standard deviation of each part's noise."""
+        """The standard deviation of each part's noise (for a bounded mechanism, see :func:`_variance`)."""
         return np.sqrt(np.array([_variance(m) for m in self.mechanisms], dtype=np.float64))
 
 
 def _variance(mechanism: ContinuousMechanism) -> float:
-    value = mechanism.variance  # type: ignore[attr-defined]
-    return float(value)
+    """The noise variance; for a bounded mechanism, whose error depends on the input t, the largest
+    mean-squared error E[(Y − t)² | t] over 101 points of its range."""
+    variance = getattr(mechanism, "variance", None)
+    if callable(variance):
+        grid = np.linspace(mechanism.lower, mechanism.upper, 101)  # type: ignore[attr-defined]
+        return float(np.max(mechanism.mse(grid)))  # type: ignore[attr-defined]
+    return float(variance)  # type: ignore[arg-type]
 
 
 def plan_noise(
@@ -263,13 +295,49 @@ def plan_noise(
         gaussian = tuple(Gaussian.from_mu(mu=unit_mu, sensitivity=s) for s in deltas)
         return NoisePlan(gaussian, joint.event)
     if family == "staircase":
-        total = check_epsilon(epsilon)
-        share = split_epsilon(total, d)
-        staircase = tuple(Staircase(epsilon=share, sensitivity=s, gamma=gamma) for s in deltas)
-        return NoisePlan(staircase, composed_event(staircase, total))
+        return NoisePlan(
+            *basic_composition(
+                epsilon,
+                d,
+                lambda share: (Staircase(epsilon=share, sensitivity=s, gamma=gamma) for s in deltas),
+            )
+        )
     raise InvalidParameterError(
         f"unknown noise {family!r}; use 'laplace', 'gaussian' or 'staircase'", "mechanism"
     )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Missing values and categories
+# --------------------------------------------------------------------------------------------------------
+
+
+def _is_missing(value: Any) -> bool:
+    """None, NaN (float or numpy float), pandas.NA and NaT count as missing."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return bool(math.isnan(value))
+    return type(value).__name__ in {"NAType", "NaTType"}
+
+
+def missing_mask(column: NDArray[Any]) -> NDArray[np.bool_]:
+    """Which entries of a 1-d array are missing (see :func:`_is_missing`)."""
+    if column.dtype.kind == "f":
+        return np.isnan(column)
+    if column.dtype.kind == "O":
+        return np.fromiter(map(_is_missing, column), dtype=bool, count=column.size)
+    return np.zeros(column.shape, dtype=bool)
+
+
+def learn_categories(columns: Iterable[NDArray[Any]], warning: str, *, stacklevel: int) -> list[list[Any]]:
+    """``categories="data"``: each column's distinct non-missing values, in the order they first occur.
+
+    Which values occur is not differentially private, so this raises PrivacyLeakWarning with the text
+    ``warning``; ``stacklevel`` counts from the caller, as for :func:`warnings.warn`.
+    """
+    warnings.warn(warning, PrivacyLeakWarning, stacklevel=stacklevel + 1)
+    return [list(dict.fromkeys(column[~missing_mask(column)].tolist())) for column in columns]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,8 +39,10 @@ from numpy.typing import NDArray
 from scipy import special
 
 from dp_pipeline._release import (
+    NoiseFamily,
     NoisePlan,
     charge,
+    check_delta,
     check_epsilon,
     check_ledger,
     declared_bounds,
@@ -69,50 +71,37 @@ _NOISES = ("laplace", "gaussian")
 
 
 class _Release:
-    """The common steps of one aggregate: arguments, contribution bounding, grouping, noise plan."""
+    """The common steps of one aggregate: arguments, contribution bounding, grouping, noise plan.
 
-    def __init__(
-        self,
-        df: Any,
-        *,
-        epsilon: Any,
-        delta: Any,
-        mechanism: Any,
-        by: Any,
-        keys: Any,
-        keys_name: str,
-        privacy_unit: Any,
-        max_contributions: Any,
-        accountant: Any,
-        dataset: Any,
-        random_state: Any,
-        level: Any,
-        owner: str,
-    ) -> None:
-        self.df = check_frame(df)
-        check_ledger(accountant, dataset)
-        self.accountant, self.dataset = accountant, dataset
+    ``arguments`` are the aggregate's own (its ``locals()`` on entry): every aggregate takes the options they
+    share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
+    ``max_contributions``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under these names.
+    """
+
+    def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
+        self.df = check_frame(arguments["df"])
+        self.accountant, self.dataset = arguments["accountant"], arguments["dataset"]
+        check_ledger(self.accountant, self.dataset)
+        mechanism = arguments["mechanism"]
         if mechanism not in _NOISES:
             raise InvalidParameterError(
                 f"'mechanism' must be 'laplace' or 'gaussian', got {mechanism!r}", "mechanism"
             )
-        self.noise: str = mechanism
-        self.epsilon = check_epsilon(epsilon)
-        if self.noise == "gaussian" and delta is None:
-            raise InvalidParameterError("mechanism='gaussian' needs 'delta' in (0, 1)", "delta")
-        if self.noise == "laplace" and delta is not None:
-            raise InvalidParameterError("'delta' is only used with mechanism='gaussian'", "delta")
-        self.delta = delta
-        self.level = check_level(level)
+        self.noise: NoiseFamily = mechanism
+        self.epsilon = check_epsilon(arguments["epsilon"])
+        self.delta = arguments["delta"]
+        check_delta(self.noise, self.delta)
+        self.level = check_level(arguments["level"])
+        by, keys = arguments["by"], arguments["keys"]
         self.by: list[Hashable] | None = None
         self.index: pd.Index | None = None
         if by is not None:
             self.by, self.index = group_index(self.df, by, keys, keys_name)
         if by is None and keys is not None:
             raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
-        self.max_contributions = max_contributions
-        self.privacy_unit = privacy_unit
-        self.rng = release_rng(random_state, owner)
+        self.max_contributions = arguments["max_contributions"]
+        self.privacy_unit = arguments["privacy_unit"]
+        self.rng = release_rng(arguments["random_state"], owner)
 
     def rows(self) -> pd.DataFrame:
         """The rows that enter the release: at most ``max_contributions`` per person."""
@@ -136,9 +125,7 @@ class _Release:
         return np.asarray(grouped.reindex(self.index, fill_value=0.0).to_numpy(dtype=np.float64))
 
     def plan(self, sensitivities: list[float]) -> NoisePlan:
-        if self.noise == "laplace":
-            return plan_noise("laplace", sensitivities, epsilon=self.epsilon)
-        return plan_noise("gaussian", sensitivities, epsilon=self.epsilon, delta=self.delta)
+        return plan_noise(self.noise, sensitivities, epsilon=self.epsilon, delta=self.delta)
 
     def charge(self, plan: NoisePlan, label: str) -> None:
         charge(self.accountant, self.dataset, plan.event, label)
@@ -182,6 +169,12 @@ def _count_or_sum(
     low = noisy - half if floor is None else np.maximum(noisy - half, floor)
     high = noisy + half if floor is None else np.maximum(noisy + half, floor)
     return result_frame(noisy, std, low, high, release.index, name, release.attrs(plan, **extra))
+
+
+def _count(release: _Release, label: str) -> Any:
+    """The noisy row count, whole or per group: sensitivity m, clipped at 0."""
+    exact = release.per_group(release.rows(), None)
+    return _count_or_sum(release, exact, float(release.m), label, "count", 0.0, {})
 
 
 def dp_count(
@@ -254,25 +247,8 @@ def dp_count(
     >>> list(out.index)
     ['value', 'std_error', 'ci_low', 'ci_high']
     """
-    release = _Release(
-        df,
-        epsilon=epsilon,
-        delta=delta,
-        mechanism=mechanism,
-        by=by,
-        keys=keys,
-        keys_name="keys",
-        privacy_unit=privacy_unit,
-        max_contributions=max_contributions,
-        accountant=accountant,
-        dataset=dataset,
-        random_state=random_state,
-        level=level,
-        owner="dp_count",
-    )
-    rows = release.rows()
-    exact = release.per_group(rows, None)
-    return _count_or_sum(release, exact, float(release.m), release.label("dp_count"), "count", 0.0, {})
+    release = _Release("dp_count", locals())
+    return _count(release, release.label("dp_count"))
 
 
 def dp_histogram(
@@ -303,38 +279,23 @@ def dp_histogram(
     DataFrame
         Indexed by category: ``value``, ``std_error``, ``ci_low``, ``ci_high``.
     """
-    frame = check_frame(df)
-    (name,) = column_list(frame, column, "column")
-    release = _Release(
-        frame,
-        epsilon=epsilon,
-        delta=delta,
-        mechanism=mechanism,
-        by=name,
-        keys=categories,
-        keys_name="categories",
-        privacy_unit=privacy_unit,
-        max_contributions=max_contributions,
-        accountant=accountant,
-        dataset=dataset,
-        random_state=random_state,
-        level=level,
-        owner="dp_histogram",
-    )
-    rows = release.rows()
-    exact = release.per_group(rows, None)
-    result: pd.DataFrame = _count_or_sum(
-        release, exact, float(release.m), f"dp_histogram of {name!r}", "count", 0.0, {}
-    )
+    (name,) = column_list(check_frame(df), column, "column")
+    release = _Release("dp_histogram", {**locals(), "by": name, "keys": categories}, keys_name="categories")
+    result: pd.DataFrame = _count(release, f"dp_histogram of {name!r}")
     return result
 
 
-def _bounded_column(release: _Release, column: Any, lower: Any, upper: Any) -> tuple[Any, float, float]:
-    """The column (numeric, no missing values) and its declared bounds."""
+def _clipped_column(
+    release: _Release, column: Any, lower: Any, upper: Any
+) -> tuple[Any, float, float, pd.DataFrame, NDArray[np.float64]]:
+    """The column (numeric, no missing values), its declared bounds, and the rows that enter the release
+    with their values of the column clipped to the bounds."""
     (name,) = column_list(release.df, column, "column")
-    low, high = declared_bounds(lower, upper, [str(name)], required=True)
+    lows, highs = declared_bounds(lower, upper, [str(name)], required=True)
+    low, high = float(lows[0]), float(highs[0])
     numeric_values(release.df, name, "column")
-    return name, float(low[0]), float(high[0])
+    rows = release.rows()
+    return name, low, high, rows, np.clip(numeric_values(rows, name, "column"), low, high)
 
 
 def dp_sum(
@@ -376,25 +337,8 @@ def dp_sum(
     -----
     Sensitivity m·max(|lower|, |upper|) for the whole vector of sums.
     """
-    release = _Release(
-        df,
-        epsilon=epsilon,
-        delta=delta,
-        mechanism=mechanism,
-        by=by,
-        keys=keys,
-        keys_name="keys",
-        privacy_unit=privacy_unit,
-        max_contributions=max_contributions,
-        accountant=accountant,
-        dataset=dataset,
-        random_state=random_state,
-        level=level,
-        owner="dp_sum",
-    )
-    name, low, high = _bounded_column(release, column, lower, upper)
-    rows = release.rows()
-    values = np.clip(numeric_values(rows, name, "column"), low, high)
+    release = _Release("dp_sum", locals())
+    name, low, high, rows, values = _clipped_column(release, column, lower, upper)
     exact = release.per_group(rows, values)
     sensitivity = release.m * max(abs(low), abs(high))
     return _count_or_sum(
@@ -451,27 +395,10 @@ def dp_mean(
     Li, Lyu, Su & Yang, "Differential privacy: from theory to practice", 2016, §2.5 (noisy sum over noisy
     count with centring).
     """
-    release = _Release(
-        df,
-        epsilon=epsilon,
-        delta=delta,
-        mechanism=mechanism,
-        by=by,
-        keys=keys,
-        keys_name="keys",
-        privacy_unit=privacy_unit,
-        max_contributions=max_contributions,
-        accountant=accountant,
-        dataset=dataset,
-        random_state=random_state,
-        level=level,
-        owner="dp_mean",
-    )
-    name, low, high = _bounded_column(release, column, lower, upper)
+    release = _Release("dp_mean", locals())
+    name, low, high, rows, values = _clipped_column(release, column, lower, upper)
     centre = (low + high) / 2.0
-    rows = release.rows()
-    values = np.clip(numeric_values(rows, name, "column"), low, high) - centre
-    exact_sum = release.per_group(rows, values)
+    exact_sum = release.per_group(rows, values - centre)
     exact_count = release.per_group(rows, None)
     plan = release.plan([release.m * (high - low) / 2.0, float(release.m)])
     release.charge(plan, release.label(f"dp_mean of {name!r}"))

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dp_pipeline._release import (
     charge,
+    check_delta,
     check_epsilon,
     check_ledger,
     clip_columns,
     declared_bounds,
     declared_sensitivity,
+    learn_categories,
     plan_noise,
     release_rng,
 )
-from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
+from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import check_frame, column_list, numeric_values
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 
@@ -97,14 +98,8 @@ def add_noise(
     labels = [str(n) for n in names]
     low, high = declared_bounds(lower, upper, labels, required=False)
     deltas = declared_sensitivity(sensitivity, low, high, labels)
-    if mechanism == "gaussian":
-        if delta is None:
-            raise InvalidParameterError("mechanism='gaussian' needs 'delta' in (0, 1)", "delta")
-        plan = plan_noise("gaussian", deltas, epsilon=epsilon, delta=delta)
-    else:
-        if delta is not None:
-            raise InvalidParameterError("'delta' is only used with mechanism='gaussian'", "delta")
-        plan = plan_noise(mechanism, deltas, epsilon=epsilon)  # type: ignore[arg-type]
+    check_delta(mechanism, delta)
+    plan = plan_noise(mechanism, deltas, epsilon=epsilon, delta=delta)  # type: ignore[arg-type]
     rng = release_rng(random_state, "add_noise")
     values = np.column_stack([numeric_values(frame, name, "columns") for name in names])
     clipped, _ = clip_columns(values, low, high)
@@ -192,13 +187,12 @@ def randomized_response(
         mechanism = BinaryRandomizedResponse(epsilon=eps)
     else:
         if isinstance(categories, str) and categories == "data":
-            warnings.warn(
+            (categories,) = learn_categories(
+                [values],
                 "categories='data' takes the answers present in the column; which answers occur is not "
                 "differentially private. Declare the categories instead",
-                PrivacyLeakWarning,
                 stacklevel=2,
             )
-            categories = list(dict.fromkeys(values.tolist()))
         try:
             mechanism = KRandomizedResponse(epsilon=eps, categories=categories)
         except InvalidParameterError as exc:

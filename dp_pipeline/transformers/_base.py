@@ -11,8 +11,8 @@ A transformer's ``transform`` is a release. It runs in this order, which is the 
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,37 +20,11 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp_pipeline._release import charge, check_ledger, release_rng
+from dp_pipeline._release import charge, check_ledger, missing_mask, release_rng
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["DPTransformer", "fill_doc", "missing_mask"]
-
-
-def fill_doc(cls: type, **parts: str) -> None:
-    """Put shared docstring sections into ``cls.__doc__`` at their ``{name}`` markers."""
-    doc = cls.__doc__ or ""
-    for name, text in parts.items():
-        doc = doc.replace("{" + name + "}", text)
-    cls.__doc__ = doc
-
-
-def _is_missing(value: Any) -> bool:
-    """None, NaN (float or numpy float), pandas.NA and NaT count as missing."""
-    if value is None:
-        return True
-    if isinstance(value, (float, np.floating)):
-        return bool(math.isnan(value))
-    return type(value).__name__ in {"NAType", "NaTType"}
-
-
-def missing_mask(column: NDArray[Any]) -> NDArray[np.bool_]:
-    """Which entries of a 1-d array are missing (see :func:`_is_missing`)."""
-    if column.dtype.kind == "f":
-        return np.isnan(column)
-    if column.dtype.kind == "O":
-        return np.fromiter(map(_is_missing, column), dtype=bool, count=column.size)
-    return np.zeros(column.shape, dtype=bool)
+__all__ = ["DPTransformer"]
 
 
 class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -58,14 +32,23 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     Subclasses store their keyword-only parameters in ``__init__`` (which must include ``accountant``,
     ``dataset`` and ``random_state``) and implement :meth:`_validate_input`, :meth:`_fit_release` (which sets
-    ``cost_``), :meth:`_prepare` and :meth:`_randomize`.
+    ``cost_``), :meth:`_prepare` and :meth:`_randomize`. A family of subclasses shares docstring sections
+    through ``_doc_sections``: each ``{name}`` marker in a subclass's docstring is replaced by its text.
     """
+
+    _doc_sections: ClassVar[Mapping[str, str]] = {}
 
     accountant: Any
     dataset: Any
     random_state: Any
     cost_: PrivacyEvent
     _rng: np.random.Generator
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__:
+            for name, text in cls._doc_sections.items():
+                cls.__doc__ = cls.__doc__.replace("{" + name + "}", text)
 
     # -- subclass hooks ---------------------------------------------------------------------------------
 

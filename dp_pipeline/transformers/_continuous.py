@@ -1,16 +1,20 @@
-"""The shared base of the transformers that add continuous noise: declared bounds, clipping, sensitivity."""
+"""The shared base of the transformers that add continuous noise: declared bounds, clipping, sensitivity.
+
+It also owns the docstring sections those transformers share (their common parameters and attributes, and
+the release notes), filled into each subclass's ``{name}`` markers.
+"""
 
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
-from dp_pipeline._release import clip_columns, declared_bounds, declared_sensitivity
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline._release import NoisePlan, clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 from dp_pipeline.transformers._base import DPTransformer
@@ -19,12 +23,70 @@ __all__ = ["ContinuousNoise"]
 
 _BOUNDS = ("declared", "data")
 
+_SHARED_PARAMETERS = """lower, upper : float, array-like of shape (n_features,) or None
+        Declared bounds of each feature, known without looking at the data. Values outside are clipped to
+        them before the noise is added (counted in ``n_clipped_``). None leaves that side unbounded.
+    bounds : {"declared", "data"}
+        ``"declared"`` (default) uses ``lower`` and ``upper``. ``"data"`` takes them from the minimum and
+        maximum of the training data in ``fit``; this leaks those values and raises PrivacyLeakWarning.
+    accountant : PrivacyAccountant or "unaccounted"
+        The ledger every release is charged to. It is required: ``"unaccounted"`` is the explicit opt-out
+        that releases without charging any ledger.
+    dataset : str
+        The dataset (the budget) the releases are charged to.
+    random_state : None, int or numpy.random.Generator
+        The generator is created in ``fit``; every ``transform`` draws fresh noise from it. None (default):
+        fresh OS entropy. A seed or a Generator makes the noise reproducible and raises PrivacyLeakWarning
+        (anyone with the seed can remove the noise; copies share it): for tests only."""
+
+_SHARED_ATTRIBUTES = """lower_, upper_ : ndarray of shape (n_features,)
+        The bounds in use (±inf where none was declared).
+    sensitivity_ : ndarray of shape (n_features,)
+        Δⱼ, the declared sensitivity of each feature.
+    mechanisms_ : list of mechanisms
+        The mechanism that adds the noise of each feature.
+    noise_std_ : ndarray of shape (n_features,)
+        The standard deviation of each feature's noise.
+    cost_ : PrivacyEvent
+        What one ``transform`` costs one person (one row); charged on every call.
+    n_clipped_ : ndarray of shape (n_features,)
+        How many values of each feature the latest ``transform`` clipped to the bounds (zeros after ``fit``).
+        It is computed from the raw data and is not differentially private: a diagnostic for the data holder,
+        not for release.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names seen in ``fit`` (only when X has string column names)."""
+
+_RELEASE_NOTES = """The privacy unit is one row (one person). Each ``transform`` is one release: X is checked,
+    clipped to the bounds, and the release's cost ``cost_`` is charged to ``accountant`` under ``dataset``;
+    only then is the noise drawn. A bad X raises InvalidParameterError and a refused charge raises
+    BudgetExceededError, and in both cases nothing is charged and nothing is returned. ``fit`` charges
+    nothing; ``fit_transform`` charges once.
+
+    ``epsilon`` is what one whole ``transform`` costs one row, over all its features: a person's row can
+    change every feature at once, so the d features share the budget (see each class's Notes for the split).
+    Fit the transformer on the columns that need noise (e.g. inside a ColumnTransformer) to keep d small.
+
+    Under ``clone``, GridSearchCV, cross_val_score and ``n_jobs > 1`` every copy charges the one ledger the
+    accountant points to: a PrivacyAccountant on an SQL ledger (``"sqlite:///…"``, PostgreSQL) is copied and
+    pickled by its URL. A ``"memory://"`` ledger lives in one process: copies in the same process share it,
+    and sending it to worker processes (``n_jobs > 1``) is refused with an error rather than charging a
+    copy."""
+
 
 class ContinuousNoise(DPTransformer):
     """Base of the continuous-noise transformers (see :class:`~dp_pipeline.transformers.LaplaceNoise`).
 
-    Subclasses implement :meth:`_calibrate`, returning one mechanism per feature and the release's event.
+    Subclasses implement :meth:`_calibrate`, returning the noise plan: one mechanism per feature and the
+    release's event.
     """
+
+    _doc_sections: ClassVar[Mapping[str, str]] = {
+        "shared_parameters": _SHARED_PARAMETERS,
+        "shared_attributes": _SHARED_ATTRIBUTES,
+        "release_notes": _RELEASE_NOTES,
+    }
 
     epsilon: Any
     lower: Any
@@ -43,7 +105,7 @@ class ContinuousNoise(DPTransformer):
 
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
-    ) -> tuple[list[ContinuousMechanism], PrivacyEvent]:
+    ) -> NoisePlan:
         raise NotImplementedError  # pragma: no cover
 
     def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
@@ -90,12 +152,12 @@ class ContinuousNoise(DPTransformer):
         lower, upper = self._resolve_bounds(X)
         declared = getattr(self, "sensitivity", None) if self._sensitivity_param else None
         sensitivity = declared_sensitivity(declared, lower, upper, self._names(X.shape[1]))
-        mechanisms, event = self._calibrate(lower, upper, sensitivity)
+        plan = self._calibrate(lower, upper, sensitivity)
         self.lower_, self.upper_, self.sensitivity_ = lower, upper, sensitivity
-        self.mechanisms_ = mechanisms
-        self._one_mechanism = all(m == mechanisms[0] for m in mechanisms[1:])
-        self.cost_ = event
-        self.noise_std_ = np.sqrt(np.array([_noise_variance(m) for m in mechanisms], dtype=np.float64))
+        self.mechanisms_ = list(plan.mechanisms)
+        self._one_mechanism = all(m == plan.mechanisms[0] for m in plan.mechanisms[1:])
+        self.cost_ = plan.event
+        self.noise_std_ = plan.noise_std
         self._clip_log = {"n_clipped": np.zeros(X.shape[1], dtype=np.int64)}
 
     @property
@@ -122,13 +184,3 @@ class ContinuousNoise(DPTransformer):
         for j, mechanism in enumerate(self.mechanisms_):
             out[:, j] = mechanism._randomize(np.ascontiguousarray(X[:, j]), rng)
         return out
-
-
-def _noise_variance(mechanism: ContinuousMechanism) -> float:
-    """The noise variance; for a bounded mechanism, whose error depends on the input t, the largest
-    mean-squared error E[(Y − t)² | t] over 101 points of its range."""
-    variance = getattr(mechanism, "variance", None)
-    if callable(variance):
-        grid = np.linspace(mechanism.lower, mechanism.upper, 101)  # type: ignore[attr-defined]
-        return float(np.max(mechanism.mse(grid)))  # type: ignore[attr-defined]
-    return float(variance)  # type: ignore[arg-type]

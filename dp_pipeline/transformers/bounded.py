@@ -7,14 +7,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import check_epsilon, composed_event, split_epsilon
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline._release import NoisePlan, basic_composition
 from dp_pipeline.mechanisms import BoundedLaplace, BoundedStaircase
-from dp_pipeline.mechanisms._base import ContinuousMechanism
 from dp_pipeline.mechanisms.staircase import optimal_gamma
-from dp_pipeline.transformers._base import fill_doc
 from dp_pipeline.transformers._continuous import ContinuousNoise
-from dp_pipeline.transformers.noise import _RELEASE_NOTES, _SHARED_ATTRIBUTES, _SHARED_PARAMETERS
 
 __all__ = ["BoundedLaplaceNoise", "BoundedStaircaseNoise"]
 
@@ -78,14 +74,14 @@ class BoundedLaplaceNoise(ContinuousNoise):
 
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
-    ) -> tuple[list[ContinuousMechanism], PrivacyEvent]:
-        epsilon = check_epsilon(self.epsilon)
-        share = split_epsilon(epsilon, len(lower))
-        mechanisms: list[ContinuousMechanism] = [
-            BoundedLaplace(epsilon=share, lower=lo, upper=hi, sensitivity=s)
-            for lo, hi, s in zip(lower.tolist(), upper.tolist(), sensitivity.tolist(), strict=True)
-        ]
-        return mechanisms, composed_event(mechanisms, epsilon)
+    ) -> NoisePlan:
+        def build(share: float) -> list[BoundedLaplace]:
+            return [
+                BoundedLaplace(epsilon=share, lower=lo, upper=hi, sensitivity=s)
+                for lo, hi, s in zip(lower.tolist(), upper.tolist(), sensitivity.tolist(), strict=True)
+            ]
+
+        return NoisePlan(*basic_composition(self.epsilon, len(lower), build))
 
 
 class BoundedStaircaseNoise(ContinuousNoise):
@@ -149,21 +145,12 @@ class BoundedStaircaseNoise(ContinuousNoise):
 
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
-    ) -> tuple[list[ContinuousMechanism], PrivacyEvent]:
-        epsilon = check_epsilon(self.epsilon)
-        share = split_epsilon(epsilon, len(lower))
-        gamma = optimal_gamma(share) if self.gamma is None else self.gamma
-        mechanisms: list[ContinuousMechanism] = [
-            BoundedStaircase(epsilon=share, lower=lo, upper=hi, gamma=gamma)
-            for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)
-        ]
-        return mechanisms, composed_event(mechanisms, epsilon)
+    ) -> NoisePlan:
+        def build(share: float) -> list[BoundedStaircase]:
+            gamma = optimal_gamma(share) if self.gamma is None else self.gamma
+            return [
+                BoundedStaircase(epsilon=share, lower=lo, upper=hi, gamma=gamma)
+                for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)
+            ]
 
-
-for _cls in (BoundedLaplaceNoise, BoundedStaircaseNoise):
-    fill_doc(
-        _cls,
-        shared_parameters=_SHARED_PARAMETERS,
-        shared_attributes=_SHARED_ATTRIBUTES,
-        release_notes=_RELEASE_NOTES,
-    )
+        return NoisePlan(*basic_composition(self.epsilon, len(lower), build))

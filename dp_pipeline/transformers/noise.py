@@ -7,64 +7,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import plan_noise
-from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.mechanisms._base import ContinuousMechanism
-from dp_pipeline.transformers._base import fill_doc
+from dp_pipeline._release import NoisePlan, plan_noise
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["GaussianNoise", "LaplaceNoise", "StaircaseNoise"]
-
-_SHARED_PARAMETERS = """lower, upper : float, array-like of shape (n_features,) or None
-        Declared bounds of each feature, known without looking at the data. Values outside are clipped to
-        them before the noise is added (counted in ``n_clipped_``). None leaves that side unbounded.
-    bounds : {"declared", "data"}
-        ``"declared"`` (default) uses ``lower`` and ``upper``. ``"data"`` takes them from the minimum and
-        maximum of the training data in ``fit``; this leaks those values and raises PrivacyLeakWarning.
-    accountant : PrivacyAccountant or "unaccounted"
-        The ledger every release is charged to. It is required: ``"unaccounted"`` is the explicit opt-out
-        that releases without charging any ledger.
-    dataset : str
-        The dataset (the budget) the releases are charged to.
-    random_state : None, int or numpy.random.Generator
-        The generator is created in ``fit``; every ``transform`` draws fresh noise from it. None (default):
-        fresh OS entropy. A seed or a Generator makes the noise reproducible and raises PrivacyLeakWarning
-        (anyone with the seed can remove the noise; copies share it): for tests only."""
-
-_SHARED_ATTRIBUTES = """lower_, upper_ : ndarray of shape (n_features,)
-        The bounds in use (±inf where none was declared).
-    sensitivity_ : ndarray of shape (n_features,)
-        Δⱼ, the declared sensitivity of each feature.
-    mechanisms_ : list of mechanisms
-        The mechanism that adds the noise of each feature.
-    noise_std_ : ndarray of shape (n_features,)
-        The standard deviation of each feature's noise.
-    cost_ : PrivacyEvent
-        What one ``transform`` costs one person (one row); charged on every call.
-    n_clipped_ : ndarray of shape (n_features,)
-        How many values of each feature the latest ``transform`` clipped to the bounds (zeros after ``fit``).
-        It is computed from the raw data and is not differentially private: a diagnostic for the data holder,
-        not for release.
-    n_features_in_ : int
-        Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Feature names seen in ``fit`` (only when X has string column names)."""
-
-_RELEASE_NOTES = """The privacy unit is one row (one person). Each ``transform`` is one release: X is checked,
-    clipped to the bounds, and the release's cost ``cost_`` is charged to ``accountant`` under ``dataset``;
-    only then is the noise drawn. A bad X raises InvalidParameterError and a refused charge raises
-    BudgetExceededError, and in both cases nothing is charged and nothing is returned. ``fit`` charges
-    nothing; ``fit_transform`` charges once.
-
-    ``epsilon`` is what one whole ``transform`` costs one row, over all its features: a person's row can
-    change every feature at once, so the d features share the budget (see each class's Notes for the split).
-    Fit the transformer on the columns that need noise (e.g. inside a ColumnTransformer) to keep d small.
-
-    Under ``clone``, GridSearchCV, cross_val_score and ``n_jobs > 1`` every copy charges the one ledger the
-    accountant points to: a PrivacyAccountant on an SQL ledger (``"sqlite:///…"``, PostgreSQL) is copied and
-    pickled by its URL. A ``"memory://"`` ledger lives in one process: copies in the same process share it,
-    and sending it to worker processes (``n_jobs > 1``) is refused with an error rather than charging a
-    copy."""
 
 
 class LaplaceNoise(ContinuousNoise):
@@ -131,9 +77,8 @@ class LaplaceNoise(ContinuousNoise):
 
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
-    ) -> tuple[list[ContinuousMechanism], PrivacyEvent]:
-        plan = plan_noise("laplace", sensitivity, epsilon=self.epsilon)
-        return list(plan.mechanisms), plan.event
+    ) -> NoisePlan:
+        return plan_noise("laplace", sensitivity, epsilon=self.epsilon)
 
 
 class GaussianNoise(ContinuousNoise):
@@ -209,14 +154,12 @@ class GaussianNoise(ContinuousNoise):
 
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
-    ) -> tuple[list[ContinuousMechanism], PrivacyEvent]:
+    ) -> NoisePlan:
         if self.calibration == "gdp":
-            plan = plan_noise("gaussian", sensitivity, mu=self.mu, calibration="gdp")
-        else:
-            plan = plan_noise(
-                "gaussian", sensitivity, epsilon=self.epsilon, delta=self.delta, calibration=self.calibration
-            )
-        return list(plan.mechanisms), plan.event
+            return plan_noise("gaussian", sensitivity, mu=self.mu, calibration="gdp")
+        return plan_noise(
+            "gaussian", sensitivity, epsilon=self.epsilon, delta=self.delta, calibration=self.calibration
+        )
 
 
 class StaircaseNoise(ContinuousNoise):
@@ -275,15 +218,5 @@ class StaircaseNoise(ContinuousNoise):
 
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
-    ) -> tuple[list[ContinuousMechanism], PrivacyEvent]:
-        plan = plan_noise("staircase", sensitivity, epsilon=self.epsilon, gamma=self.gamma)
-        return list(plan.mechanisms), plan.event
-
-
-for _cls in (LaplaceNoise, GaussianNoise, StaircaseNoise):
-    fill_doc(
-        _cls,
-        shared_parameters=_SHARED_PARAMETERS,
-        shared_attributes=_SHARED_ATTRIBUTES,
-        release_notes=_RELEASE_NOTES,
-    )
+    ) -> NoisePlan:
+        return plan_noise("staircase", sensitivity, epsilon=self.epsilon, gamma=self.gamma)

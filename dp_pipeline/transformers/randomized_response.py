@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Hashable, Mapping
+from functools import partial
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils import Tags
 from sklearn.utils.validation import validate_data
 
-from dp_pipeline._release import check_epsilon, composed_event, split_epsilon
-from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
+from dp_pipeline._release import basic_composition, learn_categories, missing_mask
+from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
-from dp_pipeline.transformers._base import DPTransformer, fill_doc, missing_mask
+from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["KRandomizedResponseEncoder", "RandomizedResponseEncoder"]
 
@@ -34,7 +34,108 @@ _RELEASE_NOTES = """The privacy unit is one row (one person). Each ``transform``
     workers charge the same ledger (see :class:`LaplaceNoise`)."""
 
 
-class RandomizedResponseEncoder(DPTransformer):
+class _ResponseEncoder(DPTransformer):
+    """Base of the randomized-response encoders: one mechanism per feature at ε/d, and unknown values.
+
+    A value the mechanism of its feature cannot randomise (not 0/1, not a declared category, or missing) is
+    refused with ``handle_unknown="error"``, naming the feature before anything is charged, and reported
+    uniformly at random with ``handle_unknown="uniform"``. Subclasses implement :meth:`_mechanisms`,
+    :meth:`_answers`, :meth:`_uniform` and :meth:`_hint`.
+    """
+
+    _doc_sections: ClassVar[Mapping[str, str]] = {
+        "ledger_parameters": _LEDGER_PARAMETERS,
+        "release_notes": _RELEASE_NOTES,
+    }
+    _unknown: ClassVar[str]  # what the values a mechanism cannot randomise are, in the refusal
+    _string_input: ClassVar[bool] = False
+    _preserves_dtype: ClassVar[tuple[str, ...]] = ()
+
+    epsilon: Any
+    handle_unknown: Any
+    mechanisms_: list[Any]
+
+    def _mechanisms(self, X: NDArray[Any], share: float) -> list[Any]:
+        """One mechanism per feature of X, each ``share``-DP."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _answers(self, X: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+        """What the mechanisms randomise, and where X holds a value they can randomise."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
+        """``n`` reports drawn uniformly over the mechanism's answers."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _hint(self, j: int) -> str:
+        """What feature j must hold, for the refusal of its unknown values."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
+        array: NDArray[Any] = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite=False)
+        return array
+
+    def _fit_release(self, X: NDArray[Any]) -> None:
+        _check_handle_unknown(self.handle_unknown)
+        mechanisms, self.cost_ = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
+        self.mechanisms_ = list(mechanisms)
+
+    def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
+        if self.handle_unknown == "error":
+            known = self._answers(X)[1]
+            bad = ~known.all(axis=0)
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                values = X[:, j][~known[:, j]]
+                what = "missing values" if missing_mask(values).any() else self._unknown
+                shown = list(dict.fromkeys(values.tolist()))[:5]
+                raise InvalidParameterError(
+                    f"X: feature {self._feature_name(j)} contains {what}: {shown}; {self._hint(j)}", "X"
+                )
+        return X
+
+    def _randomize(self, X: NDArray[Any], rng: np.random.Generator) -> NDArray[Any]:
+        answers, known = self._answers(X)
+        columns = [
+            self._report(mechanism, answers[:, j], known[:, j], rng)
+            for j, mechanism in enumerate(self.mechanisms_)
+        ]
+        dtypes = {c.dtype for c in columns}
+        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(object)
+        result = np.empty(X.shape, dtype=dtype)
+        for j, column in enumerate(columns):
+            result[:, j] = column
+        return result
+
+    def _report(
+        self, mechanism: Any, answers: NDArray[Any], known: NDArray[np.bool_], rng: np.random.Generator
+    ) -> NDArray[Any]:
+        """One feature's reports: the mechanism's for the known values, uniform ones for the others."""
+        if known.all():
+            return np.asarray(mechanism.randomize(answers, rng))
+        out = np.empty(answers.shape, dtype=object)
+        if known.any():
+            out[known] = mechanism.randomize(answers[known], rng)
+        out[~known] = self._uniform(mechanism, rng, int((~known).sum()))
+        return out
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        tags.input_tags.string = self._string_input
+        assert tags.transformer_tags is not None
+        tags.transformer_tags.preserves_dtype = list(self._preserves_dtype)
+        return tags
+
+
+def _check_handle_unknown(value: Any) -> None:
+    if value not in ("error", "uniform"):
+        raise InvalidParameterError(
+            f"'handle_unknown' must be 'error' or 'uniform', got {value!r}", "handle_unknown"
+        )
+
+
+class RandomizedResponseEncoder(_ResponseEncoder):
     """Binary randomized response on 0/1 (or boolean) features; ε-DP per ``transform``.
 
     Parameters
@@ -97,68 +198,33 @@ class RandomizedResponseEncoder(DPTransformer):
         self.dataset = dataset
         self.random_state = random_state
 
+    _unknown = "values other than 0/1"
+    _preserves_dtype = ("float64", "float32")
+
     mechanisms_: list[BinaryRandomizedResponse]
 
-    def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
-        array: NDArray[Any] = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite=False)
-        return array
-
-    def _fit_release(self, X: NDArray[Any]) -> None:
-        _check_handle_unknown(self.handle_unknown)
-        epsilon = check_epsilon(self.epsilon)
-        share = split_epsilon(epsilon, X.shape[1])
-        self.mechanisms_ = [
+    def _mechanisms(self, X: NDArray[Any], share: float) -> list[Any]:
+        return [
             BinaryRandomizedResponse(epsilon=share, variant=self.variant)  # type: ignore[arg-type]
             for _ in range(X.shape[1])
         ]
-        self.cost_ = composed_event(self.mechanisms_, epsilon)
 
-    def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
-        if self.handle_unknown == "error":
-            codes = _binary_codes(X)
-            bad = (codes < 0).any(axis=0)
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                values = X[:, j][codes[:, j] < 0]
-                what = (
-                    "missing values" if missing_mask(values.astype(object)).any() else "values other than 0/1"
-                )
-                shown = list(dict.fromkeys(values.tolist()))[:5]
-                raise InvalidParameterError(
-                    f"X: feature {self._feature_name(j)} contains {what}: {shown}; it must hold only 0/1 or "
-                    "True/False (use KRandomizedResponseEncoder for labelled answers, or "
-                    "handle_unknown='uniform')",
-                    "X",
-                )
-        return X
+    def _answers(self, X: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+        codes = _binary_codes(X)
+        return codes, codes >= 0
+
+    def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
+        return _sampling.bernoulli(rng, 0.5, (n,))  # exact: 1/2 = 2⁵²·2⁻⁵³
+
+    def _hint(self, j: int) -> str:
+        return (
+            "it must hold only 0/1 or True/False (use KRandomizedResponseEncoder for labelled answers, or "
+            "handle_unknown='uniform')"
+        )
 
     def _randomize(self, X: NDArray[Any], rng: np.random.Generator) -> NDArray[Any]:
-        codes = _binary_codes(X)
-        out = np.empty(codes.shape, dtype=np.int8)
-        for j, mechanism in enumerate(self.mechanisms_):
-            known = codes[:, j] >= 0
-            if known.all():
-                out[:, j] = mechanism.randomize(codes[:, j], rng)
-                continue
-            if known.any():
-                out[known, j] = mechanism.randomize(codes[known, j], rng)
-            out[~known, j] = _sampling.bernoulli(rng, 0.5, (int((~known).sum()),))  # exact: 1/2 = 2⁵²·2⁻⁵³
         dtype = X.dtype if X.dtype.kind in "biuf" else np.dtype(np.int64)
-        return out.astype(dtype)
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.categorical = True
-        assert tags.transformer_tags is not None
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
-
-
-def _check_handle_unknown(value: Any) -> None:
-    if value not in ("error", "uniform"):
-        raise InvalidParameterError(
-            f"'handle_unknown' must be 'error' or 'uniform', got {value!r}", "handle_unknown"
-        )
+        return super()._randomize(X, rng).astype(dtype)
 
 
 def _binary_codes(X: NDArray[Any]) -> NDArray[np.int8]:
@@ -180,7 +246,7 @@ def _is_per_feature(categories: Any) -> bool:
     )
 
 
-class KRandomizedResponseEncoder(DPTransformer):
+class KRandomizedResponseEncoder(_ResponseEncoder):
     """k-ary randomized response (k-RR) on features with declared categories; ε-DP per ``transform``.
 
     Parameters
@@ -251,29 +317,22 @@ class KRandomizedResponseEncoder(DPTransformer):
         self.dataset = dataset
         self.random_state = random_state
 
+    _unknown = "values that are not declared categories"
+    _string_input = True
+
     categories_: list[tuple[Hashable, ...]]
     mechanisms_: list[KRandomizedResponse]
-
-    def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
-        array: NDArray[Any] = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite=False)
-        return array
 
     def _declared_categories(self, X: NDArray[Any]) -> list[Any]:
         d = X.shape[1]
         categories = self.categories
         if isinstance(categories, str) and categories == "data":
-            warnings.warn(
+            return learn_categories(
+                (X[:, j] for j in range(d)),
                 "KRandomizedResponseEncoder(categories='data') takes the categories from the values seen in "
                 "fit; which values occur is not differentially private. Declare the categories instead",
-                PrivacyLeakWarning,
-                stacklevel=3,
+                stacklevel=6,  # DPTransformer.fit, as for the other warnings of fit
             )
-            found = []
-            for j in range(d):
-                column = X[:, j]
-                present = column[~missing_mask(column)]
-                found.append(list(dict.fromkeys(present.tolist())))
-            return found
         if categories is None or isinstance(categories, str):
             raise InvalidParameterError(
                 "declare 'categories': the possible values (one list, or one list per feature), known "
@@ -289,10 +348,7 @@ class KRandomizedResponseEncoder(DPTransformer):
             return list(categories)
         return [categories] * d
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
-        _check_handle_unknown(self.handle_unknown)
-        epsilon = check_epsilon(self.epsilon)
-        share = split_epsilon(epsilon, X.shape[1])
+    def _mechanisms(self, X: NDArray[Any], share: float) -> list[Any]:
         mechanisms = []
         for j, cats in enumerate(self._declared_categories(X)):
             try:
@@ -301,58 +357,24 @@ class KRandomizedResponseEncoder(DPTransformer):
                 raise InvalidParameterError(
                     f"'categories' of feature {self._feature_name(j)}: {exc}", "categories"
                 ) from None
-        self.mechanisms_ = mechanisms
-        self.categories_ = [m.categories for m in mechanisms]
-        self.cost_ = composed_event(mechanisms, epsilon)
+        return mechanisms
 
-    def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
-        if self.handle_unknown == "error":
-            for j, mechanism in enumerate(self.mechanisms_):
-                known = _known(X[:, j], mechanism)
-                if not known.all():
-                    bad = X[:, j][~known]
-                    what = (
-                        "missing values"
-                        if missing_mask(bad).any()
-                        else "values that are not declared categories"
-                    )
-                    shown = list(dict.fromkeys(bad.tolist()))[:5]
-                    raise InvalidParameterError(
-                        f"X: feature {self._feature_name(j)} contains {what}: {shown}; its categories are "
-                        f"{list(mechanism.categories)[:10]}. Declare them, or pass handle_unknown='uniform'",
-                        "X",
-                    )
-        return X
+    def _fit_release(self, X: NDArray[Any]) -> None:
+        super()._fit_release(X)
+        self.categories_ = [m.categories for m in self.mechanisms_]
 
-    def _randomize(self, X: NDArray[Any], rng: np.random.Generator) -> NDArray[Any]:
-        columns = []
-        for j, mechanism in enumerate(self.mechanisms_):
-            column = X[:, j]
-            known = _known(column, mechanism)
-            if known.all():
-                columns.append(np.asarray(mechanism.randomize(column, rng)))
-                continue
-            out = np.empty(column.shape, dtype=object)
-            if known.any():
-                out[known] = mechanism.randomize(column[known], rng)
-            # exactly uniform over the k categories: an offset uniform in {1, …, k} (of k + 1), less 1
-            picks = _sampling.other_offset(rng, mechanism.k + 1, int((~known).sum())) - 1
-            out[~known] = _object_array(mechanism.categories)[picks]
-            columns.append(out)
-        dtypes = {c.dtype for c in columns}
-        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(object)
-        result = np.empty(X.shape, dtype=dtype)
-        for j, column in enumerate(columns):
-            result[:, j] = column
-        return result
+    def _answers(self, X: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+        known = [_known(X[:, j], mechanism) for j, mechanism in enumerate(self.mechanisms_)]
+        return X, np.column_stack(known)
 
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        assert tags.transformer_tags is not None
-        tags.transformer_tags.preserves_dtype = []
-        return tags
+    def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
+        # exactly uniform over the k categories: an offset uniform in {1, …, k} (of k + 1), less 1
+        picks = _sampling.other_offset(rng, mechanism.k + 1, n) - 1
+        return _object_array(mechanism.categories)[picks]
+
+    def _hint(self, j: int) -> str:
+        categories = list(self.mechanisms_[j].categories)[:10]
+        return f"its categories are {categories}. Declare them, or pass handle_unknown='uniform'"
 
 
 def _object_array(categories: tuple[Hashable, ...]) -> NDArray[Any]:
@@ -376,7 +398,3 @@ def _known(column: NDArray[Any], mechanism: KRandomizedResponse) -> NDArray[np.b
         uniques, inverse = np.unique(column, return_inverse=True)
         return np.array([known(u) for u in uniques.tolist()], dtype=bool)[inverse.ravel()]
     return np.fromiter(map(known, column), dtype=bool, count=column.size)
-
-
-for _cls in (RandomizedResponseEncoder, KRandomizedResponseEncoder):
-    fill_doc(_cls, ledger_parameters=_LEDGER_PARAMETERS, release_notes=_RELEASE_NOTES)
