@@ -172,12 +172,15 @@ class Gaussian(ContinuousMechanism):
 
     **Secure path (default).** With λ = 2^k, 2^{k+12} ≤ σ < 2^{k+13}, the release is the centre
     (m + ½)λ of the lattice cell that holds the ideal output Y = t + N, N ~ N(0, σ²), with m = ⌊Y/λ⌋
-    drawn from its exact law with a CSPRNG: |N|/λ by rejection from an exponential proposal, every
-    comparison certified or decided in exact arithmetic (:mod:`~dp_pipeline.mechanisms._sampling`). The
-    release is a deterministic function of Y, so :attr:`guarantee`, :attr:`gdp` and :attr:`event` (σ and
-    S unchanged) hold exactly, for any input and any number of values. Rounding moves the output by at
-    most λ/2 ≤ σ·2⁻¹³. Floating-point safe: outputs lie on λ(ℤ + ½) whatever t. Integer input: λ = 1,
-    t + ⌊N + ½⌋ (the Gaussian rounded to the nearest integer), with the same guarantee and event.
+    drawn from its exact law with a CSPRNG: |N|/λ by exact rejection sampling from a piecewise-uniform
+    proposal (blocks of width about σ/100 picked by an alias table of dyadic probabilities, with an
+    exponential tail; acceptance above 0.99), every comparison certified or decided in exact arithmetic
+    (:mod:`~dp_pipeline.mechanisms._sampling`). The release is a deterministic function of Y, so
+    :attr:`guarantee`, :attr:`gdp` and :attr:`event` (σ and S unchanged) hold exactly, for any input and
+    any number of values. Rounding moves the output by at most λ/2 ≤ σ·2⁻¹³. Floating-point safe: outputs
+    lie on λ(ℤ + ½) whatever t. Integer input: λ = 1, t + ⌊N + ½⌋ (the Gaussian rounded to the nearest
+    integer), with the same guarantee and event; for σ < 2¹⁰ there, |N| is drawn by exact rejection from
+    an exponential proposal instead (acceptance about 0.76), with the same exact law.
 
     Difference from OpenDP and Canonne, Kamath & Steinke (2020): they add a discrete Gaussian N_ℤ(0, σ²)
     to an integer (or a lattice-rounded) input. That is ρ-zCDP with ρ = S²/(2σ²) like the continuous

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -173,10 +174,14 @@ def test_huge_inputs_are_released_exactly() -> None:
 def test_exp_neg_bounds_contain_the_exact_value() -> None:
     mpmath.mp.prec = 200
     rng = np.random.default_rng(0)
-    a = np.concatenate([
-        rng.uniform(0, 1, 300), rng.uniform(0, 50, 300), rng.uniform(650, 750, 50),
-        [0.0, 2.0**-40, 1 / 1024, 1.0, 699.999, 700.0, 5e-324],
-    ])
+    a = np.concatenate(
+        [
+            rng.uniform(0, 1, 300),
+            rng.uniform(0, 50, 300),
+            rng.uniform(650, 750, 50),
+            [0.0, 2.0**-40, 1 / 1024, 1.0, 699.999, 700.0, 5e-324],
+        ]
+    )
     lo, hi = _sampling.exp_neg_bounds(a, a)
     for value, low, high in zip(a, lo, hi, strict=True):
         exact = mpmath.exp(-mpmath.mpf(float(value)))
@@ -278,6 +283,77 @@ def test_staircase_cells_match_the_staircase_law(gamma: float) -> None:
     _check_cells(out, 0.125, lambda y: staircase_cdf(y - t, eps, width, gamma))
 
 
+def _block_gaussian(
+    rng: np.random.Generator, values: NDArray[np.float64], sigma: float, k: int, log2_entries: int
+) -> NDArray[np.float64]:
+    """The block Gaussian sampler with an alias table of 2^log2_entries entries (small: frequent tails)."""
+    table = _sampling._gauss_table(*Fraction(sigma * 2.0**-k).as_integer_ratio(), log2_entries)
+    return _sampling._in_chunks(rng, values, k, lambda cells: _sampling._gauss_block_round(table, cells))
+
+
+def _check_binned(
+    out: NDArray[np.float64], step: float, cdf: Callable[..., NDArray[np.float64]], group: int
+) -> None:
+    """Chi-square of the released cells grouped by ``group`` consecutive cells (more power in the tails)."""
+    bins = np.floor_divide(np.round(out / step - 0.5).astype(np.int64), group)
+    lo, hi = bins.min(), bins.max()
+    edges = np.arange(lo, hi + 2) * group * step
+    probs = np.diff(cdf(edges))
+    probs[0] += cdf(edges[:1])[0]
+    probs[-1] += 1 - cdf(edges[-1:])[0]
+    assert _chi_square(np.bincount(bins - lo), probs) > 1e-4
+
+
+@pytest.mark.parametrize("sigma_lattice", [1024.0, 5000.3, 8191.75, 3.1e9])
+def test_gaussian_block_table_is_a_valid_rejection_sampler(sigma_lattice: float) -> None:
+    mpmath.mp.prec = 120
+    g = _sampling._gauss_table(*Fraction(sigma_lattice).as_integer_ratio())
+    width, s2 = mpmath.mpf(1 << g.b), mpmath.mpf(sigma_lattice) ** 2
+    blocks = (1 << g.log2_entries) - 1
+    assert g.r == blocks * (1 << g.b) and float(g.s) / 128 < (1 << g.b) <= float(g.s) / 64
+
+    def phi(x: mpmath.mpf) -> mpmath.mpf:
+        return mpmath.exp(-x * x / (2 * s2))
+
+    for i in range(blocks):
+        rho = mpmath.mpf(g.rho[i].numerator) / g.rho[i].denominator
+        assert rho * phi(i * width) <= 1 - mpmath.mpf(2) ** -41  # acceptance probability ≤ 1
+        assert mpmath.mpf(int(g.acc[i])) <= 2**64 * rho * phi((i + 1) * width)  # certain acceptance
+        assert mpmath.mpf(int(g.acc[i]) + int(g.width[i])) >= 2**64 * rho * phi(
+            i * width
+        )  # certain rejection
+    rho_t = mpmath.mpf(g.rho[-1].numerator) / g.rho[-1].denominator
+    assert rho_t * phi(mpmath.mpf(g.r)) * 2**64 <= g.tail_reject <= 2**64 * (1 - mpmath.mpf(2) ** -41)
+    # the alias table gives entry i the probability W_i/2⁶³ used in ρ_i = S/W_i: W_i·ρ_i is the same S
+    column = 1 << (63 - g.log2_entries)
+    mass = np.zeros(blocks + 1, dtype=object)
+    for j, (keep2, other) in enumerate(zip(g.keep2, g.alias, strict=True)):
+        mass[j] += int(keep2) // 2
+        mass[int(other)] += column - int(keep2) // 2
+    assert sum(mass) == 1 << 63
+    assert len({mass[i] * g.rho[i] for i in range(1, blocks)}) == 1
+
+
+def test_gaussian_block_sampler_matches_the_normal_law() -> None:
+    t, sigma, k = 0.37, 5.0, -8  # σ' = 1280: the block sampler with its full table
+    out = _sampling.gaussian_cells(secure_rng(14), np.full(100_000, t), sigma, k)
+    law = stats.norm(loc=t, scale=sigma).cdf
+    _check_cells(out, 2.0**k, law)
+    _check_binned(out, 2.0**k, law, 64)
+    counts = _sampling.gaussian_integers(secure_rng(15), 1500.0, 100_000)
+    _check_binned(counts + 0.5, 1.0, lambda y: stats.norm(scale=1500.0).cdf(y - 0.5), 50)
+
+
+@pytest.mark.parametrize(("log2_entries", "n"), [(5, 4000), (7, 20_000)])
+def test_gaussian_block_sampler_tail_matches_the_normal_law(log2_entries: int, n: int) -> None:
+    # a small table puts R at 0.4σ (resp. 1.7σ), so most (resp. 1 in 10) proposals take the exact tail path
+    t, sigma, k = -2.3, 150.3, 0
+    out = _block_gaussian(secure_rng(16), np.full(n, t), sigma, k, log2_entries)
+    law = stats.norm(loc=t, scale=sigma).cdf
+    _check_cells(out, 1.0, law)
+    _check_binned(out, 1.0, law, 16)
+
+
 def test_integer_noise_matches_the_rounded_laws() -> None:
     lap = _sampling.laplace_integers(secure_rng(8), 1.5, 100_000)
     _check_cells(lap + 0.5, 1.0, lambda y: stats.laplace(scale=1.5).cdf(y - 0.5))
@@ -310,8 +386,22 @@ def test_bounded_cells_match_the_truncated_laws() -> None:
         lambda rng: _sampling.laplace_cells(rng, np.linspace(0, 1, 200), 1.0, -12, (0.0, 1.0)),
         lambda rng: _sampling.staircase_cells(rng, np.linspace(0, 1, 200), 0.7, 1.0, 0.3, -12, (0.0, 1.0)),
         lambda rng: _sampling.geometric_exact(rng, Fraction(1, 40), 300),
+        lambda rng: _sampling.gaussian_cells(rng, np.linspace(-3, 3, 200), 4.0, -2),
+        lambda rng: _sampling.gaussian_integers(rng, 1500.0, 300),
+        lambda rng: _block_gaussian(rng, np.linspace(-3, 3, 100), 150.3, 0, 5),
     ],
-    ids=["laplace", "laplace-int", "gaussian", "staircase", "bounded-laplace", "bounded-staircase", "geom"],
+    ids=[
+        "laplace",
+        "laplace-int",
+        "gaussian",
+        "staircase",
+        "bounded-laplace",
+        "bounded-staircase",
+        "geom",
+        "gaussian-exponential-proposal",
+        "gaussian-int",
+        "gaussian-tail",
+    ],
 )
 def test_exact_continuation_reproduces_the_vectorised_decisions(
     draw: Callable[[np.random.Generator], NDArray[np.float64]], monkeypatch: pytest.MonkeyPatch
@@ -320,6 +410,30 @@ def test_exact_continuation_reproduces_the_vectorised_decisions(
     monkeypatch.setattr(_sampling, "_FORCE_EXACT", True)
     exact = draw(secure_rng(12))
     np.testing.assert_array_equal(fast, exact)
+
+
+@pytest.mark.parametrize(
+    "make_round",
+    [
+        lambda cells: _sampling._laplace_round(_sampling._params_for(Fraction(1, 8)), cells, (0.0, 8.0)),
+        lambda cells: _sampling._staircase_round(
+            _sampling._params_for(Fraction(1)), cells, 1.0, 0.3, 8.0, None
+        ),
+        lambda cells: _sampling._gaussian_round(_sampling._params_for(Fraction(1, 8)), cells, 8.0),
+        lambda cells: _sampling._gauss_block_round(_sampling._gauss_table(1500, 1), cells),
+    ],
+    ids=["bounded-laplace", "staircase", "gaussian-exponential-proposal", "gaussian-block"],
+)
+def test_later_rounds_use_the_inputs_of_their_own_elements(make_round: Callable[..., Any]) -> None:
+    # a later round proposes for idx = repeat(pending, 4), which can have the size of the chunk: each
+    # proposal must still see the input of its own element
+    x = np.array([0.05, 0.95, 0.15, 0.85, 0.25, 0.02, 0.35, 0.65])  # λ = 1: f = x
+    idx = np.repeat([1, 5], 4)
+    whole = make_round(_sampling._to_cells(x, 0))(secure_rng(3), idx)
+    gathered = _sampling._to_cells(x[idx], 0)
+    alone = make_round(gathered)(secure_rng(3), gathered.index)
+    for a, b in zip(whole[:3], alone[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.slow
