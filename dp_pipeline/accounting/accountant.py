@@ -756,6 +756,24 @@ def _price(
         return _Price(total, GaussianDP(_sqrt_up(total.mu2)), "gdp", budget, None)
 
 
+@functools.lru_cache(maxsize=512)
+def _price_one(budget: _Budget, event_json: str, k: int) -> _Price:
+    """The price of one event (not a plan), which depends only on the budget, the event and k.
+
+    Keyed by the event's canonical JSON, so that repeated spends of the same release (the common case:
+    one mechanism spent many times) skip re-validating and re-grouping it. Errors are not cached.
+    """
+    event = PrivacyEvent.from_dict(json.loads(event_json))
+    return _price(budget, [event], k, False, None, _Totals())
+
+
+def _is_pure_event(event: PrivacyEvent) -> bool:
+    """Whether an event is pure ε-DP: a guarantee with δ = 0 and noise that is not Gaussian."""
+    if event.kind == "gaussian" or isinstance(event.guarantee, GaussianDP):
+        return False
+    return as_approx_dp(event.guarantee).delta == 0.0
+
+
 def _price_basic_plan(
     budget: _Budget,
     events: Sequence[PrivacyEvent],
@@ -764,10 +782,19 @@ def _price_basic_plan(
     plan_delta: float | None,
     totals: _Totals,
 ) -> _Price:
-    """A plan on an (ε, δ) budget under basic composition: its tight total at the remaining δ (or the δ
-    asked for), or the exact sums Σε, Σδ of its events when those are no larger."""
-    remaining = _remaining_delta(budget, totals)
-    target = _float_down(remaining) if plan_delta is None else plan_delta
+    """A plan on an (ε, δ) budget under basic composition: its tight total at the δ asked for, or by
+    default at δ = 0 when every event is pure and at the remaining δ otherwise; or the exact sums Σε, Σδ
+    of its events when those are no larger."""
+    remaining: Decimal | None = None
+    if plan_delta is not None:
+        target = plan_delta
+    elif all(_is_pure_event(e) for e in events):
+        # Composing pure releases at a δ > 0 would buy a slightly smaller ε with δ that later (ε, δ)
+        # releases need, and the spend would make the dataset's δ budget unusable: price them at δ = 0.
+        target = 0.0
+    else:
+        remaining = _remaining_delta(budget, totals)
+        target = _float_down(remaining)
     total: _Charge | None
     try:
         total = _sum_charges([_event_charge(budget, e, k)[0] for e in events])
@@ -851,9 +878,11 @@ class PrivacyAccountant:
 
     **Plans** (:meth:`plan_cost`, :meth:`spend_plan`) are releases declared before any of them runs.
     Under basic composition a plan is charged as one record at its tight total from
-    :func:`~dp_pipeline.accounting.composition.compose_plan` at the budget's remaining δ (or a δ you
-    give), unless the exact sums Σεᵢ, Σδᵢ are no larger; the record then counts in basic composition
-    with that (ε, δ). Under the μ-GDP rules a plan costs √Σμᵢ² (the same as its spends one by one).
+    :func:`~dp_pipeline.accounting.composition.compose_plan`, read at the δ you give or by default at
+    δ = 0 when every release is pure ε-DP (so pure plans leave the δ budget alone) and at the budget's
+    remaining δ otherwise, unless the exact sums Σεᵢ, Σδᵢ are no larger; the record then counts in
+    basic composition with that (ε, δ). Under the μ-GDP rules a plan costs √Σμᵢ² (the same as its
+    spends one by one).
 
     **Exact arithmetic.** Amounts are decimals of the floats' shortest reprs (0.1 is exactly 1/10),
     summed exactly; μ² is exact too. Totals are cached as decimal strings, so a spend is O(1). The
@@ -1120,8 +1149,9 @@ class PrivacyAccountant:
             Every release of the plan.
         group_size : int, default 1
         delta : float, optional
-            For (ε, δ) budgets under basic composition: the δ at which to read the plan's ε (default: the
-            δ the budget has left).
+            For (ε, δ) budgets under basic composition: the δ at which to read the plan's ε. Default:
+            δ = 0 when every release is pure (a guarantee with δ = 0 and noise that is not Gaussian),
+            otherwise the δ the budget has left.
         """
         events = _to_events(costs)
         k = check_positive_int(group_size, "group_size")
@@ -1129,6 +1159,27 @@ class PrivacyAccountant:
         _, budget, totals = self._read(dataset)
         price = _price(budget, events, k, True, plan_delta, totals)
         return BudgetReport(dataset, "plan cost", price.cost, price.method, budget.guarantee, totals.open)
+
+    def plan_fits(
+        self, dataset: str, costs: Sequence[Any], group_size: int = 1, *, delta: float | None = None
+    ) -> bool:
+        """Whether :meth:`spend_plan` with these arguments would be accepted now; nothing is charged.
+
+        The plan is priced as :meth:`plan_cost` prices it and checked by the budget's own rule against
+        everything spent so far (open reservations included), exactly as :meth:`spend_plan` checks it.
+        Another process may spend in between, so a plan that fits now can still be refused later.
+
+        Raises
+        ------
+        UnsupportedCompositionError
+            The plan cannot be charged to the budget at all (e.g. (ε, δ > 0) releases on a μ-GDP budget).
+        """
+        events = _to_events(costs)
+        k = check_positive_int(group_size, "group_size")
+        plan_delta = self._check_plan_delta(delta)
+        _, budget, totals = self._read(dataset)
+        price = _price(budget, events, k, True, plan_delta, totals)
+        return _fits(budget, totals.plus(price.charge))
 
     def spend_plan(
         self,
@@ -1199,9 +1250,12 @@ class PrivacyAccountant:
         where = f"dataset {dataset!r}"
         return head, _budget_of(head.state, where), _Totals.from_json(head.state.totals, where)
 
-    def _reservation(self, dataset: str, found: ReservationRecords) -> Reservation:
+    def _reservation(
+        self, dataset: str, found: ReservationRecords, cost: Guarantee | None = None
+    ) -> Reservation:
         body = found.reserve.body
-        cost = guarantee_from_dict(dict(body["cost"]))
+        if cost is None:
+            cost = guarantee_from_dict(dict(body["cost"]))
         assert found.reserve.key is not None
         return Reservation(
             self,
@@ -1233,7 +1287,6 @@ class PrivacyAccountant:
         given_key = _check_optional_text(key, "key", _MAX_KEY)
         key = given_key or f"auto-{uuid.uuid4().hex}"
         event_dicts = [e.to_dict() for e in events]
-        request = canonical_json({"events": event_dicts, "group_size": k, "plan": plan, "delta": plan_delta})
         # Price outside the lock, so that the lock is held only for the check and the writes: a plan
         # (its PLD can take a while) from a fresh read, one release from the budget last seen. Inside,
         # the price is recomputed only if the budget, or the remaining δ a plan was composed at, changed.
@@ -1243,17 +1296,20 @@ class PrivacyAccountant:
             if given_key is None or self._store.reservation(dataset, key=given_key) is None:
                 price = _price(budget, events, k, plan, plan_delta, totals)
         elif dataset in self._budgets:
-            price = _price(self._budgets[dataset], events, k, plan, plan_delta, _Totals())
+            price = _price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
+        where = f"dataset {dataset!r}"
 
-        def run(tx: LedgerTransaction) -> tuple[ReservationRecords, bool]:
+        def request() -> str:
+            return canonical_json({"events": event_dicts, "group_size": k, "plan": plan, "delta": plan_delta})
+
+        def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee | None]:
             head = tx.head
             if head is None:
                 raise UnknownDatasetError(dataset)
-            where = f"dataset {dataset!r}"
             # a random key cannot exist yet: look up only keys the caller chose
             found = None if given_key is None else tx.reservation(key=key)
             if found is not None:
-                _check_same_request(dataset, key, found, request)
+                _check_same_request(dataset, key, found, request())
                 if found.status == "released":
                     raise LedgerError(
                         f"the reservation with key {key!r} on dataset {dataset!r} was released "
@@ -1261,16 +1317,16 @@ class PrivacyAccountant:
                         "key"
                     )
                 if commit and found.status == "open":
-                    t = _Totals.from_json(head.state.totals, where).committed()
+                    t = _Totals.from_json(head.state.totals, where).committed().to_json()
                     closing = tx.append(
                         "commit",
-                        {"totals": t.to_json()},
-                        replace(head.state, totals=t.to_json()),
+                        {"totals": t},
+                        DatasetState(head.state.budget, head.state.method, t),
                         key=key,
                         reservation=found.reserve.seq,
                     )
-                    return ReservationRecords(found.reserve, closing), False
-                return found, False
+                    return ReservationRecords(found.reserve, closing), None
+                return found, None
             current = _budget_of(head.state, where)
             totals = _Totals.from_json(head.state.totals, where)
             p = price
@@ -1292,6 +1348,7 @@ class PrivacyAccountant:
                     current.guarantee,
                     detail=f"Rule: {current.describe()}; the request was composed by {p.method!r}.",
                 )
+            after_json = after.to_json()
             body = {
                 "label": label,
                 "group_size": k,
@@ -1301,26 +1358,28 @@ class PrivacyAccountant:
                 "cost": p.cost.to_dict(),
                 "composition": p.method,
                 "charge": p.charge.to_json(),
-                "totals": after.to_json(),
+                "totals": after_json,
             }
-            record = tx.append("reserve", body, replace(head.state, totals=after.to_json()), key=key)
+            state = head.state
+            record = tx.append("reserve", body, DatasetState(state.budget, state.method, after_json), key=key)
             end: LedgerRecord | None = None
             if commit:
-                done = after.committed()
+                done = after.committed().to_json()
                 end = tx.append(
                     "commit",
-                    {"totals": done.to_json()},
-                    replace(head.state, totals=done.to_json()),
+                    {"totals": done},
+                    DatasetState(state.budget, state.method, done),
                     key=key,
                     reservation=record.seq,
                 )
-            return ReservationRecords(record, end), True
+            return ReservationRecords(record, end), p.cost
 
-        found, _ = self._store.atomic(dataset, run)
-        head = self._store.head(dataset) if dataset not in self._budgets else None
-        if head is not None:
-            self._budgets[dataset] = _budget_of(head.state, f"dataset {dataset!r}")
-        return self._reservation(dataset, found)
+        found, cost = self._store.atomic(dataset, run)
+        if dataset not in self._budgets:
+            head = self._store.head(dataset)
+            if head is not None:
+                self._budgets[dataset] = _budget_of(head.state, where)
+        return self._reservation(dataset, found, cost)
 
     def _commit(self, dataset: str, key: str) -> str:
         def run(tx: LedgerTransaction) -> str:
@@ -1334,11 +1393,11 @@ class PrivacyAccountant:
                     "committed; if data was read, spend again with a new key"
                 )
             if found.status == "open":
-                t = _Totals.from_json(head.state.totals, f"dataset {dataset!r}").committed()
+                t = _Totals.from_json(head.state.totals, f"dataset {dataset!r}").committed().to_json()
                 tx.append(
                     "commit",
-                    {"totals": t.to_json()},
-                    replace(head.state, totals=t.to_json()),
+                    {"totals": t},
+                    DatasetState(head.state.budget, head.state.method, t),
                     key=key,
                     reservation=found.reserve.seq,
                 )

@@ -7,6 +7,7 @@ import math
 import pickle
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -86,12 +87,11 @@ def test_public_contract_lines_work_as_written(tmp_path: Path) -> None:
     assert first.label == "count diabetics" and first.group_size == 1 and first.status == "committed"
     assert first.guarantee == ApproxDP(0.5, 0.0) and first.time.tzinfo is not None
     assert history[-2].key == "dag/task/run/try"
-    plan = acct.plan_cost("patients", [m, m, m])  # three pure spends: the tight total is at most Σε
-    assert plan.epsilon <= 1.5 and plan.method in ("basic", "pld")
-    assert plan.delta == (0.0 if plan.method == "basic" else 1e-6)
-    two = acct.plan_cost("patients", [m, m])  # at the remaining δ = 1e-6, PLD beats 1.0 slightly
+    plan = acct.plan_cost("patients", [m, m, m])  # three pure spends: priced at δ = 0, exactly Σε
+    assert (plan.epsilon, plan.delta, plan.method) == (1.5, 0.0, "basic")
+    two = acct.plan_cost("patients", [m, m], delta=1e-6)  # at δ = 1e-6, PLD beats 1.0 slightly
     assert two.method == "pld" and 0.99 < two.epsilon < 1.0 and two.delta == 1e-6
-    acct.spend_plan("patients", [m, m], key="plan-1")
+    acct.spend_plan("patients", [m, m], key="plan-1", delta=1e-6)
     assert acct.spent("patients").epsilon == pytest.approx(1.75 + two.epsilon, rel=1e-15)
     assert acct.remaining("patients").delta == 0.0  # the plan was composed at all the δ left
     assert acct.datasets() == ["patients"]
@@ -405,6 +405,74 @@ def test_plan_of_pure_spends_is_exact_basic_sum(acct: PrivacyAccountant) -> None
     assert acct.remaining("d").epsilon == 0.0
     with pytest.raises(BudgetExceededError):
         acct.spend_plan("d", [PureDP(0.1)])
+
+
+def test_pure_plan_is_priced_at_zero_delta_by_default(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(3.0, 1e-6))
+    m = Laplace(epsilon=0.5, sensitivity=1.0)
+    pure_plan = [m, m, PureDP(0.25), ApproxDP(0.25, 0.0)]
+    cost = acct.plan_cost("d", pure_plan)
+    assert (cost.epsilon, cost.delta, cost.method) == (1.5, 0.0, "basic")
+    at_delta = acct.plan_cost("d", pure_plan, delta=1e-6)  # asked for: the PLD reading at δ > 0
+    assert at_delta.delta == 1e-6 and at_delta.epsilon < 1.5
+    done = acct.spend_plan("d", pure_plan, key="pure-plan")
+    assert done.cost == ApproxDP(1.5, 0.0)
+    assert acct.remaining("d").delta == 1e-6  # the δ budget is untouched
+    # the δ left still serves an (ε, δ) release afterwards
+    acct.spend("d", gaussian_approx(1.0, 1e-6))
+    assert acct.remaining("d").delta == 0.0
+
+
+def test_plan_with_an_approximate_or_gaussian_event_uses_the_remaining_delta(
+    acct: PrivacyAccountant,
+) -> None:
+    acct.set_budget("d", ApproxDP(10.0, 1e-5))
+    acct.spend("d", ApproxDP(0.1, 4e-6))  # δ left: 6e-6
+    m = Laplace(epsilon=0.5, sensitivity=1.0)
+    with_gaussian = acct.plan_cost("d", [m, gaussian(4.0)])  # μ-GDP event: needs δ, read at the δ left
+    assert with_gaussian.delta == pytest.approx(6e-6, rel=1e-12) and with_gaussian.method == "pld"
+    with_approx = acct.plan_cost("d", [m, ApproxDP(0.5, 1e-7)])
+    assert with_approx.delta > 0.0
+    # a Gaussian event that claims an (ε, δ) guarantee is never treated as pure
+    assert acct.plan_cost("d", [m, gaussian_approx(0.5, 1e-7)]).delta > 0.0
+
+
+@pytest.mark.parametrize(
+    ("budget", "method", "spent", "plan", "expected"),
+    [
+        (ApproxDP(1.0, 0.0), "auto", [PureDP(0.5)], [PureDP(0.25)] * 2, True),  # exactly fits
+        (ApproxDP(1.0, 0.0), "auto", [PureDP(0.5)], [PureDP(0.25)] * 3, False),
+        (ApproxDP(3.0, 1e-6), "auto", [], [gaussian_approx(1.0, 1e-7)] * 3, True),  # tight, not 3.0
+        (ApproxDP(3.0, 1e-6), "auto", [ApproxDP(0.5, 1e-6)], [gaussian_approx(1.0, 1e-7)], False),  # δ gone
+        (ApproxDP(1.0, 1e-6), "gdp", [], [gaussian(20.0)] * 4, True),  # the μ-GDP route
+        (ApproxDP(1.0, 1e-6), "gdp", [gaussian(8.0)], [gaussian(8.0)] * 3, False),
+        (ApproxDP(1.0, 1e-6), "gdp", [PureDP(0.5)], [PureDP(0.5)], True),  # the pure route
+        (GaussianDP(1.0), "auto", [gaussian(2.0)], [gaussian(2.0)] * 3, True),  # √(4·0.25) = 1 exactly
+        (GaussianDP(1.0), "auto", [gaussian(2.0)], [gaussian(2.0)] * 4, False),
+    ],
+)
+def test_plan_fits_says_what_spend_plan_does(
+    acct: PrivacyAccountant, budget: Any, method: str, spent: list[Any], plan: list[Any], expected: bool
+) -> None:
+    acct.set_budget("d", budget, method=method)
+    for cost in spent:
+        acct.spend("d", cost)
+    records = len(acct.history("d"))
+    assert acct.plan_fits("d", plan) is expected
+    assert len(acct.history("d")) == records  # nothing charged by the check
+    if expected:
+        acct.spend_plan("d", plan)
+    else:
+        with pytest.raises(BudgetExceededError):
+            acct.spend_plan("d", plan)
+
+
+def test_plan_fits_refuses_what_cannot_be_charged(acct: PrivacyAccountant) -> None:
+    acct.set_budget("g", GaussianDP(1.0))
+    with pytest.raises(UnsupportedCompositionError):
+        acct.plan_fits("g", [ApproxDP(0.1, 1e-6)])
+    with pytest.raises(UnknownDatasetError):
+        acct.plan_fits("ghost", [PureDP(0.1)])
 
 
 def test_plan_on_gdp_budget(acct: PrivacyAccountant) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "canonical_json",
     "check_chain",
     "record_hash",
+    "record_hash_of_text",
     "utc_now",
 ]
 
@@ -49,9 +50,12 @@ GENESIS_HASH = "0" * 64
 T = TypeVar("T")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys, no whitespace and no NaN/∞: the same data always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def utc_now() -> str:
@@ -69,18 +73,55 @@ def record_hash(
     body: Mapping[str, Any],
     prev_hash: str,
 ) -> str:
-    """SHA-256 (hex) of the canonical JSON of a record's fields, ``prev_hash`` included."""
-    payload = {
-        "body": body,
-        "dataset": dataset,
-        "key": key,
-        "kind": kind,
-        "prev_hash": prev_hash,
-        "reservation": reservation,
-        "seq": seq,
-        "time": time,
-    }
-    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    """SHA-256 (hex) of the canonical JSON of a record's fields, ``prev_hash`` included.
+
+    The hashed text is ``canonical_json({"body": body, "dataset": dataset, "key": key, "kind": kind,
+    "prev_hash": prev_hash, "reservation": reservation, "seq": seq, "time": time})``.
+    """
+    return record_hash_of_text(dataset, seq, kind, time, key, reservation, canonical_json(body), prev_hash)
+
+
+def record_hash_of_text(
+    dataset: str,
+    seq: int,
+    kind: str,
+    time: str,
+    key: str | None,
+    reservation: int | None,
+    body_text: str,
+    prev_hash: str,
+) -> str:
+    """:func:`record_hash` of a record whose body is already encoded as ``canonical_json(body)``.
+
+    Canonical JSON of a dict is its sorted members, each value encoded on its own, so the payload is put
+    together from the encoded body and the other fields in key order without encoding the body again
+    (a test checks that both give the same hash).
+    """
+    encode = _CANONICAL.encode
+    # a tampered row may hold another type: encode it generically (str(True) is not JSON's true)
+    seq_text = str(seq) if type(seq) is int else encode(seq)
+    payload = "".join(
+        (
+            '{"body":',
+            body_text,
+            ',"dataset":',
+            encode(dataset),
+            ',"key":',
+            encode(key),
+            ',"kind":',
+            encode(kind),
+            ',"prev_hash":',
+            encode(prev_hash),
+            ',"reservation":',
+            encode(reservation),
+            ',"seq":',
+            seq_text,
+            ',"time":',
+            encode(time),
+            "}",
+        )
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

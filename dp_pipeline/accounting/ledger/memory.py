@@ -20,7 +20,7 @@ from dp_pipeline.accounting.ledger.base import (
     RecordKind,
     ReservationRecords,
     canonical_json,
-    record_hash,
+    record_hash_of_text,
     utc_now,
 )
 from dp_pipeline.exceptions import LedgerError
@@ -93,10 +93,15 @@ class _MemoryTransaction:
         prev = GENESIS_HASH if head is None else head.hash
         time = utc_now()
         # Round-trip through JSON so that stored bodies are plain data, exactly as a SQL store returns them.
-        plain = _plain(body)
-        digest = record_hash(self._dataset, seq, kind, time, key, reservation, plain, prev)
+        text = canonical_json(body if isinstance(body, dict) else dict(body))
+        plain = json.loads(text)
+        digest = record_hash_of_text(self._dataset, seq, kind, time, key, reservation, text, prev)
         record = LedgerRecord(self._dataset, seq, kind, time, key, reservation, plain, prev, digest)
-        new_state = DatasetState(_plain(state.budget), state.method, _plain(state.totals))
+        # the head's budget is already plain data: keep it when the state carries it unchanged
+        budget = (
+            state.budget if head is not None and state.budget is head.state.budget else _plain(state.budget)
+        )
+        new_state = DatasetState(budget, state.method, _plain(state.totals))
         self._staged.append((record, DatasetHead(self._dataset, new_state, seq, digest)))
         return record
 

@@ -7,8 +7,9 @@ Every change runs in one transaction that first takes an exclusive lock:
 * **SQLite**: ``BEGIN IMMEDIATE`` takes the database's write lock before anything is read, so check and
   reserve cannot interleave with another writer (process or thread). The file runs in WAL mode, so readers
   never block and are never blocked. The sqlite3 driver's own transaction handling is switched off
-  (``isolation_level = None``) and SQLAlchemy's ``begin`` event emits the BEGIN, as the SQLAlchemy
-  documentation prescribes for Python < 3.12 (section "Enabling Non-Legacy SQLite Transactional Modes").
+  (``isolation_level = None``): the write path issues ``BEGIN IMMEDIATE`` itself, and SQLAlchemy's
+  ``begin`` event emits the BEGIN of other transactions, as the SQLAlchemy documentation prescribes for
+  Python < 3.12 (section "Enabling Non-Legacy SQLite Transactional Modes").
   ``synchronous = FULL`` (the default) makes every commit durable before the spend returns, at the cost
   of one fsync per transaction. ``sqlite:///ledger.db?synchronous=normal`` trades that for speed: a commit
   then survives a crash of the process but may be lost in a power failure or an OS crash (SQLite WAL
@@ -16,7 +17,17 @@ Every change runs in one transaction that first takes an exclusive lock:
 * **PostgreSQL**: ``SELECT … FOR UPDATE`` on the dataset's row of ``dp_ledger_budgets`` (READ COMMITTED)
   serialises writers of one dataset while other datasets proceed. Creating a dataset's first row races
   only on its primary key; the loser retries and then finds the row. Serialization failures and deadlocks
-  (SQLSTATE 40001, 40P01) are retried.
+  (SQLSTATE 40001, 40P01) are retried. A lost connection is not retried (its COMMIT may have arrived):
+  the error is raised and the pool reconnects for the next transaction.
+
+Write path
+----------
+A write transaction runs on a pooled DBAPI connection (SQLAlchemy's pool) with statements that
+SQLAlchemy compiled once for the dialect: lock and read the head row; look up an idempotency key (one
+query joining the reservation to the record that ended it); then the new records in one ``executemany``
+and the head row in one UPDATE, written only when the accountant's function returns. With psycopg 3,
+pipeline mode sends BEGIN with the locking SELECT, and the writes with the COMMIT, so a spend holds the
+row lock for two round trips to the server.
 
 Schema
 ------
@@ -29,10 +40,11 @@ tables but no ledger. In PostgreSQL the ledger's tables may share a database wit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,7 +61,7 @@ from dp_pipeline.accounting.ledger.base import (
     RecordKind,
     ReservationRecords,
     canonical_json,
-    record_hash,
+    record_hash_of_text,
     utc_now,
 )
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
@@ -119,11 +131,7 @@ def _head(row: Any) -> DatasetHead:
     return DatasetHead(row.dataset, state, row.head_seq, row.head_hash)
 
 
-# Statements built once (SQLAlchemy caches their compiled form; building them per call costs more).
-_INSERT_RECORD = RECORDS.insert()
-_INSERT_HEAD = BUDGETS.insert()
-_UPDATE_HEAD = BUDGETS.update().where(BUDGETS.c.dataset == sa.bindparam("b_dataset"))
-_LOCK_HEAD = sa.select(BUDGETS).where(BUDGETS.c.dataset == sa.bindparam("dataset")).with_for_update()
+# Statements of the reads outside a write transaction (SQLAlchemy caches their compiled form).
 _READ_HEAD = sa.select(BUDGETS).where(BUDGETS.c.dataset == sa.bindparam("dataset"))
 _BY_KEY = sa.select(RECORDS).where(
     RECORDS.c.dataset == sa.bindparam("dataset"),
@@ -143,85 +151,6 @@ _END_OF = (
 )
 
 
-class _SQLTransaction:
-    """One dataset inside a write transaction; the head row is locked on construction."""
-
-    def __init__(self, conn: Connection, dataset: str) -> None:
-        self._conn = conn
-        self._dataset = dataset
-        row = conn.execute(_LOCK_HEAD, {"dataset": dataset}).one_or_none()
-        self._exists = row is not None
-        self._head = None if row is None else _head(row)
-        self._pending: dict[str, Any] | None = None
-
-    @property
-    def head(self) -> DatasetHead | None:
-        return self._head
-
-    def reservation(self, *, key: str | None = None, seq: int | None = None) -> ReservationRecords | None:
-        return _find_reservation(self._conn, self._dataset, key, seq)
-
-    def finish(self) -> None:
-        """Write the head row after the last append."""
-        if self._pending is None:
-            return
-        if self._exists:
-            self._conn.execute(_UPDATE_HEAD, {"b_dataset": self._dataset, **self._pending})
-        else:
-            self._conn.execute(_INSERT_HEAD, {"dataset": self._dataset, **self._pending})
-            self._exists = True
-        self._pending = None
-
-    def append(
-        self,
-        kind: RecordKind,
-        body: Mapping[str, Any],
-        state: DatasetState,
-        *,
-        key: str | None = None,
-        reservation: int | None = None,
-    ) -> LedgerRecord:
-        head = self._head
-        seq = 1 if head is None else head.seq + 1
-        prev = GENESIS_HASH if head is None else head.hash
-        created = utc_now()
-        text = canonical_json(dict(body))
-        plain = json.loads(text)
-        digest = record_hash(self._dataset, seq, kind, created, key, reservation, plain, prev)
-        self._conn.execute(
-            _INSERT_RECORD,
-            {
-                "dataset": self._dataset,
-                "seq": seq,
-                "kind": kind,
-                "created_at": created,
-                "idem_key": key,
-                "reservation": reservation,
-                "body": text,
-                "prev_hash": prev,
-                "hash": digest,
-            },
-        )
-        values = {
-            "budget": canonical_json(dict(state.budget)),
-            "method": state.method,
-            "totals": canonical_json(dict(state.totals)),
-            "head_seq": seq,
-            "head_hash": digest,
-        }
-        # the head row is written once, when the transaction's function returns (see finish)
-        self._pending = values
-        self._head = _head(_Row(dataset=self._dataset, **values))
-        return LedgerRecord(self._dataset, seq, kind, created, key, reservation, plain, prev, digest)
-
-
-class _Row:
-    """A minimal stand-in for a head row built in Python."""
-
-    def __init__(self, **values: Any) -> None:
-        self.__dict__.update(values)
-
-
 def _find_reservation(
     conn: Connection, dataset: str, key: str | None, seq: int | None
 ) -> ReservationRecords | None:
@@ -236,6 +165,199 @@ def _find_reservation(
     reserve = _record(row)
     end = conn.execute(_END_OF, {"dataset": dataset, "seq": reserve.seq}).one_or_none()
     return ReservationRecords(reserve, None if end is None else _record(end))
+
+
+# ------------------------------------------------------------------------------------------------------
+# the write path: statements compiled once per dialect, run on the pooled DBAPI connection
+
+_RECORD_COLUMNS = (
+    "dataset",
+    "seq",
+    "kind",
+    "created_at",
+    "idem_key",
+    "reservation",
+    "body",
+    "prev_hash",
+    "hash",
+)
+_HEAD_COLUMNS = ("dataset", "budget", "method", "totals", "head_seq", "head_hash")
+
+
+class _Compiled:
+    """A statement rendered for one dialect, with the order of its parameters for positional drivers."""
+
+    def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql = str(compiled)
+        names = getattr(compiled, "positiontup", None) if dialect.positional else None
+        self.names: tuple[str, ...] | None = None if names is None else tuple(names)
+        # values fixed in the statement (e.g. LIMIT 1) are bound parameters too
+        self.fixed = {name: value for name, value in compiled.params.items() if value is not None}
+
+    def params(self, values: Mapping[str, Any]) -> Any:
+        if self.fixed:
+            values = {**self.fixed, **values}
+        return values if self.names is None else tuple(values[name] for name in self.names)
+
+
+class _WriteStatements:
+    """The statements of a write transaction: lock and read the head row, find a reservation (with the
+    record that ended it, in one query), append records, write the head row."""
+
+    def __init__(self, dialect: sa.Dialect) -> None:
+        head = [BUDGETS.c[name] for name in _HEAD_COLUMNS]
+        self.lock = _Compiled(
+            sa.select(*head).where(BUDGETS.c.dataset == sa.bindparam("dataset")).with_for_update(), dialect
+        )
+        r, e = RECORDS.alias("r"), RECORDS.alias("e")
+        joined = (
+            sa.select(*[r.c[n] for n in _RECORD_COLUMNS], *[e.c[n] for n in _RECORD_COLUMNS])
+            .select_from(r.outerjoin(e, sa.and_(e.c.dataset == r.c.dataset, e.c.reservation == r.c.seq)))
+            .order_by(e.c.seq)
+            .limit(1)
+        )
+        mine = sa.and_(r.c.dataset == sa.bindparam("dataset"), r.c.kind == sa.bindparam("reserve_kind"))
+        self.by_key = _Compiled(joined.where(mine, r.c.idem_key == sa.bindparam("key")), dialect)
+        self.by_seq = _Compiled(joined.where(mine, r.c.seq == sa.bindparam("seq")), dialect)
+        self.insert_record = _Compiled(
+            RECORDS.insert().inline().values({n: sa.bindparam(n) for n in _RECORD_COLUMNS}), dialect
+        )
+        self.insert_head = _Compiled(
+            BUDGETS.insert().values({n: sa.bindparam(n) for n in _HEAD_COLUMNS}), dialect
+        )
+        self.update_head = _Compiled(
+            BUDGETS.update()
+            .where(BUDGETS.c.dataset == sa.bindparam("b_dataset"))
+            .values({n: sa.bindparam(n) for n in _HEAD_COLUMNS[1:]}),
+            dialect,
+        )
+
+
+def _record_of(values: Sequence[Any]) -> LedgerRecord:
+    return _record(_Row(**dict(zip(_RECORD_COLUMNS, values, strict=True))))
+
+
+class _SQLTransaction:
+    """One dataset inside a write transaction on a DBAPI connection; the head row is locked on creation.
+
+    Appends are kept in memory and written with the head row by :meth:`commit`, which also commits. A
+    lookup of a reservation first writes the appends so far, so that it sees them.
+    """
+
+    def __init__(self, ledger: SQLLedger, raw: Any, cursor: Any, dataset: str) -> None:
+        self._sql = ledger._statements
+        self._raw = raw
+        self._dataset = dataset
+        self.cursor = cursor
+        if ledger.dialect == "sqlite":
+            self.cursor.execute("BEGIN IMMEDIATE")
+        # in psycopg's pipeline mode the BEGIN goes to the server with this SELECT, in one round trip
+        self.cursor.execute(self._sql.lock.sql, self._sql.lock.params({"dataset": dataset}))
+        row = self.cursor.fetchone()
+        self._exists = row is not None
+        self._head = None if row is None else _head(_Row(**dict(zip(_HEAD_COLUMNS, row, strict=True))))
+        self._records: list[dict[str, Any]] = []
+        self._state: dict[str, Any] | None = None
+
+    @property
+    def head(self) -> DatasetHead | None:
+        return self._head
+
+    def reservation(self, *, key: str | None = None, seq: int | None = None) -> ReservationRecords | None:
+        params: dict[str, Any] = {"dataset": self._dataset, "reserve_kind": "reserve"}
+        if key is not None:
+            statement, params["key"] = self._sql.by_key, key
+        elif seq is not None:
+            statement, params["seq"] = self._sql.by_seq, seq
+        else:
+            return None
+        self._write_records()  # a lookup sees this transaction's own appends
+        self.cursor.execute(statement.sql, statement.params(params))
+        row = self.cursor.fetchone()
+        if row is None:
+            return None
+        n = len(_RECORD_COLUMNS)
+        reserve = _record_of(row[:n])
+        return ReservationRecords(reserve, None if row[n] is None else _record_of(row[n:]))
+
+    def append(
+        self,
+        kind: RecordKind,
+        body: Mapping[str, Any],
+        state: DatasetState,
+        *,
+        key: str | None = None,
+        reservation: int | None = None,
+    ) -> LedgerRecord:
+        head = self._head
+        seq = 1 if head is None else head.seq + 1
+        prev = GENESIS_HASH if head is None else head.hash
+        created = utc_now()
+        text = canonical_json(body if isinstance(body, dict) else dict(body))
+        plain = json.loads(text)
+        digest = record_hash_of_text(self._dataset, seq, kind, created, key, reservation, text, prev)
+        self._records.append(
+            {
+                "dataset": self._dataset,
+                "seq": seq,
+                "kind": kind,
+                "created_at": created,
+                "idem_key": key,
+                "reservation": reservation,
+                "body": text,
+                "prev_hash": prev,
+                "hash": digest,
+            }
+        )
+        budget = state.budget
+        if head is not None and budget is head.state.budget:
+            budget_text = self._state["budget"] if self._state is not None else canonical_json(dict(budget))
+        else:
+            budget_text = canonical_json(dict(budget))
+            budget = json.loads(budget_text)
+        totals_text = canonical_json(dict(state.totals))
+        # the head row is written once, with the records, when the transaction's function returns
+        self._state = {
+            "budget": budget_text,
+            "method": state.method,
+            "totals": totals_text,
+            "head_seq": seq,
+            "head_hash": digest,
+        }
+        new_state = DatasetState(budget, state.method, json.loads(totals_text))
+        self._head = DatasetHead(self._dataset, new_state, seq, digest)
+        return LedgerRecord(self._dataset, seq, kind, created, key, reservation, plain, prev, digest)
+
+    def _write_records(self) -> None:
+        if self._records:
+            statement = self._sql.insert_record
+            self.cursor.executemany(statement.sql, [statement.params(r) for r in self._records])
+            self._records = []
+
+    def _write_head(self) -> None:
+        if self._state is None:
+            return
+        if self._exists:
+            statement, values = self._sql.update_head, {"b_dataset": self._dataset, **self._state}
+        else:
+            statement, values = self._sql.insert_head, {"dataset": self._dataset, **self._state}
+        self.cursor.execute(statement.sql, statement.params(values))
+        self._exists = True
+        self._state = None
+
+    def commit(self) -> None:
+        """Write the appended records and the head row, and commit (in pipeline mode: one round trip)."""
+        self._write_records()
+        self._write_head()
+        self._raw.commit()
+
+
+class _Row:
+    """A minimal stand-in for a result row built in Python."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
 
 
 class SQLLedger:
@@ -284,6 +406,8 @@ class SQLLedger:
             self._sa_url = self._sa_url.difference_update_query(["synchronous"])
         self._shown = self._sa_url.render_as_string(hide_password=True)
         self._engine = self._make_engine()
+        self._statements = _WriteStatements(self._engine.dialect)
+        self._pipeline = self.dialect == "postgresql" and _psycopg_pipeline(self._engine)
         try:
             self._open()
         except BaseException:
@@ -399,24 +523,54 @@ class SQLLedger:
     # ---------------------------------------------------------------------------------------- store
 
     def atomic(self, dataset: str, fn: Callable[[Any], T]) -> T:
+        dbapi = self._engine.dialect.loaded_dbapi
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             try:
-                with self._transaction(write=True) as conn:
-                    tx = _SQLTransaction(conn, dataset)
-                    result = fn(tx)
-                    tx.finish()
-                    return result
-            except exc.IntegrityError as err:
+                return self._attempt(dataset, fn)
+            except dbapi.IntegrityError as err:
                 # Two writers created the same dataset's head row at once: the loser retries and finds it.
                 if attempt == _MAX_ATTEMPTS:
                     raise LedgerError(f"ledger {self._shown}: write conflict ({_reason(err)})") from None
-            except exc.DBAPIError as err:
-                code = getattr(err.orig, "sqlstate", None)
+            except dbapi.Error as err:
+                code = getattr(err, "sqlstate", None)
                 if code in _RETRY_SQLSTATES and attempt < _MAX_ATTEMPTS:
                     time.sleep(0.005 * attempt)
                     continue
                 raise LedgerError(f"ledger {self._shown}: {_reason(err)}") from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(self, dataset: str, fn: Callable[[Any], T]) -> T:
+        """One write transaction on a pooled DBAPI connection; rolled back unless ``fn`` returns."""
+        raw = self._engine.raw_connection()
+        cursor = raw.cursor()
+        try:
+            # psycopg's pipeline mode: statements are sent without waiting for each result, so the lock
+            # (BEGIN and SELECT … FOR UPDATE) and the writes with COMMIT take one round trip each
+            with _pipeline_mode(raw) if self._pipeline else contextlib.nullcontext():
+                tx = _SQLTransaction(self, raw, cursor, dataset)
+                result = fn(tx)
+                tx.commit()
+            return result
+        except BaseException as err:
+            dbapi = self._engine.dialect.loaded_dbapi
+            if isinstance(err, dbapi.Error) and self._engine.dialect.is_disconnect(
+                err, raw.dbapi_connection, cursor
+            ):
+                # The server went away (e.g. a restart): drop this connection and the pooled ones, which
+                # are as dead; the next transaction connects afresh. Not retried here: the COMMIT may have
+                # reached the server, and a retry with a random key could charge twice.
+                raw.invalidate(err)
+                self._engine.dispose()
+            else:
+                try:
+                    raw.rollback()
+                except dbapi.Error as rollback_error:
+                    raw.invalidate(rollback_error)
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                cursor.close()
+            raw.close()  # back to the pool
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
@@ -495,3 +649,17 @@ def _sqlite_connect(synchronous: str, dbapi_connection: Any, connection_record: 
 
 def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+
+def _pipeline_mode(raw: Any) -> Any:
+    """psycopg's pipeline-mode context of a pooled connection."""
+    return raw.driver_connection.pipeline()
+
+
+def _psycopg_pipeline(engine: Engine) -> bool:
+    """Whether the PostgreSQL driver is psycopg 3 with pipeline mode (libpq ≥ 14)."""
+    if engine.dialect.driver != "psycopg":
+        return False
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())

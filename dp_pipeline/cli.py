@@ -1,0 +1,659 @@
+"""The ``dp-pipeline`` command: budgets, the ledger and plan checks from a shell.
+
+::
+
+    dp-pipeline ledger init                          --ledger sqlite:///ledger.db
+    dp-pipeline budget set patients --epsilon 3 --delta 1e-6
+    dp-pipeline budget set genomes --mu 1
+    dp-pipeline budget show patients [--json]
+    dp-pipeline budget list
+    dp-pipeline budget history patients
+    dp-pipeline plan check patients plan.json        exit 1 when the plan does not fit
+    dp-pipeline ledger verify [patients]             exit 1 when a record was tampered with
+    dp-pipeline ledger release patients KEY --reason "worker died before reading data"
+
+The ledger is named by ``--ledger URL`` or the environment variable ``DP_PIPELINE_LEDGER``; there is no
+default, and only ``ledger init`` creates a ledger, so a mistyped URL never starts an empty one. Output is
+Rich tables, or JSON with ``--json``. Errors print one line to stderr: exit status 1 when the ledger
+refuses or fails (budget exceeded, plan does not fit, verification failed, unreadable ledger), 2 for
+invalid input (bad numbers, unknown dataset, bad plan file, no ledger URL, usage errors).
+
+A plan file is a JSON list of releases, each one of::
+
+    {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}
+    {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-6, "sensitivity": 1}
+    {"mechanism": "gaussian", "mu": 0.5}
+    {"epsilon": 0.5, "delta": 1e-6}          a release known by its guarantee ("delta" optional)
+    {"mu": 0.5}                              a μ-GDP release
+
+with optional ``"group_size"`` (k ≥ 1) and ``"label"``. Mechanisms: ``laplace``, ``gaussian``,
+``staircase``, ``randomized_response`` (binary, or k-ary with ``"categories"``: a list or a count),
+``bounded_laplace`` and ``bounded_staircase``; their other keys are the mechanism's parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+try:
+    import typer
+    from rich.console import Console
+    from rich.table import Table
+    from typer.core import TyperGroup
+except ImportError as _err:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f'the dp-pipeline command needs Typer and Rich: pip install "dp-pipeline[cli]" ({_err})'
+    ) from None
+
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    LedgerError,
+    UnsupportedCompositionError,
+)
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+
+__all__ = ["app"]
+
+ENV_LEDGER = "DP_PIPELINE_LEDGER"
+EXIT_REFUSED = 1  # the ledger refused or failed
+EXIT_INVALID = 2  # invalid input (Click's own usage errors exit with 2 as well)
+
+
+class _CommandError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class _Group(TyperGroup):
+    """Prints usage errors as one line (``error: …``) instead of a usage block."""
+
+    def main(self, args: Sequence[str] | None = None, *pos: Any, **kwargs: Any) -> Any:
+        standalone = kwargs.pop("standalone_mode", True)
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(args, *pos, **kwargs)
+        except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            result = 1
+        except Exception as err:
+            if type(err).__name__ == "NoArgsIsHelpError":  # a group called without a command: its help
+                err.show()  # type: ignore[attr-defined]
+                result = 2
+            elif type(err).__name__ == "Abort" or isinstance(err, typer.Abort):
+                typer.echo("error: aborted", err=True)
+                result = 1
+            elif hasattr(err, "format_message") and isinstance(getattr(err, "exit_code", None), int):
+                # a usage error (unknown command or option, missing argument)
+                ctx = getattr(err, "ctx", None)
+                where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+                typer.echo(f"error: {_one_line(err.format_message())}{where}", err=True)
+                result = getattr(err, "exit_code", EXIT_INVALID)
+            else:
+                raise
+        code = result if isinstance(result, int) else 0
+        if not standalone:
+            return code
+        sys.exit(code)
+
+
+def _typer(help_text: str) -> typer.Typer:
+    return typer.Typer(
+        cls=_Group, help=help_text, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+    )
+
+
+app = _typer("Privacy budgets of datasets on a dp-pipeline ledger: set, show, check plans, verify.")
+budget_app = _typer("Set and read per-dataset privacy budgets.")
+ledger_app = _typer("Create, verify and repair the ledger.")
+plan_app = _typer("Check a plan of releases against a budget before anything runs.")
+app.add_typer(budget_app, name="budget")
+app.add_typer(ledger_app, name="ledger")
+app.add_typer(plan_app, name="plan")
+
+LedgerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        envvar=ENV_LEDGER,
+        show_envvar=True,
+        metavar="URL",
+        help="The ledger's SQLAlchemy URL, e.g. sqlite:///ledger.db or postgresql://user@host/db.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="The dataset.", show_default=False)]
+
+
+# ------------------------------------------------------------------------------------------------ plumbing
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn every error into one line on stderr and an exit status; never a traceback."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, typer.TyperException, BrokenPipeError):
+        raise
+    except _CommandError as err:
+        _fail(str(err), err.code)
+    except (BudgetExceededError, UnsupportedCompositionError, LedgerError) as err:
+        _fail(str(err), EXIT_REFUSED)
+    except InvalidParameterError as err:  # also UnknownDatasetError
+        _fail(str(err), EXIT_INVALID)
+    except ImportError as err:
+        _fail(str(err), EXIT_REFUSED)
+    except Exception as err:
+        if os.environ.get("DP_PIPELINE_DEBUG"):
+            raise
+        _fail(f"unexpected {type(err).__name__}: {err} (set DP_PIPELINE_DEBUG=1 for the traceback)", 1)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"error: {_one_line(message)}", err=True)
+    raise typer.Exit(code)
+
+
+def _console() -> Console:
+    # markup off: dataset names, labels and keys are shown as written, never read as Rich markup
+    return Console(markup=False, highlight=False, emoji=False)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _open(url: str | None, *, create: bool = False) -> Any:
+    """The accountant of the ledger a URL names; only ``ledger init`` creates one."""
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+
+    if not url:
+        raise _CommandError(f"no ledger given: pass --ledger URL or set {ENV_LEDGER}", EXIT_INVALID)
+    if url == "memory://":
+        raise _CommandError(
+            "an in-memory ledger lives inside one process; give a database URL, e.g. sqlite:///ledger.db",
+            EXIT_INVALID,
+        )
+    if not create:
+        path = _sqlite_path(url)
+        if path is not None and not path.exists():
+            raise _CommandError(
+                f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {url}'", EXIT_INVALID
+            )
+    return PrivacyAccountant(url, create=create)
+
+
+def _sqlite_path(url: str) -> Path | None:
+    try:
+        import sqlalchemy as sa
+
+        parsed = sa.engine.make_url(url)
+    except Exception:
+        return None  # the accountant explains what is wrong with it
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _safe_url(url: str) -> str:
+    import sqlalchemy as sa
+
+    return str(sa.engine.make_url(url).render_as_string(hide_password=True))
+
+
+@contextmanager
+def _accountant(url: str | None, *, create: bool = False) -> Iterator[Any]:
+    acct = _open(url, create=create)
+    try:
+        yield acct
+    finally:
+        acct.close()
+
+
+def _number(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _CommandError(f"{option} must be a number, got {text!r}", EXIT_INVALID) from None
+    if not math.isfinite(value):
+        raise _CommandError(f"{option} must be a finite number, got {text!r}", EXIT_INVALID)
+    return value
+
+
+# ------------------------------------------------------------------------------------------------ shapes
+
+
+def _amount(g: Guarantee | None) -> str:
+    if g is None:
+        return ""
+    if isinstance(g, GaussianDP):
+        return f"μ = {g.mu:.6g}"
+    if isinstance(g, PureDP):
+        return f"ε = {g.epsilon:.6g}"
+    assert isinstance(g, ApproxDP)
+    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+
+
+def _report_json(report: Any) -> dict[str, Any]:
+    return {"guarantee": report.guarantee.to_dict(), "method": report.method}
+
+
+def _status(acct: Any, dataset: str) -> dict[str, Any]:
+    budget = acct.budget(dataset)
+    spent, remaining = acct.spent(dataset), acct.remaining(dataset)
+    return {
+        "dataset": dataset,
+        "budget": budget.guarantee.to_dict(),
+        "rule": budget.method,
+        "spent": _report_json(spent),
+        "remaining": _report_json(remaining),
+        "open_reservations": spent.open_reservations,
+    }
+
+
+_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD"}
+
+
+def _rule(budget: dict[str, Any], method: str) -> str:
+    if budget["type"] == "gdp":
+        return "μ-GDP filter"
+    return "pure ε or μ-GDP filter" if method == "gdp" else "basic composition"
+
+
+def _shown(data: dict[str, Any]) -> str:
+    from dp_pipeline.guarantees import guarantee_from_dict
+
+    return _amount(guarantee_from_dict(dict(data)))
+
+
+def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("dataset", "budget", "rule", "spent", "remaining", "open"):
+        table.add_column(name, justify="right" if name == "open" else "left", overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["dataset"],
+            _shown(row["budget"]),
+            _rule(row["budget"], row["rule"]),
+            f"{_shown(row['spent']['guarantee'])} ({_RULES.get(row['spent']['method'])})",
+            _shown(row["remaining"]["guarantee"]),
+            str(row["open_reservations"]),
+        )
+    return table
+
+
+# ------------------------------------------------------------------------------------------------ budget
+
+
+@budget_app.command("set")
+def budget_set(
+    dataset: DatasetArgument,
+    epsilon: Annotated[
+        str | None,
+        typer.Option("--epsilon", metavar="FLOAT", help="ε of an (ε, δ) budget.", show_default=False),
+    ] = None,
+    delta: Annotated[
+        str | None, typer.Option("--delta", metavar="FLOAT", help="δ of an (ε, δ) budget (default 0).")
+    ] = None,
+    mu: Annotated[
+        str | None, typer.Option("--mu", metavar="FLOAT", help="μ of a μ-GDP budget.", show_default=False)
+    ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method",
+            help="Composition rule: auto (basic for (ε, δ), the μ-GDP filter for μ), basic, or gdp "
+            "(an (ε, δ) budget with δ > 0 spent by pure or Gaussian releases).",
+        ),
+    ] = "auto",
+    reason: Annotated[str | None, typer.Option("--reason", help="Recorded with the change.")] = None,
+    actor: Annotated[
+        str | None, typer.Option("--actor", help="Recorded with the change (default user@host).")
+    ] = None,
+    ledger: LedgerOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Set or change a dataset's budget: --epsilon E [--delta D], or --mu M."""
+    with _errors():
+        budget: Guarantee
+        if (epsilon is None) == (mu is None):
+            raise _CommandError("give either --epsilon (with an optional --delta) or --mu", EXIT_INVALID)
+        if mu is not None:
+            if delta is not None:
+                raise _CommandError(
+                    "--delta belongs to an (ε, δ) budget; a μ-GDP budget takes --mu only", EXIT_INVALID
+                )
+            budget = GaussianDP(_number(mu, "--mu"))
+        else:
+            assert epsilon is not None
+            budget = ApproxDP(
+                _number(epsilon, "--epsilon"), 0.0 if delta is None else _number(delta, "--delta")
+            )
+        with _accountant(ledger) as acct:
+            acct.set_budget(dataset, budget, method=method, reason=reason, actor=actor)
+            status = _status(acct, dataset)
+        if as_json:
+            _print_json(status)
+        else:
+            _console().print(_status_table([status], f"budget of {dataset!r} set"))
+
+
+@budget_app.command("show")
+def budget_show(dataset: DatasetArgument, ledger: LedgerOption = None, as_json: JsonOption = False) -> None:
+    """A dataset's budget, its rule, what is spent and what remains."""
+    with _errors(), _accountant(ledger) as acct:
+        status = _status(acct, dataset)
+        if as_json:
+            _print_json(status)
+        else:
+            _console().print(_status_table([status], f"budget of {dataset!r}"))
+
+
+@budget_app.command("list")
+def budget_list(ledger: LedgerOption = None, as_json: JsonOption = False) -> None:
+    """Every dataset with a budget on the ledger."""
+    with _errors(), _accountant(ledger) as acct:
+        rows = [_status(acct, name) for name in acct.datasets()]
+        if as_json:
+            _print_json(rows)
+        elif rows:
+            _console().print(_status_table(rows, f"{len(rows)} dataset(s)"))
+        else:
+            typer.echo("no datasets have a budget on this ledger")
+
+
+def _entry_json(entry: Any) -> dict[str, Any]:
+    return {
+        "seq": entry.seq,
+        "time": entry.time.isoformat(),
+        "kind": entry.kind,
+        "status": entry.status,
+        "label": entry.label,
+        "key": entry.key,
+        "group_size": entry.group_size,
+        "guarantee": None if entry.guarantee is None else entry.guarantee.to_dict(),
+        "method": entry.method,
+        "events": [e.to_dict() for e in entry.events],
+        "reservation": entry.reservation,
+        "reason": entry.reason,
+        "actor": entry.actor,
+        "hash": entry.hash,
+    }
+
+
+@budget_app.command("history")
+def budget_history(
+    dataset: DatasetArgument, ledger: LedgerOption = None, as_json: JsonOption = False
+) -> None:
+    """Every record of a dataset: budgets, reservations and how they ended."""
+    with _errors(), _accountant(ledger) as acct:
+        entries = acct.history(dataset)
+        if as_json:
+            _print_json([_entry_json(e) for e in entries])
+            return
+        table = Table(title=f"history of {dataset!r}", title_justify="left")
+        table.add_column("seq", justify="right", no_wrap=True)
+        table.add_column("time (UTC)", no_wrap=True)
+        table.add_column("record", no_wrap=True)
+        for name in ("label", "key", "k", "amount", "note"):
+            table.add_column(name, overflow="fold")
+        for e in entries:
+            notes = [f"ends seq {e.reservation}"] if e.reservation is not None else []
+            notes += [text for text in (e.reason, f"by {e.actor}" if e.actor else None) if text]
+            record = f"{e.kind}: {e.status}" if e.kind == "reserve" else e.kind
+            amount = _amount(e.guarantee) + (f" ({e.method})" if e.method else "")
+            table.add_row(
+                str(e.seq),
+                e.time.strftime("%Y-%m-%d\n%H:%M:%S"),
+                record,
+                e.label or "",
+                e.key or "",
+                "" if e.group_size is None else str(e.group_size),
+                amount.strip(),
+                "; ".join(notes),
+            )
+        _console().print(table)
+
+
+# ------------------------------------------------------------------------------------------------ ledger
+
+
+@ledger_app.command("init")
+def ledger_init(ledger: LedgerOption = None, as_json: JsonOption = False) -> None:
+    """Create the ledger (or check that an existing one is readable); nothing else is written."""
+    with _errors(), _accountant(ledger, create=True) as acct:
+        store = acct.store
+        revision = store.schema_revision() if hasattr(store, "schema_revision") else None
+        shown = _safe_url(acct.url)
+        if as_json:
+            _print_json({"ledger": shown, "schema_revision": revision, "datasets": acct.datasets()})
+        else:
+            typer.echo(f"ledger ready: {shown} (schema {revision}, {len(acct.datasets())} dataset(s))")
+
+
+@ledger_app.command("verify")
+def ledger_verify(
+    dataset: Annotated[str | None, typer.Argument(metavar="[DATASET]", help="Only this dataset.")] = None,
+    ledger: LedgerOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recompute every hash chain and running total; exit 1 naming the first bad record."""
+    with _errors(), _accountant(ledger) as acct:
+        if dataset is not None and dataset not in acct.store.datasets():
+            from dp_pipeline.accounting.accountant import UnknownDatasetError
+
+            raise UnknownDatasetError(dataset)
+        report = acct.verify(dataset)
+        if as_json:
+            _print_json({"verified": True, "datasets": list(report.datasets), "records": report.records})
+        else:
+            typer.echo(str(report))
+
+
+@ledger_app.command("release")
+def ledger_release(
+    dataset: DatasetArgument,
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The reservation's idempotency key.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded); required.", show_default=False)],
+    actor: Annotated[str | None, typer.Option("--actor", help="Who (recorded; default user@host).")] = None,
+    ledger: LedgerOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Return an open reservation to the budget, e.g. of a worker that died before reading data."""
+    with _errors(), _accountant(ledger) as acct:
+        r = acct.release(dataset, key, reason, actor=actor)
+        remaining = acct.remaining(dataset)
+        if as_json:
+            _print_json(
+                {
+                    "dataset": r.dataset,
+                    "key": r.key,
+                    "seq": r.seq,
+                    "status": r.status,
+                    "cost": r.cost.to_dict(),
+                    "remaining": _report_json(remaining),
+                }
+            )
+        else:
+            typer.echo(
+                f"reservation {r.key!r} (seq {r.seq}, {_amount(r.cost)}) on {r.dataset!r} is {r.status}; "
+                f"remaining {_amount(remaining.guarantee)}"
+            )
+
+
+# ------------------------------------------------------------------------------------------------ plans
+
+_MECHANISMS = (
+    "laplace",
+    "gaussian",
+    "staircase",
+    "randomized_response",
+    "bounded_laplace",
+    "bounded_staircase",
+)
+_ITEM_KEYS = {"group_size", "label"}
+
+
+def _mechanism(name: str, params: dict[str, Any]) -> Callable[[], Any]:
+    from dp_pipeline import mechanisms as m
+
+    if name == "randomized_response":
+        if "categories" not in params:
+            return lambda: m.BinaryRandomizedResponse(**params)
+        categories = params["categories"]
+        if isinstance(categories, int) and not isinstance(categories, bool):
+            params = {**params, "categories": list(range(categories))}
+        return lambda: m.KRandomizedResponse(**params)
+    if name == "gaussian" and "mu" in params:
+        return lambda: m.Gaussian.from_mu(**params)
+    classes: dict[str, Any] = {
+        "laplace": m.Laplace,
+        "gaussian": m.Gaussian,
+        "staircase": m.Staircase,
+        "bounded_laplace": m.BoundedLaplace,
+        "bounded_staircase": m.BoundedStaircase,
+    }
+    return lambda: classes[name](**params)
+
+
+def _plan_item(item: Any, where: str) -> tuple[PrivacyEvent, int, str | None]:
+    """One plan entry as (event, group size, label)."""
+    if not isinstance(item, dict):
+        raise _CommandError(f"{where} must be a JSON object, got {json.dumps(item)}", EXIT_INVALID)
+    params = {k: v for k, v in item.items() if k not in _ITEM_KEYS and k != "mechanism"}
+    k = item.get("group_size", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise _CommandError(
+            f"{where}: 'group_size' must be a positive integer, got {json.dumps(k)}", EXIT_INVALID
+        )
+    label = item.get("label")
+    if label is not None and not isinstance(label, str):
+        raise _CommandError(f"{where}: 'label' must be a string", EXIT_INVALID)
+    try:
+        if "mechanism" in item:
+            name = item["mechanism"]
+            if name not in _MECHANISMS:
+                raise _CommandError(
+                    f"{where}: unknown mechanism {json.dumps(name)}; one of {', '.join(_MECHANISMS)}",
+                    EXIT_INVALID,
+                )
+            return _mechanism(name, params)().event, k, label
+        if set(params) == {"mu"}:
+            return PrivacyEvent(kind="guarantee", guarantee=GaussianDP(params["mu"])), k, label
+        if "epsilon" in params and set(params) <= {"epsilon", "delta"}:
+            g: Guarantee = (
+                PureDP(params["epsilon"])
+                if "delta" not in params
+                else ApproxDP(params["epsilon"], params["delta"])
+            )
+            return PrivacyEvent(kind="guarantee", guarantee=g), k, label
+    except InvalidParameterError as err:
+        raise _CommandError(f"{where}: {err}", EXIT_INVALID) from None
+    raise _CommandError(
+        f"{where}: expected a 'mechanism' with its parameters, 'epsilon' (and 'delta'), or 'mu'; got keys "
+        f"{sorted(item)}",
+        EXIT_INVALID,
+    )
+
+
+def _read_plan(source: str) -> list[Any]:
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as err:
+        raise _CommandError(f"cannot read the plan {source}: {err.strerror or err}", EXIT_INVALID) from None
+
+    def no_constants(name: str) -> NoReturn:
+        raise ValueError(f"{name} is not a number")
+
+    try:
+        data = json.loads(text, parse_constant=no_constants)
+    except ValueError as err:
+        raise _CommandError(f"the plan {source} is not valid JSON: {err}", EXIT_INVALID) from None
+    if not isinstance(data, list) or not data:
+        raise _CommandError(f"the plan {source} must be a non-empty JSON list of releases", EXIT_INVALID)
+    return data
+
+
+@plan_app.command("check")
+def plan_check(
+    dataset: DatasetArgument,
+    plan_file: Annotated[
+        str, typer.Argument(metavar="PLAN.json", help="A JSON list of releases ('-': standard input).")
+    ],
+    delta: Annotated[
+        str | None,
+        typer.Option(
+            "--delta",
+            metavar="FLOAT",
+            help="Read the plan's ε at this δ ((ε, δ) budgets; default 0 for a pure plan, else the δ left).",
+            show_default=False,
+        ),
+    ] = None,
+    ledger: LedgerOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Whether a plan fits what remains of a dataset's budget, at its tight total; exit 1 if not."""
+    from dp_pipeline.accounting.composition import group_event
+
+    with _errors():
+        items = [_plan_item(item, f"plan item {i}") for i, item in enumerate(_read_plan(plan_file), start=1)]
+        plan_delta = None if delta is None else _number(delta, "--delta")
+        sizes = {k for _, k, _ in items}
+        if len(sizes) == 1:  # one group size: the accountant applies it (exactly, as spend_plan does)
+            (k,) = sizes
+            events = [e for e, _, _ in items]
+        else:  # group sizes differ: each release as it applies to its group
+            k = 1
+            events = [group_event(e, size) for e, size, _ in items]
+        with _accountant(ledger) as acct:
+            cost = acct.plan_cost(dataset, events, k, delta=plan_delta)
+            fits = acct.plan_fits(dataset, events, k, delta=plan_delta)
+            remaining = acct.remaining(dataset)
+        result = {
+            "dataset": dataset,
+            "fits": fits,
+            "cost": _report_json(cost),
+            "remaining": _report_json(remaining),
+            "budget": cost.budget.to_dict(),
+            "releases": [
+                {"index": i, "label": label, "group_size": size, "event": e.to_dict()}
+                for i, (e, size, label) in enumerate(items, start=1)
+            ],
+        }
+        if as_json:
+            _print_json(result)
+        else:
+            table = Table(title=f"plan for {dataset!r}", title_justify="left")
+            for name in ("#", "release", "label", "k", "guarantee"):
+                table.add_column(name, overflow="fold")
+            for i, (e, size, label) in enumerate(items, start=1):
+                table.add_row(str(i), e.kind, label or "", str(size), _amount(e.guarantee))
+            console = _console()
+            console.print(table)
+            console.print(f"plan total: {_amount(cost.guarantee)} ({_RULES.get(cost.method, cost.method)})")
+            console.print(f"remaining:  {_amount(remaining.guarantee)}")
+            console.print("fits: yes" if fits else "fits: no")
+        if not fits:
+            typer.echo(
+                f"error: the plan ({_amount(cost.guarantee)}) does not fit what remains of {dataset!r} "
+                f"({_amount(remaining.guarantee)})",
+                err=True,
+            )
+            raise typer.Exit(EXIT_REFUSED)
+
+
+if __name__ == "__main__":  # python -m dp_pipeline.cli
+    app()
