@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
 import numpy as np
@@ -12,7 +13,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["FiniteFloat", "ValidatedModel", "as_real", "check_array", "check_positive_int", "check_real"]
+__all__ = [
+    "FiniteFloat",
+    "ValidatedModel",
+    "as_real",
+    "check_array",
+    "check_positive_int",
+    "check_real",
+    "times_up",
+]
 
 
 def as_real(value: Any) -> float:
@@ -88,3 +97,11 @@ def check_real(value: Any, name: str) -> float:
         return as_real(value)
     except ValueError as exc:
         raise InvalidParameterError(f"{name!r} {exc}", name) from None
+
+
+def times_up(k: int, value: float) -> float:
+    """k·value rounded up: the least double not below the exact product (privacy loss never rounds down)."""
+    product = k * value
+    if Fraction(product) < k * Fraction(value):
+        product = math.nextafter(product, math.inf)
+    return product

@@ -26,6 +26,7 @@ from dp_pipeline._validation import (
     check_array,
     check_positive_int,
     check_real,
+    times_up,
 )
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
@@ -96,7 +97,7 @@ class PureDP(Guarantee):
 
     def group(self, k: int) -> PureDP:
         """kε-DP for groups of ``k``."""
-        return PureDP(check_positive_int(k, "k") * self.epsilon)
+        return PureDP(times_up(check_positive_int(k, "k"), self.epsilon))
 
     def tradeoff(self, alpha: ArrayLike) -> NDArray[np.float64] | float:
         """f_{ε,0}(α) = max(0, 1 − e^ε α, e^{−ε}(1 − α))."""
@@ -155,13 +156,13 @@ class ApproxDP(Guarantee):
         """(kε, k·e^{(k−1)ε}·δ)-DP for groups of ``k``; an error if the group δ reaches 1."""
         k = check_positive_int(k, "k")
         if self.delta == 0.0:
-            return ApproxDP(k * self.epsilon, 0.0)
+            return ApproxDP(times_up(k, self.epsilon), 0.0)
         log_delta = math.log(k) + (k - 1) * self.epsilon + math.log(self.delta)
         if log_delta >= 0.0:
             raise InvalidParameterError(
                 f"group privacy for k={k} of {self!r} gives δ ≥ 1, which guarantees nothing", "k"
             )
-        return ApproxDP(k * self.epsilon, math.nextafter(math.exp(log_delta), math.inf))
+        return ApproxDP(times_up(k, self.epsilon), math.nextafter(math.exp(log_delta), math.inf))
 
     def tradeoff(self, alpha: ArrayLike) -> NDArray[np.float64] | float:
         """f_{ε,δ}(α) = max(0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α))."""
@@ -202,7 +203,7 @@ class GaussianDP(Guarantee):
 
     def group(self, k: int) -> GaussianDP:
         """kμ-GDP for groups of ``k``."""
-        return GaussianDP(check_positive_int(k, "k") * self.mu)
+        return GaussianDP(times_up(check_positive_int(k, "k"), self.mu))
 
     def tradeoff(self, alpha: ArrayLike) -> NDArray[np.float64] | float:
         """G_μ(α) = Φ(Φ⁻¹(1 − α) − μ), vectorised over α."""

@@ -164,3 +164,15 @@ def test_round_trip_through_plain_data() -> None:
         assert guarantee_from_dict(g.to_dict()) == g
     with pytest.raises(InvalidParameterError):
         guarantee_from_dict({"type": "os.system", "epsilon": 1.0})
+
+
+@pytest.mark.parametrize("k", [2, 3, 7, 10])
+@pytest.mark.parametrize("value", [0.1, 0.7, 1 / 3, 1.3])
+def test_group_never_rounds_privacy_loss_down(k: int, value: float) -> None:
+    from fractions import Fraction
+
+    exact = k * Fraction(value)  # the exact product of the stored doubles
+    assert Fraction(PureDP(value).group(k).epsilon) >= exact
+    assert Fraction(ApproxDP(value, 1e-12).group(k).epsilon) >= exact
+    assert Fraction(GaussianDP(value).group(k).mu) >= exact
+    assert PureDP(value).group(k).epsilon == pytest.approx(k * value, rel=1e-15)

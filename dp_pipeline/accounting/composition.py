@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from dp_pipeline._validation import check_positive_int, check_real
+from dp_pipeline._validation import check_positive_int, check_real, times_up
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
@@ -369,12 +369,12 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         return event
     if event.kind == "randomized_response":
         return PrivacyEvent(kind="guarantee", guarantee=event.guarantee.group(k))
-    sensitivity = None if event.sensitivity is None else k * event.sensitivity
+    sensitivity = None if event.sensitivity is None else times_up(k, event.sensitivity)
     guarantee: Guarantee
     if isinstance(loss, _LaplaceLoss):
         eps = _pure_epsilon(event.guarantee)
         assert eps is not None
-        guarantee = PureDP(k * eps)
+        guarantee = PureDP(times_up(k, eps))
     elif event.kind == "gaussian" and isinstance(event.guarantee, ApproxDP):
         assert isinstance(loss, _GaussianLoss) and sensitivity is not None
         guarantee = GaussianDP(_divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
