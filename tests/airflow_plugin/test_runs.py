@@ -54,7 +54,7 @@ def test_example_dag_third_task_is_refused_and_two_are_committed(ledger) -> None
     error = failures.errors["sum_of_ages"]
     assert isinstance(error, PrivacyBudgetExhausted)
     assert error.dataset == "patients"
-    for part in ("'patients'", "requested", "spent", "remaining", "epsilon=0.5", "epsilon=1.0"):
+    for part in ("'patients'", "requested", "spent", "remaining", "requested ε = 0.5", "spent ε = 1"):
         assert part in str(error), part
     recorded = charges(ledger, "patients")
     assert [status for _, status in recorded] == ["committed", "committed"]
