@@ -36,6 +36,7 @@ __all__ = [
     "ReservationRecords",
     "canonical_json",
     "check_chain",
+    "next_record",
     "record_hash",
     "record_hash_of_text",
     "utc_now",
@@ -300,3 +301,23 @@ def check_chain(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead
             "records at the end of the chain were deleted, or the head row was edited"
         )
     return None
+
+
+def next_record(
+    dataset: str,
+    head: DatasetHead | None,
+    kind: RecordKind,
+    body: Mapping[str, Any],
+    key: str | None,
+    reservation: int | None,
+) -> tuple[LedgerRecord, str]:
+    """The record that follows ``head`` in ``dataset``'s chain, and its body as canonical JSON text.
+
+    The body is stored as plain data (round-tripped through JSON, exactly as an SQL store returns it).
+    """
+    seq = 1 if head is None else head.seq + 1
+    prev = GENESIS_HASH if head is None else head.hash
+    time = utc_now()
+    text = canonical_json(body if isinstance(body, dict) else dict(body))
+    digest = record_hash_of_text(dataset, seq, kind, time, key, reservation, text, prev)
+    return LedgerRecord(dataset, seq, kind, time, key, reservation, json.loads(text), prev, digest), text

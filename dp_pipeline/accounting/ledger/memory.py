@@ -13,15 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from dp_pipeline.accounting.ledger.base import (
-    GENESIS_HASH,
     DatasetHead,
     DatasetState,
     LedgerRecord,
     RecordKind,
     ReservationRecords,
     canonical_json,
-    record_hash_of_text,
-    utc_now,
+    next_record,
 )
 from dp_pipeline.exceptions import LedgerError
 
@@ -89,20 +87,13 @@ class _MemoryTransaction:
         reservation: int | None = None,
     ) -> LedgerRecord:
         head = self.head
-        seq = 1 if head is None else head.seq + 1
-        prev = GENESIS_HASH if head is None else head.hash
-        time = utc_now()
-        # Round-trip through JSON so that stored bodies are plain data, exactly as a SQL store returns them.
-        text = canonical_json(body if isinstance(body, dict) else dict(body))
-        plain = json.loads(text)
-        digest = record_hash_of_text(self._dataset, seq, kind, time, key, reservation, text, prev)
-        record = LedgerRecord(self._dataset, seq, kind, time, key, reservation, plain, prev, digest)
+        record, _ = next_record(self._dataset, head, kind, body, key, reservation)
         # the head's budget is already plain data: keep it when the state carries it unchanged
         budget = (
             state.budget if head is not None and state.budget is head.state.budget else _plain(state.budget)
         )
         new_state = DatasetState(budget, state.method, _plain(state.totals))
-        self._staged.append((record, DatasetHead(self._dataset, new_state, seq, digest)))
+        self._staged.append((record, DatasetHead(self._dataset, new_state, record.seq, record.hash)))
         return record
 
     def apply(self) -> None:

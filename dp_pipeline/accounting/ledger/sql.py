@@ -54,15 +54,13 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
 from dp_pipeline.accounting.ledger.base import (
-    GENESIS_HASH,
     DatasetHead,
     DatasetState,
     LedgerRecord,
     RecordKind,
     ReservationRecords,
     canonical_json,
-    record_hash_of_text,
-    utc_now,
+    next_record,
 )
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
 from dp_pipeline.exceptions import LedgerError
@@ -291,23 +289,18 @@ class _SQLTransaction:
         reservation: int | None = None,
     ) -> LedgerRecord:
         head = self._head
-        seq = 1 if head is None else head.seq + 1
-        prev = GENESIS_HASH if head is None else head.hash
-        created = utc_now()
-        text = canonical_json(body if isinstance(body, dict) else dict(body))
-        plain = json.loads(text)
-        digest = record_hash_of_text(self._dataset, seq, kind, created, key, reservation, text, prev)
+        record, text = next_record(self._dataset, head, kind, body, key, reservation)
         self._records.append(
             {
                 "dataset": self._dataset,
-                "seq": seq,
+                "seq": record.seq,
                 "kind": kind,
-                "created_at": created,
+                "created_at": record.time,
                 "idem_key": key,
                 "reservation": reservation,
                 "body": text,
-                "prev_hash": prev,
-                "hash": digest,
+                "prev_hash": record.prev_hash,
+                "hash": record.hash,
             }
         )
         budget = state.budget
@@ -322,12 +315,12 @@ class _SQLTransaction:
             "budget": budget_text,
             "method": state.method,
             "totals": totals_text,
-            "head_seq": seq,
-            "head_hash": digest,
+            "head_seq": record.seq,
+            "head_hash": record.hash,
         }
         new_state = DatasetState(budget, state.method, json.loads(totals_text))
-        self._head = DatasetHead(self._dataset, new_state, seq, digest)
-        return LedgerRecord(self._dataset, seq, kind, created, key, reservation, plain, prev, digest)
+        self._head = DatasetHead(self._dataset, new_state, record.seq, record.hash)
+        return record
 
     def _write_records(self) -> None:
         if self._records:
