@@ -36,8 +36,14 @@ def _check_staircase(epsilon: float, sensitivity: float, gamma: float) -> tuple[
 
 def _height(epsilon: float, gamma: float) -> float:
     """a·Δ = (1 − e^{−ε}) / (2(γ + e^{−ε}(1 − γ))), the density at 0 times Δ."""
-    b = math.exp(-epsilon)
-    return -math.expm1(-epsilon) / (2.0 * (gamma + b * (1.0 - gamma)))
+    denominator = gamma + math.exp(-epsilon) * (1.0 - gamma)
+    if denominator == 0.0:  # γ = 0 and e^{−ε} underflows: the first step has no finite height
+        raise InvalidParameterError(
+            f"'epsilon' = {epsilon} is too large for gamma = 0: e^(-ε) underflows and the staircase density "
+            "has no finite height; use gamma > 0 or a smaller epsilon",
+            "epsilon",
+        )
+    return -math.expm1(-epsilon) / (2.0 * denominator)
 
 
 def _steps(x: NDArray[np.float64], sensitivity: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -295,3 +295,10 @@ def test_randomize_rejects_bad_rng() -> None:
     with pytest.raises(InvalidParameterError) as info:
         Staircase(epsilon=1.0).randomize([1.0], rng=-1)
     assert info.value.parameter == "rng"
+
+
+def test_gamma_zero_with_underflowing_epsilon_is_a_clear_error() -> None:
+    # with γ = 0 the height a = (1 − e^{−ε}) / (2Δ e^{−ε}) overflows once e^{−ε} underflows to 0
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        staircase_pdf(np.array([0.5]), 800.0, 1.0, 0.0)
+    assert np.isfinite(staircase_pdf(np.array([0.5]), 700.0, 1.0, 0.0)).all()
