@@ -15,25 +15,14 @@ Run: ``.venv/bin/python benchmarks/bench_secure.py`` (prints a Markdown table).
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from bench_mechanisms import best_rate  # the same timing rule as the mechanism benchmark (same folder)
 
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, Gaussian, Laplace, Staircase, fast_rng
 
 BIG, SMALL = 10_000_000, 100_000
-
-
-def best_rate(func: Callable[[], object], n: int, repeat: int = 3) -> float:
-    """Values per second of the fastest of ``repeat`` runs."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return n / min(times)
 
 
 def opendp_rate(kind: str, n: int) -> float | None:

@@ -176,6 +176,25 @@ class _BoundedMechanism(ContinuousMechanism):
     def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         """Secure path: the lattice release of each input in ``t`` (before clipping to [l, u])."""
 
+    @abstractmethod
+    def _moments(self, t: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """E[Y − t | t] and E[(Y − t)² | t], exact."""
+
+    def expected_output(self, t: ArrayLike) -> NDArray[np.float64]:
+        """E[Y | t] = t + E[Y − t | t], exact (the formula is in the mechanism's ``_moments``)."""
+        first, _ = self._moments(t)
+        return self._out(np.asarray(t, dtype=float) + first, t)
+
+    def mse(self, t: ArrayLike) -> NDArray[np.float64]:
+        """E[(Y − t)² | t], exact (the formula is in the mechanism's ``_moments``)."""
+        _, second = self._moments(t)
+        return self._out(second, t)
+
+    def variance(self, t: ArrayLike) -> NDArray[np.float64]:
+        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)²."""
+        first, second = self._moments(t)
+        return self._out(np.maximum(second - first**2, 0.0), t)
+
     def _grid(self, y: ArrayLike, t: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         y_arr = check_array(y, "y")
         t_arr = self._check_in_range(t, "t")
@@ -318,6 +337,10 @@ class BoundedLaplace(_BoundedMechanism):
         return self._out(value, y, t)
 
     def _moments(self, t: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """E[Y − t | t] = ((A + b)e^{−A/b} − (B + b)e^{−B/b}) / (2C_b(t)) and
+        E[(Y − t)² | t] = (G(A) + G(B)) / (2C_b(t)), with G(s) = 2b² − (s² + 2bs + 2b²)e^{−s/b},
+        A = t − l and B = u − t.
+        """
         tt = self._check_in_range(t, "t")
         b = self.scale
         a_dist, b_dist = tt - self.lower, self.upper - tt
@@ -327,21 +350,6 @@ class BoundedLaplace(_BoundedMechanism):
         g_a = 2 * b**2 - (a_dist**2 + 2 * b * a_dist + 2 * b**2) * ea
         g_b = 2 * b**2 - (b_dist**2 + 2 * b * b_dist + 2 * b**2) * eb
         return first, (g_a + g_b) / (2.0 * mass)
-
-    def expected_output(self, t: ArrayLike) -> NDArray[np.float64]:
-        """E[Y | t] = t + ((A + b)e^{−A/b} − (B + b)e^{−B/b}) / (2C_b(t)), A = t − l, B = u − t."""
-        first, _ = self._moments(t)
-        return self._out(np.asarray(t, dtype=float) + first, t)
-
-    def mse(self, t: ArrayLike) -> NDArray[np.float64]:
-        """E[(Y − t)² | t] = (G(A) + G(B)) / (2C_b(t)), G(s) = 2b² − (s² + 2bs + 2b²)e^{−s/b}."""
-        _, second = self._moments(t)
-        return self._out(second, t)
-
-    def variance(self, t: ArrayLike) -> NDArray[np.float64]:
-        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)²."""
-        first, second = self._moments(t)
-        return self._out(np.maximum(second - first**2, 0.0), t)
 
     def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         b = self.scale
@@ -492,6 +500,9 @@ class BoundedStaircase(_BoundedMechanism):
         return self._out(np.clip(value, 0.0, 1.0), y, t)
 
     def _moments(self, t: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """E[Y − t | t] = Σ_pieces f_i (x_{i+1}² − x_i²)/2 / â_t and
+        E[(Y − t)² | t] = Σ_pieces f_i (x_{i+1}³ − x_i³)/3 / â_t, over the pieces of the truncated density.
+        """
         tt = self._check_in_range(t, "t")
         points, levels = self._pieces(tt)
         x0, x1 = points[:-1], points[1:]
@@ -500,21 +511,6 @@ class BoundedStaircase(_BoundedMechanism):
         first = np.sum(levels * length * (x1 + x0), axis=0) / (2.0 * mass)
         second = np.sum(levels * length * (x1**2 + x1 * x0 + x0**2), axis=0) / (3.0 * mass)
         return first, second
-
-    def expected_output(self, t: ArrayLike) -> NDArray[np.float64]:
-        """E[Y | t] = t + Σ_pieces f_i (x_{i+1}² − x_i²)/2 / â_t."""
-        first, _ = self._moments(t)
-        return self._out(np.asarray(t, dtype=float) + first, t)
-
-    def mse(self, t: ArrayLike) -> NDArray[np.float64]:
-        """E[(Y − t)² | t] = Σ_pieces f_i (x_{i+1}³ − x_i³)/3 / â_t."""
-        _, second = self._moments(t)
-        return self._out(second, t)
-
-    def variance(self, t: ArrayLike) -> NDArray[np.float64]:
-        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)²."""
-        first, second = self._moments(t)
-        return self._out(np.maximum(second - first**2, 0.0), t)
 
     def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         k = self._lattice_exponent(self.width)
