@@ -18,6 +18,7 @@ def warm_up(_: int) -> int:
 def spend_until_refused(url: str, dataset: str, epsilon: float, start_at: float) -> int:
     """Spend ε repeatedly until the budget refuses; return how many spends committed."""
     acct = PrivacyAccountant(url)
+    acct.remaining(dataset)  # connect and load everything a spend needs before the start line
     time.sleep(max(0.0, start_at - time.time()))
     committed = 0
     try:

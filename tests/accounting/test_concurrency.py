@@ -19,7 +19,8 @@ from dp_pipeline import ApproxDP, PrivacyAccountant
 from tests.accounting import _workers
 
 WORKERS = 8
-SPENDS_THAT_FIT = 100  # budget ε = 5 in spends of ε = 0.05
+SPEND_EPSILON = 0.01
+SPENDS_THAT_FIT = 500  # budget ε = 5 in spends of ε = SPEND_EPSILON
 
 pytestmark = pytest.mark.slow
 
@@ -44,9 +45,8 @@ def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolEx
     acct = PrivacyAccountant(url)
     acct.set_budget("shared", ApproxDP(5.0, 0.0))
     start_at = time.time() + 1.0
-    futures = [
-        pool.submit(_workers.spend_until_refused, url, "shared", 0.05, start_at) for _ in range(WORKERS)
-    ]
+    race = (_workers.spend_until_refused, url, "shared", SPEND_EPSILON, start_at)
+    futures = [pool.submit(*race) for _ in range(WORKERS)]
     counts = [f.result(timeout=240) for f in futures]
     assert sum(counts) == SPENDS_THAT_FIT
     assert sum(1 for c in counts if c > 0) >= 2, f"no real race happened: {counts}"
@@ -124,7 +124,7 @@ def test_racing_threads_share_one_accountant(ledger: str, tmp_path: Path) -> Non
     def worker() -> None:
         try:
             while True:
-                acct.spend("shared", PureDP(0.05))
+                acct.spend("shared", PureDP(SPEND_EPSILON))
                 committed.append(1)
         except BudgetExceededError:
             return
