@@ -118,8 +118,9 @@ def test_group_privacy() -> None:
     assert GaussianDP(0.5).group(4) == GaussianDP(2.0)
     g = ApproxDP(0.2, 1e-6).group(3)
     assert g.epsilon == pytest.approx(0.6)
-    assert g.delta == pytest.approx(3 * math.exp(2 * 0.2) * 1e-6, rel=1e-12)
-    assert g.delta >= 3 * math.exp(2 * 0.2) * 1e-6
+    exact = mpmath.mpf(1e-6) * (1 + mpmath.exp(mpmath.mpf(0.2)) + mpmath.exp(2 * mpmath.mpf(0.2)))
+    assert exact <= g.delta <= exact * (1 + 1e-9)
+    assert ApproxDP(0.0, 1e-6).group(5).delta == pytest.approx(5e-6, rel=1e-9)
     with pytest.raises(InvalidParameterError, match="δ ≥ 1"):
         ApproxDP(5.0, 0.1).group(10)
     with pytest.raises(InvalidParameterError, match="'k'"):

@@ -13,6 +13,7 @@ import getpass
 import json
 import math
 import socket
+import sys
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,7 +47,14 @@ from dp_pipeline.exceptions import (
     LedgerError,
     UnsupportedCompositionError,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    guarantee_from_dict,
+    least_double_where,
+)
 
 __all__ = [
     "BudgetReport",
@@ -310,25 +318,19 @@ def _fits(budget: _Budget, totals: _Totals) -> bool:
 
 
 def _mu_limit(budget: ApproxDP) -> Decimal:
-    """The largest μ (to float resolution, rounded down) with GaussianDP(μ).to_approx_dp(δ_B).ε ≤ ε_B."""
+    """The largest μ (a double, rounded down) with GaussianDP(μ).to_approx_dp(δ_B).ε ≤ ε_B.
 
-    def ok(mu: float) -> bool:
-        return GaussianDP(mu).to_approx_dp(budget.delta).epsilon <= budget.epsilon
+    ε(μ) grows with μ, so the first μ beyond the limit is found by bisecting the doubles (at most 64
+    conversions); a μ with no finite ε at δ_B is beyond it.
+    """
 
-    lo, hi = 0.0, 1.0
-    while ok(hi):
-        lo, hi = hi, hi * 2.0
-        if hi > 1e6:  # pragma: no cover - absurd budgets
-            break
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return _dec(lo)
+    def beyond(mu: float) -> bool:
+        try:
+            return GaussianDP(mu).to_approx_dp(budget.delta).epsilon > budget.epsilon
+        except InvalidParameterError:
+            return True
+
+    return _dec(math.nextafter(least_double_where(beyond, 0.0, sys.float_info.max), 0.0))
 
 
 # ------------------------------------------------------------------------------------------------------
