@@ -349,7 +349,7 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
           event; for an (ε, δ) event the same δ with the least ε of kS/σ-GDP at that δ (rounded up);
         - ``"randomized_response"``: kind ``"guarantee"`` with ``guarantee.group(k)`` (the noise
           parameters describe one person's answer, so they are dropped);
-        - every other kind: ``guarantee.group(k)`` (kε; kμ; (kε, k·e^{(k−1)ε}·δ)), sensitivity kΔ.
+        - every other kind: ``guarantee.group(k)`` (kε; kμ; (kε, δ·Σᵢ₌₀ᵏ⁻¹ e^{iε})), sensitivity kΔ.
 
     Raises
     ------
