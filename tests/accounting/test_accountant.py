@@ -567,6 +567,39 @@ def test_every_reuse_of_a_key_is_refused_and_writes_nothing(
     acct.verify()
 
 
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(["k1", "k2", "k3", None]), st.sampled_from(["spend", "reserve", "plan"])),
+        max_size=12,
+    )
+)
+def test_each_key_pays_for_at_most_one_release(calls: list[tuple[str | None, str]]) -> None:
+    """Any interleaving of spends, reservations and plans: a call that returns is one release, each key
+    returns at most once, and the ledger records exactly the releases that were returned."""
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", ApproxDP(100.0, 0.0))
+    first_call: dict[str, bool] = {}  # key -> whether its first call was a plan
+    returned = 0
+    for key, call in calls:
+        try:
+            if call == "plan":
+                acct.spend_plan("d", [PureDP(0.125)], key=key)
+            else:
+                getattr(acct, call)("d", PureDP(0.125), key=key)
+        except KeyAlreadyUsedError:
+            assert key in first_call and first_call[key] == (call == "plan")
+            continue
+        except InvalidParameterError:  # the key was first used for a plan, or for a single release
+            assert key in first_call and first_call[key] != (call == "plan")
+            continue
+        assert key is None or key not in first_call
+        if key is not None:
+            first_call[key] = call == "plan"
+        returned += 1
+    assert acct.spent("d").epsilon == 0.125 * returned  # exact in binary: 1/8 per returned release
+    acct.verify()
+
+
 def test_the_first_reservation_still_ends_after_a_refused_retry(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(1.0, 0.0))
     r = acct.reserve("d", PureDP(0.3), key="job-2")
