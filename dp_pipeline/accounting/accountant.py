@@ -59,11 +59,12 @@ __all__ = [
 
 Method = Literal["basic", "gdp"]
 
-# Exact decimal arithmetic: sums and products of decimals from float reprs need at most a few hundred
-# digits (doubles span about 10^±308 with 17 significant digits); Inexact is trapped so that a result
-# that would need rounding raises instead of being rounded silently.
+# Exact decimal arithmetic: a double's exact value has at most 309 digits before the point and 1074 after
+# it, so a sum of them needs under 1,400 digits and a sum of their squares (μ²) under 2,800 (plus a few
+# carries); Inexact is trapped so that a result that would need rounding raises instead of being rounded
+# silently.
 _EXACT = decimal.Context(
-    prec=1000,
+    prec=3000,
     Emax=100_000,
     Emin=-100_000,
     rounding=decimal.ROUND_HALF_EVEN,
@@ -81,12 +82,18 @@ _MAX_KEY = 512
 
 
 def _dec(value: float) -> Decimal:
-    """A float as the decimal of its shortest repr (0.1 → Decimal('0.1'))."""
-    return Decimal(repr(float(value)))
+    """A float's exact binary value as a decimal (0.1 → 0.1000000000000000055511151231257827…).
+
+    A mechanism calibrated with the float ε = 0.1 can lose exactly that much, which is more than the 1/10
+    that its shortest repr reads; costs and budgets are therefore recorded and compared at the exact value.
+    Ledgers written before recorded the repr decimals (0.1); they still read and verify, since the stored
+    strings are parsed and summed as they are.
+    """
+    return Decimal(float(value))
 
 
 def _float_up(value: Decimal) -> float:
-    """The least float whose shortest-repr decimal is ≥ value."""
+    """The least float whose exact value is ≥ value."""
     result = float(value)
     while _dec(result) < value:
         result = math.nextafter(result, math.inf)
@@ -94,7 +101,7 @@ def _float_up(value: Decimal) -> float:
 
 
 def _float_down(value: Decimal) -> float:
-    """The greatest float ≥ 0 whose shortest-repr decimal is ≤ value (0 for negative values)."""
+    """The greatest float ≥ 0 whose exact value is ≤ value (0 for negative values)."""
     if value <= 0:
         return 0.0
     result = float(value)

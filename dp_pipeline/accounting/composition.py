@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from dp_pipeline._validation import check_positive_int, check_real, times_up
+from dp_pipeline._validation import check_positive_int, check_real, divide_up, times_up
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
@@ -110,14 +110,6 @@ def _decimal_up(exact: Fraction) -> float:
 def _sum_up(values: Sequence[float]) -> float:
     """Σ values, summed exactly as decimals and rounded up (:func:`_decimal_up`)."""
     return _decimal_up(sum((_decimal(v) for v in values), Fraction(0)))
-
-
-def _divide_up(numerator: float, denominator: float) -> float:
-    """numerator / denominator rounded toward +∞ (exact when the quotient is representable)."""
-    quotient = numerator / denominator
-    if Fraction(quotient) * Fraction(denominator) < Fraction(numerator):
-        quotient = math.nextafter(quotient, math.inf)
-    return quotient
 
 
 def _root_sum_squares_up(values: Sequence[float]) -> float:
@@ -285,7 +277,7 @@ def _event_loss(event: PrivacyEvent) -> _Loss:
         return _LaplaceLoss(scale, sensitivity)
     if event.kind == "gaussian":
         sigma, sensitivity = _positive_parameter(event, "sigma"), _sensitivity(event)
-        mu = _divide_up(sensitivity, sigma)
+        mu = divide_up(sensitivity, sigma)
         exact = GaussianDP(mu)
         detail = f"Gaussian noise of σ = {sigma} at sensitivity {sensitivity} is exactly {mu}-GDP"
         if isinstance(guarantee, GaussianDP):
@@ -377,7 +369,7 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         guarantee = PureDP(times_up(k, eps))
     elif event.kind == "gaussian" and isinstance(event.guarantee, ApproxDP):
         assert isinstance(loss, _GaussianLoss) and sensitivity is not None
-        guarantee = GaussianDP(_divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
+        guarantee = GaussianDP(divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
     else:
         guarantee = event.guarantee.group(k)
     return PrivacyEvent(
@@ -471,7 +463,7 @@ def event_gdp(event: PrivacyEvent) -> GaussianDP:
     loss = _event_loss(event)
     if event.kind == "gaussian":
         assert isinstance(loss, _GaussianLoss)
-        return GaussianDP(_divide_up(loss.sensitivity, loss.sigma))
+        return GaussianDP(divide_up(loss.sensitivity, loss.sigma))
     return as_gdp(event.guarantee)
 
 
