@@ -895,10 +895,10 @@ class PrivacyAccountant:
     0.1000000000000000055…, what noise calibrated with that float can lose), summed exactly; μ² is
     exact too. Totals are cached as decimal strings, so a spend is O(1). The comparison with the budget
     is exact: a total equal to the budget fits (40 spends of ε = 0.125 fit ε_B = 5) and anything above
-    it is refused (50 spends of ε = 0.1 exceed ε_B = 5 by 2.8·10⁻¹⁵, so the 50th is refused). Every number that had to be rounded (group sizes, μ of
-    pure ε, square roots, PLD totals, conversions) was rounded toward more privacy loss, so a case that
-    rounding makes uncertain is refused. Reported spent amounts round up and remaining amounts down, so
-    spending exactly ``remaining()`` succeeds.
+    it is refused (50 spends of ε = 0.1 exceed ε_B = 5 by 2.8·10⁻¹⁵, so the 50th is refused). Every
+    number that had to be rounded (group sizes, μ of pure ε, square roots, PLD totals, conversions) was
+    rounded toward more privacy loss, so a case that rounding makes uncertain is refused. Reported spent
+    amounts round up and remaining amounts down, so spending exactly ``remaining()`` succeeds.
 
     **Ledger.** Every change is a new, hash-chained record (budget, reserve, commit, release). Check
     and reserve run in one locked transaction; a refusal writes nothing. A reservation stays counted
