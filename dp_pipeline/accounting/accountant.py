@@ -111,11 +111,23 @@ def _float_down(value: Decimal) -> float:
 
 
 def _sqrt_up(value: Decimal) -> float:
-    return _float_up(_UP.sqrt(value)) if value > 0 else 0.0
+    """The least float whose exact square is ≥ value (a 40-digit root can be above it by an ulp)."""
+    if value <= 0:
+        return 0.0
+    root = _float_up(_UP.sqrt(value))
+    while _square(_dec(math.nextafter(root, 0.0))) >= value:
+        root = math.nextafter(root, 0.0)
+    return root
 
 
 def _sqrt_down(value: Decimal) -> float:
-    return _float_down(_DOWN.sqrt(value)) if value > 0 else 0.0
+    """The greatest float whose exact square is ≤ value."""
+    if value <= 0:
+        return 0.0
+    root = _float_down(_DOWN.sqrt(value))
+    while _square(_dec(math.nextafter(root, math.inf))) <= value:
+        root = math.nextafter(root, math.inf)
+    return root
 
 
 def _add(a: Decimal, b: Decimal) -> Decimal:
@@ -753,8 +765,7 @@ def _price(
         assert total.mu2 is not None
         gdp_total = compose_plan_gdp(grouped).guarantee
         assert isinstance(gdp_total, GaussianDP)
-        mu = max(_UP.sqrt(total.mu2), _dec(gdp_total.mu))
-        return _Price(total, GaussianDP(_float_up(mu)), "gdp", budget, None)
+        return _Price(total, GaussianDP(max(_sqrt_up(total.mu2), gdp_total.mu)), "gdp", budget, None)
     if budget.method == "gdp":
         assert total.mu2 is not None
         if total.is_pure:

@@ -122,3 +122,16 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
     reopened = PrivacyAccountant(url)
     reopened.verify()
     reopened.close()
+
+
+@pytest.mark.parametrize("mu", [0.3, 0.6, 0.1, 1 / 3, 0.7071067811865476])
+def test_spent_and_remaining_mu_are_the_exact_roots_rounded_outward(mu: float) -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("g", GaussianDP(1.0))
+    acct.spend("g", GaussianDP(mu))
+    assert acct.spent("g").mu == mu  # √(μ²) of the exact square is the float itself
+    left = acct.remaining("g").mu  # the greatest float whose square fits 1 − μ²
+    assert Fraction(left) ** 2 <= 1 - Fraction(mu) ** 2 < Fraction(math.nextafter(left, 2.0)) ** 2
+    acct.spend("g", GaussianDP(left))
+    with pytest.raises(BudgetExceededError):  # what is left is below one ulp of μ², far below 10⁻¹⁴
+        acct.spend("g", GaussianDP(1e-7))
