@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 from types import TracebackType
 from typing import Any, Literal
 
@@ -675,14 +676,31 @@ class _Price:
     remaining_delta: Decimal | None  # the remaining δ a basic plan was composed at (None: not used)
 
 
+def _laplace_epsilon(event: PrivacyEvent, k: int) -> Decimal | None:
+    """k·Δ/b, the exact ε of a Laplace event's noise for a group of k, rounded up to 40 digits.
+
+    The scale was rounded up from Δ/ε, so this is at most the float ε and often exactly the decimal the
+    user wrote (Laplace(ε = 0.2) has b = 5 and loses exactly 1/5). None for other kinds of event.
+    """
+    scale = event.parameters.get("scale")
+    if event.kind != "laplace" or event.sensitivity is None or not isinstance(scale, float | int):
+        return None
+    if not (math.isfinite(scale) and scale > 0.0):
+        return None
+    exact = k * Fraction(event.sensitivity) / Fraction(scale)
+    return _UP.divide(Decimal(exact.numerator), Decimal(exact.denominator))
+
+
 def _pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
-    """ε of a pure group charge: never less than k times the decimal ε of one individual (exactly kε)."""
+    """ε of a pure group charge: never less than k times the exact ε of one individual (exactly kε), or
+    for Laplace noise the exact loss of the noise itself when that is smaller."""
     epsilon = _dec(grouped.epsilon)
     if not isinstance(event.guarantee, GaussianDP):
         single = as_approx_dp(event.guarantee)
         if single.delta == 0.0:
             epsilon = max(epsilon, _EXACT.multiply(Decimal(k), _dec(single.epsilon)))
-    return epsilon
+    noise = _laplace_epsilon(event, k)
+    return epsilon if noise is None else min(epsilon, noise)
 
 
 def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge, Guarantee]:

@@ -41,8 +41,8 @@ def test_a_pure_release_is_recorded_at_no_less_than_its_float_epsilon(
     laplace = Laplace(epsilon=epsilon, sensitivity=sensitivity)
     acct.spend("d", laplace)
     charged = recorded(last_charge(acct, "d")["epsilon"])
-    assert charged >= Fraction(epsilon)
     assert charged >= Fraction(sensitivity) / Fraction(laplace.scale)  # the noise's own exact ε
+    assert charged <= Fraction(epsilon)  # which the scale, rounded up, keeps within the float ε
     for mechanism in (Staircase(epsilon=epsilon), BinaryRandomizedResponse(epsilon=epsilon)):
         acct.spend("d", mechanism)  # their samplers use e^{−ε} of the float ε exactly
         assert recorded(last_charge(acct, "d")["epsilon"]) >= Fraction(epsilon)
@@ -71,17 +71,34 @@ def test_an_approx_release_is_recorded_at_no_less_than_its_floats(epsilon: float
 
 
 def test_fifty_tenths_exceed_five_so_the_fiftieth_is_refused() -> None:
-    assert 50 * Fraction(0.1) > 5  # the float 0.1 is above 1/10
+    assert 50 * Fraction(0.1) > 5  # the float 0.1 is above 1/10, and randomized response uses e^0.1 exactly
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", ApproxDP(5.0, 0.0))
     for _ in range(49):
-        acct.spend("d", Laplace(epsilon=0.1))
+        acct.spend("d", BinaryRandomizedResponse(epsilon=0.1))
     spent, left = acct.spent("d").epsilon, acct.remaining("d").epsilon
     assert Fraction(spent) >= 49 * Fraction(0.1)
     assert Fraction(left) <= 5 - 49 * Fraction(0.1) and left < 0.1  # what is left does not pay for 0.1
     with pytest.raises(BudgetExceededError):
-        acct.spend("d", Laplace(epsilon=0.1))
+        acct.spend("d", BinaryRandomizedResponse(epsilon=0.1))
     acct.spend("d", PureDP(left))  # exactly what remains still fits
+
+
+def test_laplace_noise_is_charged_at_its_exact_loss_so_five_fifths_fit_one() -> None:
+    # Laplace(ε = 0.2) has scale 1/0.2 rounded up = 5 exactly, so its noise loses exactly 1/5, below the float
+    assert Laplace(epsilon=0.2).scale == 5.0 and Fraction(0.2) > Fraction(1, 5)
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
+    assert acct.plan_cost("d", [Laplace(epsilon=0.2)] * 5).epsilon == 1.0
+    for _ in range(5):
+        acct.spend("d", Laplace(epsilon=0.2))
+        assert last_charge(acct, "d")["epsilon"] == "0.2"
+    assert acct.spent("d").epsilon == 1.0
+    with pytest.raises(BudgetExceededError):
+        acct.spend("d", Laplace(epsilon=1e-9))
+    acct.set_budget("g", PureDP(1.0))
+    acct.spend("g", Laplace(epsilon=0.2), group_size=5)  # a group of 5: 5 · 1/5, exactly the budget
+    assert recorded(last_charge(acct, "g")["epsilon"]) == 1
 
 
 def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_spends(
