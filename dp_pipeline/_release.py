@@ -34,7 +34,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._validation import check_real
+from dp_pipeline._validation import check_real, divide_down, sqrt_up
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
 from dp_pipeline.guarantees import Guarantee, PureDP
@@ -265,23 +265,25 @@ def plan_noise(
     d = len(deltas)
     if family == "laplace":
         total = check_epsilon(epsilon)
-        eps = split_epsilon(total, d)
-        laplace = tuple(Laplace(epsilon=eps, sensitivity=s) for s in deltas)
         if d == 1:
-            return NoisePlan(laplace, laplace[0].event)
-        # in units of Δⱼ: noise of scale 1/ε' on d coordinates that one person moves by ≤ 1 each (L1 ≤ d)
-        unit_scale = Laplace(epsilon=eps, sensitivity=1.0).scale
+            single = Laplace(epsilon=total, sensitivity=deltas[0])
+            return NoisePlan((single,), single.event)
+        # in units of Δⱼ: noise of scale b ≥ 1/ε' (rounded up) on d coordinates that one person moves by ≤ 1
+        # each (L1 ≤ d), so d/b ≤ d·ε' ≤ ε; each part's ε'' ≤ 1/b (rounded down) gives it scale Δⱼ/ε'' ≥ Δⱼ·b
+        unit_scale = Laplace(epsilon=split_epsilon(total, d), sensitivity=1.0).scale
+        part_epsilon = divide_down(1.0, unit_scale)
+        laplace = tuple(Laplace(epsilon=part_epsilon, sensitivity=s) for s in deltas)
         event = PrivacyEvent(
             kind="laplace", guarantee=PureDP(total), sensitivity=float(d), parameters={"scale": unit_scale}
         )
         return NoisePlan(laplace, event)
     if family == "gaussian":
-        norm = math.sqrt(d)
+        norm = sqrt_up(d)  # the L2 sensitivity √d in units of Δⱼ, rounded up
         if calibration == "gdp":
             joint = Gaussian(calibration="gdp", mu=mu, sensitivity=norm)
         else:
             joint = Gaussian(epsilon=epsilon, delta=delta, sensitivity=norm, calibration=calibration)  # type: ignore[arg-type]
-        unit_mu = math.nextafter(1.0 / joint.sigma, 0.0)  # rounded down: each part's σ is at least Δⱼ·σ
+        unit_mu = divide_down(1.0, joint.sigma)  # rounded down: each part's σ = Δⱼ/μ (up) is at least Δⱼ·σ
         gaussian = tuple(Gaussian.from_mu(mu=unit_mu, sensitivity=s) for s in deltas)
         return NoisePlan(gaussian, joint.event)
     if family == "staircase":

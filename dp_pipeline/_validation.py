@@ -20,6 +20,10 @@ __all__ = [
     "check_array",
     "check_positive_int",
     "check_real",
+    "divide_down",
+    "divide_up",
+    "sqrt_up",
+    "subtract_up",
     "times_up",
 ]
 
@@ -90,13 +94,52 @@ def check_positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-
 def check_real(value: Any, name: str) -> float:
     """Return ``value`` as a finite float, or raise InvalidParameterError naming ``name``."""
     try:
         return as_real(value)
     except ValueError as exc:
         raise InvalidParameterError(f"{name!r} {exc}", name) from None
+
+
+# Directed rounding of derived privacy parameters. IEEE arithmetic rounds to nearest, which is below the
+# exact result half of the time; a noise scale, a sensitivity or a privacy loss derived from the user's
+# parameters is instead rounded toward more noise or more loss, by comparing with the exact rational.
+
+
+def divide_up(numerator: float, denominator: float) -> float:
+    """numerator/denominator rounded up: the least double not below the exact quotient (both > 0).
+
+    An overflow gives +∞, which is not below any quotient.
+    """
+    quotient = numerator / denominator
+    if math.isfinite(quotient) and Fraction(quotient) * Fraction(denominator) < Fraction(numerator):
+        quotient = math.nextafter(quotient, math.inf)
+    return quotient
+
+
+def divide_down(numerator: float, denominator: float) -> float:
+    """numerator/denominator rounded down: the greatest double not above the exact quotient (both > 0)."""
+    quotient = numerator / denominator
+    if Fraction(quotient) * Fraction(denominator) > Fraction(numerator):
+        quotient = math.nextafter(quotient, 0.0)
+    return quotient
+
+
+def subtract_up(minuend: float, subtrahend: float) -> float:
+    """minuend − subtrahend rounded up: the least double not below the exact difference (finite result)."""
+    difference = minuend - subtrahend
+    if Fraction(difference) < Fraction(minuend) - Fraction(subtrahend):
+        difference = math.nextafter(difference, math.inf)
+    return difference
+
+
+def sqrt_up(value: float) -> float:
+    """√value rounded up: the least double whose square is not below ``value`` (value ≥ 0)."""
+    root = math.sqrt(value)
+    if Fraction(root) ** 2 < Fraction(value):
+        root = math.nextafter(root, math.inf)
+    return root
 
 
 def times_up(k: int, value: float) -> float:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 from types import TracebackType
 from typing import Any, Literal
 
@@ -68,11 +69,12 @@ __all__ = [
 
 Method = Literal["basic", "gdp"]
 
-# Exact decimal arithmetic: sums and products of decimals from float reprs need at most a few hundred
-# digits (doubles span about 10^±308 with 17 significant digits); Inexact is trapped so that a result
-# that would need rounding raises instead of being rounded silently.
+# Exact decimal arithmetic: a double's exact value has at most 309 digits before the point and 1074 after
+# it, so a sum of them needs under 1,400 digits and a sum of their squares (μ²) under 2,800 (plus a few
+# carries); Inexact is trapped so that a result that would need rounding raises instead of being rounded
+# silently.
 _EXACT = decimal.Context(
-    prec=1000,
+    prec=3000,
     Emax=100_000,
     Emin=-100_000,
     rounding=decimal.ROUND_HALF_EVEN,
@@ -90,12 +92,18 @@ _MAX_KEY = 512
 
 
 def _dec(value: float) -> Decimal:
-    """A float as the decimal of its shortest repr (0.1 → Decimal('0.1'))."""
-    return Decimal(repr(float(value)))
+    """A float's exact binary value as a decimal (0.1 → 0.1000000000000000055511151231257827…).
+
+    A mechanism calibrated with the float ε = 0.1 can lose exactly that much, which is more than the 1/10
+    that its shortest repr reads; costs and budgets are therefore recorded and compared at the exact value.
+    Ledgers written before recorded the repr decimals (0.1); they still read and verify, since the stored
+    strings are parsed and summed as they are.
+    """
+    return Decimal(float(value))
 
 
 def _float_up(value: Decimal) -> float:
-    """The least float whose shortest-repr decimal is ≥ value."""
+    """The least float whose exact value is ≥ value."""
     result = float(value)
     while _dec(result) < value:
         result = math.nextafter(result, math.inf)
@@ -103,7 +111,7 @@ def _float_up(value: Decimal) -> float:
 
 
 def _float_down(value: Decimal) -> float:
-    """The greatest float ≥ 0 whose shortest-repr decimal is ≤ value (0 for negative values)."""
+    """The greatest float ≥ 0 whose exact value is ≤ value (0 for negative values)."""
     if value <= 0:
         return 0.0
     result = float(value)
@@ -113,11 +121,23 @@ def _float_down(value: Decimal) -> float:
 
 
 def _sqrt_up(value: Decimal) -> float:
-    return _float_up(_UP.sqrt(value)) if value > 0 else 0.0
+    """The least float whose exact square is ≥ value (a 40-digit root can be above it by an ulp)."""
+    if value <= 0:
+        return 0.0
+    root = _float_up(_UP.sqrt(value))
+    while _square(_dec(math.nextafter(root, 0.0))) >= value:
+        root = math.nextafter(root, 0.0)
+    return root
 
 
 def _sqrt_down(value: Decimal) -> float:
-    return _float_down(_DOWN.sqrt(value)) if value > 0 else 0.0
+    """The greatest float whose exact square is ≤ value."""
+    if value <= 0:
+        return 0.0
+    root = _float_down(_DOWN.sqrt(value))
+    while _square(_dec(math.nextafter(root, math.inf))) <= value:
+        root = math.nextafter(root, math.inf)
+    return root
 
 
 def _add(a: Decimal, b: Decimal) -> Decimal:
@@ -659,14 +679,31 @@ class _Price:
     remaining_delta: Decimal | None  # the remaining δ a basic plan was composed at (None: not used)
 
 
+def _laplace_epsilon(event: PrivacyEvent, k: int) -> Decimal | None:
+    """k·Δ/b, the exact ε of a Laplace event's noise for a group of k, rounded up to 40 digits.
+
+    The scale was rounded up from Δ/ε, so this is at most the float ε and often exactly the decimal the
+    user wrote (Laplace(ε = 0.2) has b = 5 and loses exactly 1/5). None for other kinds of event.
+    """
+    scale = event.parameters.get("scale")
+    if event.kind != "laplace" or event.sensitivity is None or not isinstance(scale, float | int):
+        return None
+    if not (math.isfinite(scale) and scale > 0.0):
+        return None
+    exact = k * Fraction(event.sensitivity) / Fraction(scale)
+    return _UP.divide(Decimal(exact.numerator), Decimal(exact.denominator))
+
+
 def _pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
-    """ε of a pure group charge: never less than k times the decimal ε of one individual (exactly kε)."""
+    """ε of a pure group charge: never less than k times the exact ε of one individual (exactly kε), or
+    for Laplace noise the exact loss of the noise itself when that is smaller."""
     epsilon = _dec(grouped.epsilon)
     if not isinstance(event.guarantee, GaussianDP):
         single = as_approx_dp(event.guarantee)
         if single.delta == 0.0:
             epsilon = max(epsilon, _EXACT.multiply(Decimal(k), _dec(single.epsilon)))
-    return epsilon
+    noise = _laplace_epsilon(event, k)
+    return epsilon if noise is None else min(epsilon, noise)
 
 
 def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge, Guarantee]:
@@ -749,8 +786,7 @@ def _price(
         assert total.mu2 is not None
         gdp_total = compose_plan_gdp(grouped).guarantee
         assert isinstance(gdp_total, GaussianDP)
-        mu = max(_UP.sqrt(total.mu2), _dec(gdp_total.mu))
-        return _Price(total, GaussianDP(_float_up(mu)), "gdp", budget, None)
+        return _Price(total, GaussianDP(max(_sqrt_up(total.mu2), gdp_total.mu)), "gdp", budget, None)
     if budget.method == "gdp":
         assert total.mu2 is not None
         if total.is_pure:
@@ -887,13 +923,14 @@ class PrivacyAccountant:
     basic composition with that (ε, δ). Under the μ-GDP rules a plan costs √Σμᵢ² (the same as its
     spends one by one).
 
-    **Exact arithmetic.** Amounts are decimals of the floats' shortest reprs (0.1 is exactly 1/10),
-    summed exactly; μ² is exact too. Totals are cached as decimal strings, so a spend is O(1). The
-    comparison with the budget is exact: a total equal to the budget fits (50 spends of ε = 0.1 fit
-    ε_B = 5) and anything above it is refused. Every number that had to be rounded (group sizes, μ of
-    pure ε, square roots, PLD totals, conversions) was rounded toward more privacy loss, so a case that
-    rounding makes uncertain is refused. Reported spent amounts round up and remaining amounts down, so
-    spending exactly ``remaining()`` succeeds.
+    **Exact arithmetic.** Amounts are the exact binary values of the floats (ε = 0.1 is
+    0.1000000000000000055…, what noise calibrated with that float can lose), summed exactly; μ² is
+    exact too. Totals are cached as decimal strings, so a spend is O(1). The comparison with the budget
+    is exact: a total equal to the budget fits (40 spends of ε = 0.125 fit ε_B = 5) and anything above
+    it is refused (50 spends of ε = 0.1 exceed ε_B = 5 by 2.8·10⁻¹⁵, so the 50th is refused). Every
+    number that had to be rounded (group sizes, μ of pure ε, square roots, PLD totals, conversions) was
+    rounded toward more privacy loss, so a case that rounding makes uncertain is refused. Reported spent
+    amounts round up and remaining amounts down, so spending exactly ``remaining()`` succeeds.
 
     **Ledger.** Every change is a new, hash-chained record (budget, reserve, commit, release). Check
     and reserve run in one locked transaction; a refusal writes nothing. A reservation stays counted

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from dp_pipeline._validation import check_positive_int, check_real, times_up
+from dp_pipeline._validation import check_positive_int, check_real, divide_up, times_up
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
@@ -87,48 +87,35 @@ class Composition:
 # exact arithmetic, rounded toward more privacy loss
 
 
-def _decimal(value: float) -> Fraction:
-    """The exact value of the shortest decimal that prints as ``value`` (what a user typed: 0.1 is 1/10)."""
-    return Fraction(Decimal(repr(value)))
-
-
-def _decimal_up(exact: Fraction) -> float:
-    """The least double whose decimal (see :func:`_decimal`) is ≥ ``exact``; +∞ beyond the largest.
-
-    So an exact sum that is itself a short decimal (0.1 × 10 = 1, 1e-7 × 10 = 1e-6) comes back as the
-    double that prints as it; any other is rounded up.
-    """
+def _up(exact: Fraction) -> float:
+    """The least double not below ``exact``; +∞ beyond the largest."""
     try:
         value = float(exact)
     except OverflowError:
         return math.inf
-    while math.isfinite(value) and _decimal(value) < exact:
+    if math.isfinite(value) and Fraction(value) < exact:
         value = math.nextafter(value, math.inf)
     return value
 
 
 def _sum_up(values: Sequence[float]) -> float:
-    """Σ values, summed exactly as decimals and rounded up (:func:`_decimal_up`)."""
-    return _decimal_up(sum((_decimal(v) for v in values), Fraction(0)))
+    """Σ values, summed exactly at the doubles' binary values and rounded up.
 
-
-def _divide_up(numerator: float, denominator: float) -> float:
-    """numerator / denominator rounded toward +∞ (exact when the quotient is representable)."""
-    quotient = numerator / denominator
-    if Fraction(quotient) * Fraction(denominator) < Fraction(numerator):
-        quotient = math.nextafter(quotient, math.inf)
-    return quotient
+    A mechanism calibrated with the double 0.1 can lose 0.1000000000000000055…, so ten of them cost
+    1.0000000000000002, not 1.
+    """
+    return _up(sum((Fraction(v) for v in values), Fraction(0)))
 
 
 def _root_sum_squares_up(values: Sequence[float]) -> float:
-    """√(Σ vᵢ²) of the decimal values, rounded up: the least double whose decimal squared is ≥ the sum."""
-    exact = sum((_decimal(v) ** 2 for v in values), Fraction(0))
+    """√(Σ vᵢ²) of the exact values, rounded up: the least double whose exact square is ≥ the sum."""
+    exact = sum((Fraction(v) ** 2 for v in values), Fraction(0))
     with localcontext() as context:
         context.prec = 40
         root = float((Decimal(exact.numerator) / Decimal(exact.denominator)).sqrt())  # within an ulp
-    while root > 0.0 and _decimal(math.nextafter(root, -math.inf)) ** 2 >= exact:
+    while root > 0.0 and Fraction(math.nextafter(root, -math.inf)) ** 2 >= exact:
         root = math.nextafter(root, -math.inf)
-    while _decimal(root) ** 2 < exact:
+    while Fraction(root) ** 2 < exact:
         root = math.nextafter(root, math.inf)
     return root
 
@@ -285,7 +272,7 @@ def _event_loss(event: PrivacyEvent) -> _Loss:
         return _LaplaceLoss(scale, sensitivity)
     if event.kind == "gaussian":
         sigma, sensitivity = _positive_parameter(event, "sigma"), _sensitivity(event)
-        mu = _divide_up(sensitivity, sigma)
+        mu = divide_up(sensitivity, sigma)
         exact = GaussianDP(mu)
         detail = f"Gaussian noise of σ = {sigma} at sensitivity {sensitivity} is exactly {mu}-GDP"
         if isinstance(guarantee, GaussianDP):
@@ -377,7 +364,7 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         guarantee = PureDP(times_up(k, eps))
     elif event.kind == "gaussian" and isinstance(event.guarantee, ApproxDP):
         assert isinstance(loss, _GaussianLoss) and sensitivity is not None
-        guarantee = GaussianDP(_divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
+        guarantee = GaussianDP(divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
     else:
         guarantee = event.guarantee.group(k)
     return PrivacyEvent(
@@ -471,17 +458,17 @@ def event_gdp(event: PrivacyEvent) -> GaussianDP:
     loss = _event_loss(event)
     if event.kind == "gaussian":
         assert isinstance(loss, _GaussianLoss)
-        return GaussianDP(_divide_up(loss.sensitivity, loss.sigma))
+        return GaussianDP(divide_up(loss.sensitivity, loss.sigma))
     return as_gdp(event.guarantee)
 
 
 def compose_basic(guarantees: Sequence[Guarantee]) -> ApproxDP:
     """Basic composition: (Σεᵢ, Σδᵢ), each sum exact and rounded up.
 
-    The parameters are read as the decimals they print as (``repr``, the shortest decimal that reads
-    back as the same double: what a user typed) and summed exactly; the result is the least double whose
-    decimal is at least the sum. So 50 spends of ε = 0.1 compose to exactly 5.0, 51 to 5.1, and ten
-    δ = 1e-7 to δ = 1e-6, with no float drift either way.
+    The parameters are summed exactly at their binary values (the double 0.1 is 0.1000000000000000055…,
+    which is what noise calibrated with it can lose) and the result is the least double not below the
+    sum. So 40 guarantees of ε = 0.125 compose to exactly 5.0, while 50 of ε = 0.1 compose to
+    5.000000000000001: never below the loss, with no float drift.
 
     Valid under adaptive composition, where each release is chosen after the earlier results are known
     (Dwork & Roth 2014, Thm 3.16). Pure guarantees count as (ε, 0). An empty sequence costs (0, 0).
@@ -516,8 +503,8 @@ def compose_basic(guarantees: Sequence[Guarantee]) -> ApproxDP:
 
 
 def compose_gdp(mus: Sequence[GaussianDP]) -> GaussianDP:
-    """μ-GDP composition: √(Σμᵢ²), rounded up from its exact value (μᵢ read as decimals, as in
-    :func:`compose_basic`).
+    """μ-GDP composition: √(Σμᵢ²), rounded up from its exact value (μᵢ at their exact binary values, as
+    in :func:`compose_basic`).
 
     Exact for a fixed sequence of μᵢ-GDP releases (Dong, Roth & Su 2022, Cor. 3.3), and valid adaptively
     as a privacy filter that stops once Σμᵢ² would exceed the budget's μ² (Smith & Thakurta 2022). An

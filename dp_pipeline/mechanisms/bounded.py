@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, ValidationInfo, field_validator
 from scipy import optimize
 
-from dp_pipeline._validation import FiniteFloat, check_array
+from dp_pipeline._validation import FiniteFloat, check_array, subtract_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling
@@ -44,16 +44,16 @@ _SAFETY = 1e-12
 # --------------------------------------------------------------------------------------------------------
 
 
-def _laplace_mass(distance_low: float, distance_high: float, scale: float) -> float:
-    """C_b(t) = ∫_l^u e^{−|y−t|/b}/(2b) dy = −(expm1(−(t−l)/b) + expm1(−(u−t)/b))/2."""
-    return -0.5 * (math.expm1(-distance_low / scale) + math.expm1(-distance_high / scale))
-
-
 def _bounded_laplace_loss(scale: float, sensitivity: float, width: float) -> float:
-    """ln sup p(y|t)/p(y|t') over |t − t'| ≤ Δ: Δ/b + ln(C_b(l + Δ) / C_b(l))."""
-    at_bound = _laplace_mass(0.0, width, scale)
-    inside = _laplace_mass(sensitivity, width - sensitivity, scale)
-    return sensitivity / scale + math.log(inside / at_bound)
+    """ln sup p(y|t)/p(y|t') over |t − t'| ≤ Δ: Δ/b + ln(C_b(l + Δ) / C_b(l)), to a few ulps (relative).
+
+    With x = e^{−Δ/b}, y = e^{−(w−Δ)/b}: C_b(l) = (1 − xy)/2 and C_b(l + Δ) − C_b(l) = (1 − x)(1 − y)/2, so
+    the logarithm is log1p((1 − x)(1 − y)/(1 − xy)), each factor an expm1: no cancellation, even when the
+    ratio is within rounding of 1 (small ε), where ln of the quotient of the two masses would be off by
+    ulps of 1 rather than of the loss.
+    """
+    excess = math.expm1(-sensitivity / scale) * math.expm1(-(width - sensitivity) / scale)
+    return sensitivity / scale + math.log1p(excess / -math.expm1(-width / scale))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -139,8 +139,8 @@ class _BoundedMechanism(ContinuousMechanism):
 
     @property
     def width(self) -> float:
-        """u − l, the length of the declared range."""
-        return self.upper - self.lower
+        """u − l, the length of the declared range, rounded up (no two inputs differ by more)."""
+        return subtract_up(self.upper, self.lower)
 
     def _check_in_range(self, values: Any, name: str) -> NDArray[np.float64]:
         array = check_array(values, name)
@@ -223,8 +223,8 @@ class BoundedLaplace(_BoundedMechanism):
     lower, upper : float
         The declared range [l, u] of both the inputs and the outputs; l < u.
     sensitivity : float, optional
-        Δ in (0, u − l]: the largest change of one input that must be hidden. Defaults to u − l, the local
-        model, where any input may be replaced by any other.
+        Δ in (0, u − l]: the largest change of one input that must be hidden. Defaults to u − l (rounded
+        up), the local model, where any input may be replaced by any other.
 
     Notes
     -----
@@ -286,17 +286,17 @@ class BoundedLaplace(_BoundedMechanism):
     def _default_sensitivity(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             lower, upper = info.data.get("lower"), info.data.get("upper")
-            return None if lower is None or upper is None else upper - lower
+            return None if lower is None or upper is None else subtract_up(upper, lower)
         return value
 
     @field_validator("sensitivity")
     @classmethod
     def _sensitivity_within_range(cls, value: float, info: ValidationInfo) -> float:
         lower, upper = info.data.get("lower"), info.data.get("upper")
-        if lower is not None and upper is not None and value > upper - lower:
+        if lower is not None and upper is not None and value > subtract_up(upper, lower):
             raise ValueError(
-                f"must not exceed upper − lower = {upper - lower} (no two inputs in the range differ by "
-                f"more), got {value}"
+                f"must not exceed upper − lower = {subtract_up(upper, lower)} (no two inputs in the range "
+                f"differ by more), got {value}"
             )
         return value
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -12,7 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from scipy import optimize, special
 
-from dp_pipeline._validation import FiniteFloat
+from dp_pipeline._validation import FiniteFloat, divide_up
 from dp_pipeline.guarantees import ApproxDP, GaussianDP
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
@@ -23,14 +22,7 @@ Calibration = Literal["analytic", "tail_bound", "classic", "gdp"]
 """How σ is derived: the exact (ε, δ) condition, the seed's tail bound, the classic bound, or μ-GDP."""
 
 _UNIT = 2.0**-52  # double precision unit roundoff (times 2)
-
-
-def _divide_up(numerator: float, denominator: float) -> float:
-    """numerator / denominator rounded toward +inf (exact when the quotient is representable)."""
-    quotient = numerator / denominator
-    if Fraction(quotient) * Fraction(denominator) < Fraction(numerator):
-        quotient = math.nextafter(quotient, math.inf)
-    return quotient
+_CLASSIC_MARGIN = 2.0**-45  # relative margin of the classic σ over its rounding error (see classic_sigma)
 
 
 def _log_tail(epsilon: float, x: float) -> float:
@@ -128,8 +120,14 @@ def tail_bound_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 
 
 def classic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1; valid for ε < 1 only)."""
-    return sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    """σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1; valid for ε < 1 only), rounded up.
+
+    ln and √ are not correctly rounded, so no exact comparison certifies the last bit: the float
+    expression is within about 4·2⁻⁵³ (relative) of the exact σ (ln(1.25/δ) ≥ ln 1.25 > 0.2 keeps the
+    logarithm's relative error small), and σ is raised by 2⁻⁴⁵ relative, 64 times that.
+    """
+    sigma = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    return math.nextafter(sigma * (1.0 + _CLASSIC_MARGIN), math.inf)
 
 
 class Gaussian(ContinuousMechanism):
@@ -285,7 +283,7 @@ class Gaussian(ContinuousMechanism):
         """Compute σ once, from the validated parameters."""
         if self.calibration == "gdp":
             assert self.mu is not None
-            sigma = _divide_up(self.sensitivity, self.mu)
+            sigma = divide_up(self.sensitivity, self.mu)
         else:
             assert self.epsilon is not None and self.delta is not None
             solve = {"analytic": analytic_sigma, "tail_bound": tail_bound_sigma, "classic": classic_sigma}
@@ -320,7 +318,7 @@ class Gaussian(ContinuousMechanism):
         """The exact μ-GDP guarantee of this noise, μ = S/σ (rounded up); ``mu`` itself for ``"gdp"``."""
         if self.mu is not None:
             return GaussianDP(self.mu)
-        return GaussianDP(_divide_up(self.sensitivity, self._sigma))
+        return GaussianDP(divide_up(self.sensitivity, self._sigma))
 
     @property
     def guarantee(self) -> ApproxDP | GaussianDP:

@@ -6,7 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import Field
 
-from dp_pipeline._validation import FiniteFloat
+from dp_pipeline._validation import FiniteFloat, divide_up
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
@@ -71,8 +71,8 @@ class Laplace(ContinuousMechanism):
 
     @property
     def scale(self) -> float:
-        """b = Δ/ε."""
-        return self.sensitivity / self.epsilon
+        """b = Δ/ε, rounded up (the least double ≥ Δ/ε), so that the noise's exact ε = Δ/b is at most ε."""
+        return divide_up(self.sensitivity, self.epsilon)
 
     @property
     def variance(self) -> float:

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field
 
-from dp_pipeline._validation import FiniteFloat, check_positive_int
+from dp_pipeline._validation import FiniteFloat, check_positive_int, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling
@@ -176,9 +176,10 @@ class BinaryRandomizedResponse(Mechanism):
         Returns
         -------
         PureDP
-            cε-DP: the c changed items are c independent ε-DP releases (basic composition, tight here).
+            cε-DP (the product rounded up): the c changed items are c independent ε-DP releases (basic
+            composition, tight here).
         """
-        return PureDP(check_positive_int(changed_items, "changed_items") * self.epsilon)
+        return PureDP(times_up(check_positive_int(changed_items, "changed_items"), self.epsilon))
 
     def _event_parameters(self) -> dict[str, float | int | str]:
         return {"categories": 2, "p_true": self.p_true, "p_other": self.p_other}

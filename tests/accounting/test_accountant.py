@@ -6,6 +6,7 @@ import copy
 import math
 import pickle
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -129,19 +130,22 @@ def test_pure_budget_is_stored_as_approx(acct: PrivacyAccountant) -> None:
 # --------------------------------------------------------------------------------------- exact arithmetic
 
 
-def test_fifty_spends_of_a_tenth_fit_five_and_the_51st_is_refused(acct: PrivacyAccountant) -> None:
+def test_spends_that_sum_to_the_budget_exactly_fit_and_the_next_is_refused(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(5.0, 0.0))
-    for _ in range(50):
+    for _ in range(10):  # 0.1 + 0.15 = 0.125 + 0.125 = 1/4 exactly in binary, so 10 · 0.5 = 5
         acct.spend("d", PureDP(0.1))
-    assert sum([0.1] * 50) != 5.0  # the float sum would be wrong; the ledger's is exact
+        acct.spend("d", PureDP(0.15))
+        acct.spend("d", PureDP(0.125))
+        acct.spend("d", PureDP(0.125))
+    assert Fraction(0.1) + Fraction(0.15) == Fraction(1, 4)
     assert acct.spent("d").epsilon == 5.0 and acct.remaining("d").epsilon == 0.0
     with pytest.raises(BudgetExceededError) as info:
-        acct.spend("d", PureDP(0.1))
+        acct.spend("d", PureDP(0.125))
     err = info.value
-    assert err.dataset == "d" and err.requested == ApproxDP(0.1, 0.0)
+    assert err.dataset == "d" and err.requested == ApproxDP(0.125, 0.0)
     assert err.spent == ApproxDP(5.0, 0.0) and err.remaining == ApproxDP(0.0, 0.0)
     assert err.budget == ApproxDP(5.0, 0.0)
-    assert len(acct.history("d")) == 1 + 100
+    assert len(acct.history("d")) == 1 + 80
     acct.spend("d", PureDP(0.0))  # nothing costs nothing, even on an exhausted budget
 
 
@@ -150,17 +154,17 @@ def test_spending_exactly_the_remaining_budget_succeeds(acct: PrivacyAccountant,
     acct.set_budget("d", ApproxDP(1.0, 1e-6))
     acct.spend("d", ApproxDP(first, 3e-7))
     left = acct.remaining("d")
-    assert Decimal(repr(left.epsilon)) <= Decimal(1) - Decimal(repr(first))
+    assert Decimal(left.epsilon) <= Decimal(1) - Decimal(first)
     acct.spend("d", ApproxDP(left.epsilon, left.delta))
     with pytest.raises(BudgetExceededError):
         acct.spend("d", ApproxDP(math.ulp(1.0), 0.0))
 
 
 def test_gdp_exact_fit_and_refusal(acct: PrivacyAccountant) -> None:
-    acct.set_budget("g", GaussianDP(1.0))
-    acct.spend("g", GaussianDP(0.6))
-    acct.spend("g", GaussianDP(0.8))  # 0.36 + 0.64 = 1 exactly in decimal arithmetic
-    assert acct.spent("g").mu == 1.0 and acct.remaining("g").mu == 0.0
+    acct.set_budget("g", GaussianDP(1.25))
+    acct.spend("g", GaussianDP(0.75))
+    acct.spend("g", GaussianDP(1.0))  # 0.5625 + 1 = 1.5625 = 1.25² exactly
+    assert acct.spent("g").mu == 1.25 and acct.remaining("g").mu == 0.0
     with pytest.raises(BudgetExceededError):
         acct.spend("g", GaussianDP(1e-9))
 
@@ -285,8 +289,8 @@ def test_group_size_rejects_bad_values(acct: PrivacyAccountant) -> None:
 
 def test_gdp_budget_uses_the_mu_filter(acct: PrivacyAccountant) -> None:
     acct.set_budget("g", GaussianDP(1.0))
-    sigma = 10.0  # μ = 0.1 each: exactly 100 fit, Σμ² = 100 · 0.01 = 1
-    for _ in range(100):
+    sigma = 8.0  # μ = 1/8 each: exactly 64 fit, Σμ² = 64/64 = 1
+    for _ in range(64):
         acct.spend("g", gaussian(sigma))
     assert acct.spent("g").mu == pytest.approx(1.0, rel=1e-14) and acct.spent("g").method == "gdp"
     with pytest.raises(BudgetExceededError):
@@ -302,10 +306,10 @@ def test_gdp_budget_uses_the_mu_filter(acct: PrivacyAccountant) -> None:
 
 def test_basic_rule_on_approx_budget(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(3.0, 1e-6))
-    event = gaussian_approx(0.1, 1e-8)
-    for _ in range(30):
+    event = gaussian_approx(0.125, 1e-8)
+    for _ in range(24):
         acct.spend("d", event)
-    with pytest.raises(BudgetExceededError):  # basic composition: 31 · 0.1 > 3
+    with pytest.raises(BudgetExceededError):  # basic composition: 25 · 0.125 > 3
         acct.spend("d", event)
     with pytest.raises(UnsupportedCompositionError, match="no single"):
         acct.spend("d", GaussianDP(0.01))
@@ -405,12 +409,12 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
 
 def test_plan_of_pure_spends_is_exact_basic_sum(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(5.0, 0.0))
-    cost = acct.plan_cost("d", [PureDP(0.1)] * 50)
+    cost = acct.plan_cost("d", [PureDP(0.125)] * 40)
     assert (cost.epsilon, cost.delta, cost.method) == (5.0, 0.0, "basic")
-    acct.spend_plan("d", [PureDP(0.1)] * 50)
+    acct.spend_plan("d", [PureDP(0.125)] * 40)
     assert acct.remaining("d").epsilon == 0.0
     with pytest.raises(BudgetExceededError):
-        acct.spend_plan("d", [PureDP(0.1)])
+        acct.spend_plan("d", [PureDP(0.125)])
 
 
 def test_pure_plan_is_priced_at_zero_delta_by_default(acct: PrivacyAccountant) -> None:
