@@ -27,10 +27,10 @@ def test_split_epsilon_never_sums_above_epsilon_and_is_the_largest_such_float(
 
 def test_plan_noise_laplace_event_covers_the_parts() -> None:
     plan = plan_noise("laplace", [1.0, 2.0, 5.0], epsilon=0.9)
-    # every part's noise, in units of its sensitivity, is at least the event's scale
-    for mechanism in plan.mechanisms:
-        assert mechanism.scale / mechanism.sensitivity >= plan.event.parameters["scale"] * (1 - 1e-15)
-    assert plan.event.sensitivity / plan.event.parameters["scale"] <= 0.9
+    # the event is the composite of the parts' own events, whose losses Δⱼ/bⱼ sum to at most ε
+    assert plan.event.kind == "composite"
+    assert list(plan.event.parts) == [m.event.under("replace_one") for m in plan.mechanisms]
+    assert sum(Fraction(m.sensitivity) / Fraction(m.scale) for m in plan.mechanisms) <= Fraction(0.9)
 
 
 def test_release_rng_warns_for_a_seed_and_names_random_state_when_invalid() -> None:
