@@ -384,11 +384,15 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         guarantee = GaussianDP(_divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
     else:
         guarantee = event.guarantee.group(k)
+    parameters = dict(event.parameters)
+    other = parameters.get("replace_one_sensitivity")
+    if isinstance(other, (int, float)):  # a group changes it k times as much, like the sensitivity
+        parameters["replace_one_sensitivity"] = times_up(k, float(other))
     return PrivacyEvent(
         kind=event.kind,
         guarantee=guarantee,
         sensitivity=sensitivity,
-        parameters=dict(event.parameters),
+        parameters=parameters,
         relation=event.relation,
     )
 
