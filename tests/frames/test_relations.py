@@ -1,0 +1,202 @@
+"""The pandas functions calibrate to the relation of the dataset they are charged to.
+
+Each aggregate's true privacy loss under replace-one is computed here, from the noise it actually added (read
+from ``attrs``) and from the largest change of the exact statistic between neighbouring datasets built in the
+test (one person's rows replaced by another's). The recorded charge must cover it, and the noise must not be
+needlessly large: the true loss equals what was asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special
+
+from dp_pipeline import ApproxDP, PrivacyAccountant, UnsupportedCompositionError
+from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
+
+pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
+
+KEYS = ["a", "b", "c"]
+M = 3  # rows kept per person
+
+
+def accountant(relation: str) -> PrivacyAccountant:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", ApproxDP(100.0, 1e-3), relation=relation)
+    return acct
+
+
+def gaussian_delta(mu: float, epsilon: float) -> float:
+    """δ(ε) of μ-GDP, i.e. of Gaussian noise σ at L2 sensitivity μσ (Balle & Wang 2018)."""
+    return float(
+        special.ndtr(mu / 2 - epsilon / mu) - math.exp(epsilon) * special.ndtr(-mu / 2 - epsilon / mu)
+    )
+
+
+def people(first: list[tuple[str, float]]) -> pd.DataFrame:
+    """Person 0 has the rows ``first`` (key, value); persons 1–5 have one row each."""
+    rows = [("p0", k, v) for k, v in first] + [(f"p{i}", KEYS[i % 3], 1.0) for i in range(1, 6)]
+    return pd.DataFrame(rows, columns=["person", "key", "x"])
+
+
+def neighbours(low: float, high: float) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    """Pairs of datasets in which person 0 (≤ M rows) is replaced by another person (≤ M rows).
+
+    A person may have no rows in the frame released (``df[df.diabetic]`` filters before the release).
+    """
+    shapes = [
+        [],
+        [("a", high)] * M,
+        [("a", low)] * M,
+        [("b", high)] * M,
+        [("b", low)] * M,
+        [("a", high), ("b", high), ("c", high)],
+        [("a", low)],
+        [("c", high)],
+    ]
+    return [(people(x), people(y)) for x in shapes for y in shapes if x != y]
+
+
+def exact(function: Any, df: pd.DataFrame, grouped: bool, **options: Any) -> np.ndarray:
+    """The exact count or clipped sum, as a vector over the keys (every person has at most M rows)."""
+    if function is dp_count:
+        values = pd.Series(1.0, index=df.index)
+    else:
+        values = df["x"].clip(options["lower"], options["upper"])
+    if not grouped:
+        return np.array([float(values.sum())])
+    return values.groupby(df["key"]).sum().reindex(KEYS, fill_value=0.0).to_numpy(dtype=float)
+
+
+def largest_change(function: Any, grouped: bool, norm: int, low: float, high: float, **options: Any) -> float:
+    changes = [
+        np.linalg.norm(exact(function, x, grouped, **options) - exact(function, y, grouped, **options), norm)
+        for x, y in neighbours(low, high)
+    ]
+    return float(max(changes))
+
+
+@pytest.mark.parametrize(
+    ("function", "grouped", "options", "low", "high"),
+    [
+        (dp_count, True, {}, 1.0, 1.0),
+        (dp_count, False, {}, 1.0, 1.0),
+        (dp_sum, True, {"column": "x", "lower": -2.0, "upper": 5.0}, -2.0, 5.0),
+        (dp_sum, False, {"column": "x", "lower": -2.0, "upper": 5.0}, -2.0, 5.0),
+    ],
+)
+def test_laplace_aggregates_on_replace_one_lose_what_they_are_charged(
+    function: Any, grouped: bool, options: dict[str, Any], low: float, high: float
+) -> None:
+    acct = accountant("replace_one")
+    by = {"by": "key", "keys": KEYS} if grouped else {}
+    out = people([("a", 1.0)]).pipe(
+        function,
+        epsilon=0.7,
+        accountant=acct,
+        dataset="d",
+        privacy_unit="person",
+        max_contributions=M,
+        **by,
+        **options,
+    )
+    scale = out.attrs["cost"]["parameters"]["scale"]  # the Laplace noise added
+    true_epsilon = largest_change(function, grouped, 1, low, high, **options) / scale
+    # ≥ up to the last place of the scale's division (its rounding is tested with the mechanisms)
+    assert acct.spent("d").epsilon * (1 + 2**-52) >= true_epsilon
+    assert true_epsilon == pytest.approx(0.7, rel=1e-12)  # calibrated to replace-one, not 2ε
+    assert out.attrs["relation"] == "replace_one"
+
+
+def test_grouped_laplace_count_on_add_remove_is_calibrated_to_m() -> None:
+    acct = accountant("add_remove")
+    out = people([("a", 1.0)]).pipe(
+        dp_count,
+        epsilon=0.5,
+        by="key",
+        keys=KEYS,
+        accountant=acct,
+        dataset="d",
+        privacy_unit="person",
+        max_contributions=M,
+    )
+    assert out.attrs["noise_std"] == [pytest.approx(math.sqrt(2.0) * M / 0.5)]
+    assert out.attrs["relation"] == "add_remove" and acct.spent("d").epsilon == 0.5
+
+
+@pytest.mark.parametrize("function", [dp_count, dp_histogram])
+def test_gaussian_histogram_on_replace_one_loses_what_it_is_charged(function: Any) -> None:
+    acct = accountant("replace_one")
+    options: dict[str, Any] = (
+        {"by": "key", "keys": KEYS} if function is dp_count else {"column": "key", "categories": KEYS}
+    )
+    df = people([("a", 1.0)])
+    out = df.pipe(
+        function,
+        epsilon=1.0,
+        delta=1e-6,
+        mechanism="gaussian",
+        accountant=acct,
+        dataset="d",
+        privacy_unit="person",
+        max_contributions=M,
+        **options,
+    )
+    sigma = out.attrs["noise_std"][0]
+    change = largest_change(dp_count, True, 2, 1.0, 1.0)
+    assert change == pytest.approx(math.sqrt(2.0) * M)  # the rows leave one key for another
+    true_delta = gaussian_delta(change / sigma, acct.spent("d").epsilon)
+    assert true_delta <= acct.spent("d").delta * (1 + 1e-9)
+    assert true_delta == pytest.approx(1e-6, rel=1e-5)
+
+
+def test_gaussian_mean_on_replace_one_loses_what_it_is_charged() -> None:
+    acct = accountant("replace_one")
+    df = people([("a", 1.0)])
+    out = df.pipe(
+        dp_mean,
+        "x",
+        lower=-2.0,
+        upper=5.0,
+        epsilon=1.0,
+        delta=1e-6,
+        mechanism="gaussian",
+        accountant=acct,
+        dataset="d",
+        privacy_unit="person",
+        max_contributions=M,
+    )
+    sigma_sum, sigma_count = out.attrs["noise_std"]
+    centre = 1.5
+
+    def parts(frame: pd.DataFrame) -> np.ndarray:  # every person has at most M rows here: all are kept
+        return np.array([float((frame["x"].clip(-2.0, 5.0) - centre).sum()), float(len(frame))])
+
+    # the released pair (S, N) with independent noise: μ = ‖(ΔS/σ_S, ΔN/σ_N)‖ for the worst neighbours
+    mu = max(
+        float(np.linalg.norm((parts(x) - parts(y)) / np.array([sigma_sum, sigma_count])))
+        for x, y in neighbours(-2.0, 5.0)
+    )
+    true_delta = gaussian_delta(mu, acct.spent("d").epsilon)
+    assert true_delta <= acct.spent("d").delta * (1 + 1e-9)
+
+
+def test_row_level_releases_are_refused_on_add_remove_before_any_charge() -> None:
+    acct = accountant("add_remove")
+    df = pd.DataFrame({"x": [1.0, 2.0], "yes": [True, False]})
+    before = acct.history("d")
+    with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
+        df.pipe(add_noise, "x", epsilon=1.0, lower=0, upper=3, accountant=acct, dataset="d")
+    with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
+        df.pipe(randomized_response, "yes", epsilon=1.0, accountant=acct, dataset="d")
+    pytest.importorskip("sklearn")
+    from dp_pipeline.transformers import LaplaceNoise
+
+    with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
+        LaplaceNoise(epsilon=1.0, sensitivity=1.0, accountant=acct, dataset="d").fit_transform(df[["x"]])
+    assert acct.history("d") == before
