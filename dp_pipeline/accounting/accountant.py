@@ -918,6 +918,16 @@ class PrivacyAccountant:
       filter on one budget; which rule a budget uses is fixed when the budget is set, before any spend,
       and cannot change while spends are recorded.
 
+    **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
+    :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
+    removed (``"add_remove"``). Every spend is read under it before group sizes and composition
+    (:func:`~dp_pipeline.accounting.relations.to_relation`): an event that states no relation costs what it
+    says; an add/remove event on a replace-one dataset is re-priced for a removal plus an addition (exactly
+    from its noise when it gives its replace-one sensitivity, by group privacy of size 2 otherwise); a
+    replace-one event on an add/remove dataset is refused. The recorded events state the relation they were
+    charged under. A ``"composite"`` event (a release of several columns) is charged as the sum of its parts'
+    charges under the budget's rule, and plans compose its parts.
+
     **Plans** (:meth:`plan_cost`, :meth:`spend_plan`) are releases declared before any of them runs.
     Under basic composition a plan is charged as one record at its tight total from
     :func:`~dp_pipeline.accounting.composition.compose_plan`, read at the δ you give or by default at

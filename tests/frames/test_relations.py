@@ -31,6 +31,14 @@ def accountant(relation: str) -> PrivacyAccountant:
     return acct
 
 
+def release(function: Any, acct: PrivacyAccountant, *args: Any, **options: Any) -> Any:
+    """One release on ``people([("a", 1.0)])`` charged to dataset "d", at most M rows per person."""
+    df = people([("a", 1.0)])
+    return df.pipe(
+        function, *args, accountant=acct, dataset="d", privacy_unit="person", max_contributions=M, **options
+    )
+
+
 def gaussian_delta(mu: float, epsilon: float) -> float:
     """δ(ε) of μ-GDP, i.e. of Gaussian noise σ at L2 sensitivity μσ (Balle & Wang 2018)."""
     return float(
@@ -95,16 +103,7 @@ def test_laplace_aggregates_on_replace_one_lose_what_they_are_charged(
 ) -> None:
     acct = accountant("replace_one")
     by = {"by": "key", "keys": KEYS} if grouped else {}
-    out = people([("a", 1.0)]).pipe(
-        function,
-        epsilon=0.7,
-        accountant=acct,
-        dataset="d",
-        privacy_unit="person",
-        max_contributions=M,
-        **by,
-        **options,
-    )
+    out = release(function, acct, epsilon=0.7, **by, **options)
     scale = out.attrs["cost"]["parameters"]["scale"]  # the Laplace noise added
     true_epsilon = largest_change(function, grouped, 1, low, high, **options) / scale
     # ≥ up to the last place of the scale's division (its rounding is tested with the mechanisms)
@@ -115,16 +114,7 @@ def test_laplace_aggregates_on_replace_one_lose_what_they_are_charged(
 
 def test_grouped_laplace_count_on_add_remove_is_calibrated_to_m() -> None:
     acct = accountant("add_remove")
-    out = people([("a", 1.0)]).pipe(
-        dp_count,
-        epsilon=0.5,
-        by="key",
-        keys=KEYS,
-        accountant=acct,
-        dataset="d",
-        privacy_unit="person",
-        max_contributions=M,
-    )
+    out = release(dp_count, acct, epsilon=0.5, by="key", keys=KEYS)
     assert out.attrs["noise_std"] == [pytest.approx(math.sqrt(2.0) * M / 0.5)]
     assert out.attrs["relation"] == "add_remove" and acct.spent("d").epsilon == 0.5
 
@@ -135,18 +125,7 @@ def test_gaussian_histogram_on_replace_one_loses_what_it_is_charged(function: An
     options: dict[str, Any] = (
         {"by": "key", "keys": KEYS} if function is dp_count else {"column": "key", "categories": KEYS}
     )
-    df = people([("a", 1.0)])
-    out = df.pipe(
-        function,
-        epsilon=1.0,
-        delta=1e-6,
-        mechanism="gaussian",
-        accountant=acct,
-        dataset="d",
-        privacy_unit="person",
-        max_contributions=M,
-        **options,
-    )
+    out = release(function, acct, epsilon=1.0, delta=1e-6, mechanism="gaussian", **options)
     sigma = out.attrs["noise_std"][0]
     change = largest_change(dp_count, True, 2, 1.0, 1.0)
     assert change == pytest.approx(math.sqrt(2.0) * M)  # the rows leave one key for another
@@ -157,20 +136,7 @@ def test_gaussian_histogram_on_replace_one_loses_what_it_is_charged(function: An
 
 def test_gaussian_mean_on_replace_one_loses_what_it_is_charged() -> None:
     acct = accountant("replace_one")
-    df = people([("a", 1.0)])
-    out = df.pipe(
-        dp_mean,
-        "x",
-        lower=-2.0,
-        upper=5.0,
-        epsilon=1.0,
-        delta=1e-6,
-        mechanism="gaussian",
-        accountant=acct,
-        dataset="d",
-        privacy_unit="person",
-        max_contributions=M,
-    )
+    out = release(dp_mean, acct, "x", lower=-2.0, upper=5.0, epsilon=1.0, delta=1e-6, mechanism="gaussian")
     sigma_sum, sigma_count = out.attrs["noise_std"]
     centre = 1.5
 
