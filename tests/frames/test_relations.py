@@ -14,10 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import special
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, UnsupportedCompositionError
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
+from dp_pipeline.frames.aggregates import _sensitivity
 
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
@@ -166,3 +169,33 @@ def test_row_level_releases_are_refused_on_add_remove_before_any_charge() -> Non
     with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
         LaplaceNoise(epsilon=1.0, sensitivity=1.0, accountant=acct, dataset="d").fit_transform(df[["x"]])
     assert acct.history("d") == before
+
+
+@st.composite
+def two_people(draw: Any) -> tuple[int, float, float, list[tuple[int, float]], list[tuple[int, float]]]:
+    """m, [l, u], and the rows (group, value) of an old and a new person, each at most m rows."""
+    m = draw(st.integers(1, 4))
+    low = draw(st.floats(-10.0, 10.0))
+    high = draw(st.floats(-10.0, 10.0).filter(lambda x: x != low))
+    low, high = min(low, high), max(low, high)
+    row = st.tuples(st.integers(0, 2), st.one_of(st.sampled_from([low, high]), st.floats(low, high)))
+    return m, low, high, draw(st.lists(row, max_size=m)), draw(st.lists(row, max_size=m))
+
+
+def totals(rows: list[tuple[int, float]], grouped: bool) -> np.ndarray:
+    out = np.zeros(3 if grouped else 1)
+    for group, value in rows:
+        out[group if grouped else 0] += value
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(two_people(), st.booleans())
+def test_no_person_changes_a_statistic_by_more_than_its_sensitivity(case: Any, grouped: bool) -> None:
+    m, low, high, old, new = case
+    change = totals(new, grouped) - totals(old, grouped)
+    l1, l2 = _sensitivity("replace_one", grouped, m, low, high)
+    assert np.abs(change).sum() <= l1 * (1 + 1e-12) and np.linalg.norm(change) <= l2 * (1 + 1e-12)
+    added = totals(new, grouped)  # add/remove: the new person's rows appear
+    l1, l2 = _sensitivity("add_remove", grouped, m, low, high)
+    assert np.abs(added).sum() <= l1 * (1 + 1e-12) and np.linalg.norm(added) <= l2 * (1 + 1e-12)
