@@ -28,6 +28,7 @@ This module needs neither scikit-learn nor pandas.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import warnings
@@ -66,6 +67,7 @@ __all__ = [
     "plan_noise",
     "release_rng",
     "split_epsilon",
+    "sqrt_up",
 ]
 
 UNACCOUNTED = "unaccounted"
@@ -194,9 +196,28 @@ def split_epsilon(epsilon: float, parts: int) -> float:
 def composed_event(parts: Sequence[Mechanism], relation: Relation = "replace_one") -> PrivacyEvent:
     """The cost of releasing ``parts`` together under ``relation``: the part's own event for one part, else
     the ``"composite"`` event of the parts' events (its guarantee: their basic composition, rounded up)."""
-    if len(parts) == 1:
-        return parts[0].event.under(relation)
-    return composite_event([part.event for part in parts], relation)
+    return _whole([part.event for part in parts], relation)
+
+
+def _whole(events: Sequence[PrivacyEvent], relation: Relation) -> PrivacyEvent:
+    return events[0].under(relation) if len(events) == 1 else composite_event(events, relation)
+
+
+def _stating(event: PrivacyEvent, replace_one: float) -> PrivacyEvent:
+    """An add/remove event that also gives its sensitivity under replace-one (so that it converts exactly)."""
+    parameters = {**event.parameters, "replace_one_sensitivity": replace_one}
+    return event.model_copy(update={"parameters": parameters})
+
+
+def sqrt_up(value: Fraction) -> float:
+    """√value (value ≥ 0) rounded up to a double: the 60-digit root rounded up, then to a double not below it
+    (decimal arithmetic, so that tiny and huge values neither underflow nor overflow on the way)."""
+    with decimal.localcontext() as context:
+        context.prec = 60
+        context.rounding = decimal.ROUND_CEILING
+        root = (decimal.Decimal(value.numerator) / decimal.Decimal(value.denominator)).sqrt()
+    result = float(root)
+    return math.nextafter(result, math.inf) if Fraction(result) < Fraction(root) else result
 
 
 def basic_composition(
@@ -261,6 +282,7 @@ def plan_noise(
     calibration: str = "analytic",
     gamma: float | None = None,
     relation: Relation = "replace_one",
+    replace_one: Sequence[float] | None = None,
 ) -> NoisePlan:
     """Calibrate the noise of a release of d parts with sensitivities Δ₁…Δ_d (see the module notes).
 
@@ -281,6 +303,11 @@ def plan_noise(
     relation : {"replace_one", "add_remove"}
         The neighbouring relation the sensitivities are for, stated by the event (row-level releases:
         ``"replace_one"``).
+    replace_one : sequence of float, optional
+        With ``relation="add_remove"``: each part's sensitivity under replace-one (same norm). Laplace and
+        Gaussian events then state it (``parameters["replace_one_sensitivity"]``: each Laplace part's own;
+        the joint Gaussian event's √Σ(Δ'ⱼ/Δⱼ)² in units of Δⱼ, rounded up), so that a replace-one dataset
+        charges them exactly instead of by group privacy.
 
     Returns
     -------
@@ -292,7 +319,10 @@ def plan_noise(
         total = check_epsilon(epsilon)
         eps = split_epsilon(total, d)
         laplace = tuple(Laplace(epsilon=eps, sensitivity=s) for s in deltas)
-        return NoisePlan(laplace, composed_event(laplace, relation))
+        events = [m.event for m in laplace]
+        if replace_one is not None:
+            events = [_stating(e, float(other)) for e, other in zip(events, replace_one, strict=True)]
+        return NoisePlan(laplace, _whole(events, relation))
     if family == "gaussian":
         norm = math.sqrt(d)
         if calibration == "gdp":
@@ -301,7 +331,11 @@ def plan_noise(
             joint = Gaussian(epsilon=epsilon, delta=delta, sensitivity=norm, calibration=calibration)  # type: ignore[arg-type]
         unit_mu = math.nextafter(1.0 / joint.sigma, 0.0)  # rounded down: each part's σ is at least Δⱼ·σ
         gaussian = tuple(Gaussian.from_mu(mu=unit_mu, sensitivity=s) for s in deltas)
-        return NoisePlan(gaussian, joint.event.under(relation))
+        event = joint.event
+        if replace_one is not None:
+            units = (Fraction(other) / Fraction(s) for other, s in zip(replace_one, deltas, strict=True))
+            event = _stating(event, sqrt_up(sum((u * u for u in units), Fraction(0))))
+        return NoisePlan(gaussian, event.under(relation))
     if family == "staircase":
         return NoisePlan(
             *basic_composition(

@@ -30,7 +30,6 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from dp_pipeline._release import (
     declared_bounds,
     plan_noise,
     release_rng,
+    sqrt_up,
 )
 from dp_pipeline._validation import times_up
 from dp_pipeline.exceptions import InvalidParameterError
@@ -131,10 +131,17 @@ class _Release:
     def plan(self, ranges: list[tuple[float, float]]) -> NoisePlan:
         """The noise of one part per value range [l, u] (see :func:`_sensitivity`)."""
         norm = 1 if self.noise == "gaussian" else 0  # L2 for Gaussian noise, L1 for Laplace
-        grouped = self.by is not None
-        sensitivities = [_sensitivity(self.relation, grouped, self.m, lo, hi)[norm] for lo, hi in ranges]
+
+        def under(relation: str) -> list[float]:
+            return [_sensitivity(relation, self.by is not None, self.m, lo, hi)[norm] for lo, hi in ranges]
+
         return plan_noise(
-            self.noise, sensitivities, epsilon=self.epsilon, delta=self.delta, relation=self.relation
+            self.noise,
+            under(self.relation),
+            epsilon=self.epsilon,
+            delta=self.delta,
+            relation=self.relation,
+            replace_one=under("replace_one") if self.relation == "add_remove" else None,
         )
 
     def charge(self, plan: NoisePlan, label: str) -> None:
@@ -182,15 +189,8 @@ def _sensitivity(relation: str, grouped: bool, m: int, low: float, high: float) 
         return times_up(m, magnitude), times_up(m, magnitude)
     if not grouped:
         return times_up(m, width), times_up(m, width)
-    return times_up(2 * m, magnitude), max(times_up(m, width), times_up(m, _sqrt2_up(magnitude)))
-
-
-def _sqrt2_up(value: float) -> float:
-    """√2·value rounded up."""
-    result = math.sqrt(2.0) * value
-    while Fraction(result) ** 2 < 2 * Fraction(value) ** 2:
-        result = math.nextafter(result, math.inf)
-    return result
+    root2_magnitude = sqrt_up(2 * Fraction(magnitude) ** 2)
+    return times_up(2 * m, magnitude), max(times_up(m, width), times_up(m, root2_magnitude))
 
 
 def _noisy(

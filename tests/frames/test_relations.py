@@ -16,9 +16,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import special
+from scipy import optimize, special
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, UnsupportedCompositionError
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
 from dp_pipeline.frames.aggregates import _sensitivity
 
@@ -47,6 +48,11 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
     return float(
         special.ndtr(mu / 2 - epsilon / mu) - math.exp(epsilon) * special.ndtr(-mu / 2 - epsilon / mu)
     )
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """The least ε with δ(ε) ≤ δ for μ-GDP (the curve decreases in ε)."""
+    return float(optimize.brentq(lambda e: gaussian_delta(mu, e) - delta, 0.0, 100.0, xtol=1e-14))
 
 
 def people(first: list[tuple[str, float]]) -> pd.DataFrame:
@@ -199,3 +205,16 @@ def test_no_person_changes_a_statistic_by_more_than_its_sensitivity(case: Any, g
     added = totals(new, grouped)  # add/remove: the new person's rows appear
     l1, l2 = _sensitivity("add_remove", grouped, m, low, high)
     assert np.abs(added).sum() <= l1 * (1 + 1e-12) and np.linalg.norm(added) <= l2 * (1 + 1e-12)
+
+
+def test_an_add_remove_aggregate_states_its_replace_one_sensitivity_and_converts_exactly() -> None:
+    source, target = accountant("add_remove"), accountant("replace_one")
+    out = release(dp_histogram, source, "key", categories=KEYS, epsilon=1.0, delta=1e-6, mechanism="gaussian")
+    sigma = out.attrs["noise_std"][0]
+    event = PrivacyEvent.from_dict(out.attrs["cost"])
+    target.spend("d", event)  # the same release, read on a replace-one dataset
+    mu = largest_change(dp_count, True, 2, 1.0, 1.0) / sigma  # √2·m/σ: tighter than group privacy's 2m/σ
+    exact = gaussian_epsilon(mu, 1e-6)
+    assert target.spent("d").epsilon >= exact
+    assert target.spent("d").epsilon == pytest.approx(exact, rel=1e-6)
+    assert target.spent("d").epsilon < gaussian_epsilon(2 * M / sigma, 1e-6)
