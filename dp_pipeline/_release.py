@@ -8,15 +8,20 @@ describes the whole call, so that the accountant is charged exactly once per cal
 
 How ε is split (d parts):
 
-* Laplace: each part gets Laplace noise of scale b·Δⱼ with b = d/ε. In units of Δⱼ (the query xⱼ/Δⱼ) the
-  release is one d-dimensional Laplace mechanism of scale d/ε and L1 sensitivity d, hence ε-DP; it is charged
-  as that one Laplace event.
+* Laplace: each part gets Laplace noise of scale b·Δⱼ with b = d/ε, i.e. an ε/d-DP Laplace mechanism at
+  sensitivity Δⱼ. The release is charged as one ``"composite"`` event whose parts are those d Laplace events:
+  their basic composition is ε-DP, and the tight composition of a plan sees every part (ten 10-feature
+  releases at ε = 1 compose to about ε = 4.7 at δ = 10⁻⁶, not 10).
 * Gaussian: each part gets N(0, (σΔⱼ)²) with σ the calibration of the scalar Gaussian mechanism at L2
   sensitivity √d (the norm of the vector of d unit changes). The release is exactly that mechanism applied to
   xⱼ/Δⱼ (Gaussian noise is rotation invariant), so it is charged as its event: (ε, δ)-DP, or μ-GDP.
 * Everything else (staircase, bounded, randomized response): each part gets ε/d (rounded down so that d parts
-  never sum above ε) and the release is charged as ``PureDP(ε)`` by basic composition, which is exact for pure
-  ε-DP.
+  never sum above ε) and the release is charged as the composite of the d part events, whose basic
+  composition is ε-DP.
+
+Every event states the neighbouring relation it was calibrated for: releases that add noise to each row are
+private when one person's row is replaced (``"replace_one"``); the pandas aggregates calibrate to the relation
+of the dataset they are charged to (:func:`dataset_relation`).
 
 This module needs neither scikit-learn nor pandas.
 """
@@ -35,9 +40,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._validation import check_real, divide_down, sqrt_up
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.accounting.composition import composite_event
+from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
-from dp_pipeline.guarantees import Guarantee, PureDP
+from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 
@@ -51,6 +57,7 @@ __all__ = [
     "check_ledger",
     "clip_columns",
     "composed_event",
+    "dataset_relation",
     "declared_bounds",
     "declared_sensitivity",
     "kept_rng",
@@ -109,6 +116,18 @@ def check_ledger(accountant: Any, dataset: Any) -> None:
         )
 
 
+def dataset_relation(accountant: Any, dataset: Any) -> Relation:
+    """The neighbouring relation of the dataset a release is charged to (one read of the ledger).
+
+    ``"unaccounted"``, or an accountant that cannot tell, gives the default relation.
+    """
+    read = getattr(accountant, "relation", None)
+    if isinstance(accountant, str) or not callable(read):
+        return DEFAULT_RELATION
+    relation: Relation = read(dataset)
+    return relation
+
+
 def charge(accountant: Any, dataset: Any, cost: PrivacyEvent | Guarantee, label: str) -> None:
     """Charge one release to the ledger before its result exists; BudgetExceededError charges nothing."""
     if isinstance(accountant, str) and accountant == UNACCOUNTED:
@@ -162,33 +181,33 @@ def split_epsilon(epsilon: float, parts: int) -> float:
     return share
 
 
-def composed_event(parts: Sequence[Mechanism], epsilon: float) -> PrivacyEvent:
-    """The cost of releasing ``parts`` together: the part's own event for one part, else ``PureDP(ε)``.
+def composed_event(parts: Sequence[Mechanism], relation: Relation = "replace_one") -> PrivacyEvent:
+    """The cost of releasing ``parts`` together under ``relation``: the part's own event for one part, else
+    the ``"composite"`` event of the parts' events (its guarantee: their basic composition, rounded up)."""
+    return _whole([part.event for part in parts], relation)
 
-    For several pure ε'-DP parts with Σε' ≤ ε (see :func:`split_epsilon`) basic composition gives ε-DP, which
-    is exact for pure DP; the event is of kind ``"guarantee"`` and keeps the parts' kind and number in its
-    parameters.
-    """
-    if len(parts) == 1:
-        return parts[0].event
-    return PrivacyEvent(
-        kind="guarantee",
-        guarantee=PureDP(epsilon),
-        parameters={"composition": "basic", "mechanism": parts[0].event_kind, "parts": len(parts)},
-    )
+
+def _whole(events: Sequence[PrivacyEvent], relation: Relation) -> PrivacyEvent:
+    return events[0].under(relation) if len(events) == 1 else composite_event(events, relation)
+
+
+def _stating(event: PrivacyEvent, replace_one: float) -> PrivacyEvent:
+    """An add/remove event that also gives its sensitivity under replace-one (so that it converts exactly)."""
+    parameters = {**event.parameters, "replace_one_sensitivity": replace_one}
+    return event.model_copy(update={"parameters": parameters})
 
 
 def basic_composition(
-    epsilon: Any, parts: int, build: Callable[[float], Iterable[M]]
+    epsilon: Any, parts: int, build: Callable[[float], Iterable[M]], relation: Relation = "replace_one"
 ) -> tuple[tuple[M, ...], PrivacyEvent]:
     """A release of ``parts`` pure-DP parts that share ``epsilon`` equally, and its cost.
 
     ``build(ε')`` makes the parts' mechanisms, each ε'-DP with ε' = ε/parts rounded down (see
-    :func:`split_epsilon`); the cost is :func:`composed_event` of them.
+    :func:`split_epsilon`); the cost is :func:`composed_event` of them under ``relation``, at most ε-DP.
     """
     total = check_epsilon(epsilon)
     mechanisms = tuple(build(split_epsilon(total, parts)))
-    return mechanisms, composed_event(mechanisms, total)
+    return mechanisms, composed_event(mechanisms, relation)
 
 
 def check_delta(family: str, delta: Any) -> None:
@@ -239,6 +258,8 @@ def plan_noise(
     mu: float | None = None,
     calibration: str = "analytic",
     gamma: float | None = None,
+    relation: Relation = "replace_one",
+    replace_one: Sequence[float] | None = None,
 ) -> NoisePlan:
     """Calibrate the noise of a release of d parts with sensitivities Δ₁…Δ_d (see the module notes).
 
@@ -256,6 +277,14 @@ def plan_noise(
         The Gaussian calibration (see :class:`~dp_pipeline.mechanisms.Gaussian`).
     gamma : float or None
         The staircase shape (None: the optimal γ for each part's ε).
+    relation : {"replace_one", "add_remove"}
+        The neighbouring relation the sensitivities are for, stated by the event (row-level releases:
+        ``"replace_one"``).
+    replace_one : sequence of float, optional
+        With ``relation="add_remove"``: each part's sensitivity under replace-one (same norm). Laplace and
+        Gaussian events then state it (``parameters["replace_one_sensitivity"]``: each Laplace part's own;
+        the joint Gaussian event's √Σ(Δ'ⱼ/Δⱼ)² in units of Δⱼ, rounded up), so that a replace-one dataset
+        charges them exactly instead of by group privacy.
 
     Returns
     -------
@@ -265,18 +294,12 @@ def plan_noise(
     d = len(deltas)
     if family == "laplace":
         total = check_epsilon(epsilon)
-        if d == 1:
-            single = Laplace(epsilon=total, sensitivity=deltas[0])
-            return NoisePlan((single,), single.event)
-        # in units of Δⱼ: noise of scale b ≥ 1/ε' (rounded up) on d coordinates that one person moves by ≤ 1
-        # each (L1 ≤ d), so d/b ≤ d·ε' ≤ ε; each part's ε'' ≤ 1/b (rounded down) gives it scale Δⱼ/ε'' ≥ Δⱼ·b
-        unit_scale = Laplace(epsilon=split_epsilon(total, d), sensitivity=1.0).scale
-        part_epsilon = divide_down(1.0, unit_scale)
-        laplace = tuple(Laplace(epsilon=part_epsilon, sensitivity=s) for s in deltas)
-        event = PrivacyEvent(
-            kind="laplace", guarantee=PureDP(total), sensitivity=float(d), parameters={"scale": unit_scale}
-        )
-        return NoisePlan(laplace, event)
+        eps = split_epsilon(total, d)
+        laplace = tuple(Laplace(epsilon=eps, sensitivity=s) for s in deltas)
+        events = [m.event for m in laplace]
+        if replace_one is not None:
+            events = [_stating(e, float(other)) for e, other in zip(events, replace_one, strict=True)]
+        return NoisePlan(laplace, _whole(events, relation))
     if family == "gaussian":
         norm = sqrt_up(d)  # the L2 sensitivity √d in units of Δⱼ, rounded up
         if calibration == "gdp":
@@ -285,13 +308,18 @@ def plan_noise(
             joint = Gaussian(epsilon=epsilon, delta=delta, sensitivity=norm, calibration=calibration)  # type: ignore[arg-type]
         unit_mu = divide_down(1.0, joint.sigma)  # rounded down: each part's σ = Δⱼ/μ (up) is at least Δⱼ·σ
         gaussian = tuple(Gaussian.from_mu(mu=unit_mu, sensitivity=s) for s in deltas)
-        return NoisePlan(gaussian, joint.event)
+        event = joint.event
+        if replace_one is not None:
+            units = (Fraction(other) / Fraction(s) for other, s in zip(replace_one, deltas, strict=True))
+            event = _stating(event, sqrt_up(sum((u * u for u in units), Fraction(0))))
+        return NoisePlan(gaussian, event.under(relation))
     if family == "staircase":
         return NoisePlan(
             *basic_composition(
                 epsilon,
                 d,
                 lambda share: (Staircase(epsilon=share, sensitivity=s, gamma=gamma) for s in deltas),
+                relation,
             )
         )
     raise InvalidParameterError(

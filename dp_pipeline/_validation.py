@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from fractions import Fraction
@@ -134,12 +135,19 @@ def subtract_up(minuend: float, subtrahend: float) -> float:
     return difference
 
 
-def sqrt_up(value: float) -> float:
-    """√value rounded up: the least double whose square is not below ``value`` (value ≥ 0)."""
-    root = math.sqrt(value)
-    if Fraction(root) ** 2 < Fraction(value):
-        root = math.nextafter(root, math.inf)
-    return root
+def sqrt_up(value: float | Fraction) -> float:
+    """√value rounded up to a double (value ≥ 0, a float or an exact Fraction): the 60-digit root rounded
+    up, then the double not below it. Decimal arithmetic, so tiny and huge values neither underflow nor
+    overflow on the way."""
+    exact = Fraction(value)
+    with decimal.localcontext() as context:
+        context.prec = 60
+        context.rounding = decimal.ROUND_CEILING
+        root = (decimal.Decimal(exact.numerator) / decimal.Decimal(exact.denominator)).sqrt()
+    result = float(root)
+    if math.isfinite(result) and Fraction(result) < Fraction(root):
+        result = math.nextafter(result, math.inf)
+    return result
 
 
 def times_up(k: int, value: float) -> float:

@@ -258,6 +258,7 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
         "dataset": dataset,
         "budget": budget.guarantee.to_dict(),
         "rule": budget.method,
+        "relation": budget.relation,
         "spent": _report_json(spent),
         "remaining": _report_json(remaining),
         "open_reservations": spent.open_reservations,
@@ -281,13 +282,14 @@ def _shown(data: dict[str, Any]) -> str:
 
 def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for name in ("dataset", "budget", "rule", "spent", "remaining", "open"):
+    for name in ("dataset", "budget", "rule", "relation", "spent", "remaining", "open"):
         table.add_column(name, justify="right" if name == "open" else "left", overflow="fold")
     for row in rows:
         table.add_row(
             row["dataset"],
             _shown(row["budget"]),
             _rule(row["budget"], row["rule"]),
+            row["relation"],
             f"{_shown(row['spent']['guarantee'])} ({_RULES.get(row['spent']['method'])})",
             _shown(row["remaining"]["guarantee"]),
             str(row["open_reservations"]),
@@ -319,6 +321,16 @@ def budget_set(
             "(an (ε, δ) budget with δ > 0 spent by pure or Gaussian releases).",
         ),
     ] = "auto",
+    relation: Annotated[
+        str | None,
+        typer.Option(
+            "--relation",
+            help="Neighbouring datasets: replace_one (one person's rows replaced by another's; the default "
+            "for a new dataset, needed by row-level releases) or add_remove (one person's rows added or "
+            "removed; aggregates only). Fixed once spends are recorded.",
+            show_default=False,
+        ),
+    ] = None,
     reason: Annotated[str | None, typer.Option("--reason", help="Recorded with the change.")] = None,
     actor: Annotated[
         str | None, typer.Option("--actor", help="Recorded with the change (default user@host).")
@@ -343,7 +355,7 @@ def budget_set(
                 _number(epsilon, "--epsilon"), 0.0 if delta is None else _number(delta, "--delta")
             )
         with _accountant(ledger) as acct:
-            acct.set_budget(dataset, budget, method=method, reason=reason, actor=actor)
+            acct.set_budget(dataset, budget, method=method, relation=relation, reason=reason, actor=actor)
             status = _status(acct, dataset)
         if as_json:
             _print_json(status)
@@ -628,6 +640,7 @@ def plan_check(
             "cost": _report_json(cost),
             "remaining": _report_json(remaining),
             "budget": cost.budget.to_dict(),
+            "relation": cost.relation,
             "releases": [
                 {"index": i, "label": label, "group_size": size, "event": e.to_dict()}
                 for i, (e, size, label) in enumerate(items, start=1)
@@ -637,13 +650,15 @@ def plan_check(
             _print_json(result)
         else:
             table = Table(title=f"plan for {dataset!r}", title_justify="left")
-            for name in ("#", "release", "label", "k", "guarantee"):
+            for name in ("#", "release", "label", "k", "guarantee", "relation"):
                 table.add_column(name, overflow="fold")
             for i, (e, size, label) in enumerate(items, start=1):
-                table.add_row(str(i), e.kind, label or "", str(size), _amount(e.guarantee))
+                shown = e.relation or f"{cost.relation} (dataset's)"
+                table.add_row(str(i), e.kind, label or "", str(size), _amount(e.guarantee), shown)
             console = _console()
             console.print(table)
             console.print(f"plan total: {_amount(cost.guarantee)} ({_RULES.get(cost.method, cost.method)})")
+            console.print(f"relation:   {cost.relation} (the dataset's neighbouring relation)")
             console.print(f"remaining:  {_amount(remaining.guarantee)}")
             console.print("fits: yes" if fits else "fits: no")
         if not fits:

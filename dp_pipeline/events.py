@@ -4,18 +4,30 @@ Events are facts; accountants do arithmetic. A mechanism describes its release a
 noise parameters, its sensitivity and the guarantee it gives), so that spent budget can be recomputed later
 under a tighter composition method or another group size. Events are stored as JSON through a fixed kind
 table, never through import paths read from storage.
+
+Every event states the neighbouring relation its noise was calibrated for (:data:`Relation`): one person's
+rows added or removed (``"add_remove"``), or one person's rows replaced by another's (``"replace_one"``).
+``None`` means "whatever relation the dataset declares": a mechanism built by hand, whose sensitivity its
+user vouches for. A release of several parts (the columns of a transformer) is one ``"composite"`` event
+whose ``parts`` are the per-part events, so that tight composition sees each part.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import Field, SerializeAsAny, field_serializer, field_validator
+from pydantic import Field, SerializeAsAny, field_serializer, field_validator, model_validator
 
 from dp_pipeline._validation import FiniteFloat, ValidatedModel
 from dp_pipeline.guarantees import Guarantee, guarantee_from_dict
 
-__all__ = ["EVENT_KINDS", "EventKind", "PrivacyEvent"]
+__all__ = ["DEFAULT_RELATION", "EVENT_KINDS", "RELATIONS", "EventKind", "PrivacyEvent", "Relation"]
+
+Relation = Literal["add_remove", "replace_one"]
+RELATIONS: tuple[str, ...] = get_args(Relation)
+DEFAULT_RELATION: Relation = "replace_one"
+"""A dataset's relation unless declared: every row-level release is DP under it, and aggregates calibrate to
+it (see the README, "What the library guarantees")."""
 
 EventKind = Literal[
     "laplace",
@@ -25,6 +37,7 @@ EventKind = Literal[
     "bounded_laplace",
     "bounded_staircase",
     "guarantee",
+    "composite",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
@@ -43,13 +56,40 @@ class PrivacyEvent(ValidatedModel):
     parameters : dict
         The noise parameters needed to recompute the privacy loss exactly: ``scale`` (Laplace), ``sigma``
         (Gaussian), ``probabilities`` of a report given the truth for randomized response
-        (``p_true`` and ``p_other`` with ``categories``).
+        (``p_true`` and ``p_other`` with ``categories``). An ``"add_remove"`` Laplace or Gaussian event may
+        give ``replace_one_sensitivity`` (L1, resp. L2, under replace-one) so that it converts exactly.
+    relation : {"add_remove", "replace_one"} or None
+        The neighbouring relation the release was calibrated for; None: the relation of the dataset it is
+        charged to.
+    parts : tuple of PrivacyEvent
+        Only for ``kind="composite"``: the events the release is made of (not composite themselves, with the
+        composite's relation); its ``guarantee`` is their basic composition.
     """
 
     kind: EventKind
     guarantee: SerializeAsAny[Guarantee]
     sensitivity: FiniteFloat | None = Field(default=None, gt=0.0)
     parameters: dict[str, float | int | str] = Field(default_factory=dict)
+    relation: Relation | None = None
+    parts: tuple[PrivacyEvent, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_parts(self) -> PrivacyEvent:
+        if self.kind != "composite":
+            if self.parts:
+                raise ValueError(f"only a composite event has parts, not a {self.kind!r} event")
+            return self
+        if not self.parts:
+            raise ValueError("a composite event needs at least one part")
+        for part in self.parts:
+            if part.kind == "composite":
+                raise ValueError("the parts of a composite event cannot be composite")
+            if part.relation != self.relation:
+                raise ValueError(
+                    f"every part of a composite event states its relation {self.relation!r}, got "
+                    f"{part.relation!r}"
+                )
+        return self
 
     @field_validator("guarantee", mode="before")
     @classmethod
@@ -60,9 +100,20 @@ class PrivacyEvent(ValidatedModel):
     def _dump_guarantee(self, value: Guarantee) -> dict[str, Any]:
         return value.to_dict()
 
+    def under(self, relation: Relation | None) -> PrivacyEvent:
+        """This event (and its parts) stating ``relation``."""
+        return self.model_copy(
+            update={"relation": relation, "parts": tuple(p.under(relation) for p in self.parts)}
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return self.model_dump()
+        """Plain JSON-ready data (``relation`` and ``parts`` only when set, as events stored before them)."""
+        data = self.model_dump(exclude={"parts", "relation"})
+        if self.relation is not None:
+            data["relation"] = self.relation
+        if self.parts:
+            data["parts"] = [p.to_dict() for p in self.parts]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyEvent:

@@ -429,3 +429,19 @@ def test_a_missing_cli_extra_names_the_install_command() -> None:
     code = "import sys; sys.modules['typer'] = None; import dp_pipeline.cli"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0 and 'pip install "dp-pipeline[cli]"' in done.stderr
+
+
+def test_the_relation_is_set_and_shown(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "2", "--relation", "add_remove", url=url)
+    ok("budget", "set", "r", "--epsilon", "2", url=url)
+    assert as_json("budget", "show", "d", url=url)["relation"] == "add_remove"
+    assert as_json("budget", "show", "r", url=url)["relation"] == "replace_one"  # the default
+    assert "add_remove" in ok("budget", "show", "d", url=url).stdout
+    plan = write_plan(tmp_path, [{"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}])
+    assert as_json("plan", "check", "d", plan, url=url)["relation"] == "add_remove"
+    assert "relation:   add_remove" in ok("plan", "check", "d", plan, url=url).stdout
+    rr = write_plan(tmp_path, [{"mechanism": "randomized_response", "epsilon": 0.5}], "rr.json")
+    fails(1, "plan", "check", "d", rr, url=url, match="relation='replace_one'")
+    bad = ("budget", "set", "r", "--epsilon", "2", "--relation", "swap")
+    fails(2, *bad, url=url, match="'relation' must be")

@@ -32,30 +32,6 @@ budgets = st.floats(min_value=1e-6, max_value=20.0)
 small_deltas = st.floats(min_value=1e-12, max_value=0.01)
 
 
-@given(sensitivity_lists, budgets)
-def test_plan_noise_laplace_event_covers_the_parts_exactly(
-    sensitivities: list[float], epsilon: float
-) -> None:
-    plan = plan_noise("laplace", sensitivities, epsilon=epsilon)
-    scale = Fraction(plan.event.parameters["scale"])
-    for mechanism in plan.mechanisms:
-        assert Fraction(mechanism.sensitivity) / Fraction(mechanism.scale) <= Fraction(mechanism.epsilon)
-        if len(sensitivities) > 1:  # the noise of every part, in units of its sensitivity, covers the event's
-            assert Fraction(mechanism.scale) >= Fraction(mechanism.sensitivity) * scale
-    # and the event's noise is ε-DP: exact L1 sensitivity over exact scale
-    assert Fraction(plan.event.sensitivity) / scale <= Fraction(epsilon)
-    assert plan.event.guarantee.epsilon == epsilon
-    assert len(plan.mechanisms) * Fraction(plan.mechanisms[0].epsilon) <= Fraction(epsilon)
-
-
-def test_plan_noise_laplace_example_that_rounding_to_nearest_gets_wrong() -> None:
-    # 1/ε' (the unit scale of three parts at ε = 1) rounds to nearest below the exact quotient
-    share = split_epsilon(1.0, 3)
-    assert Fraction(1.0 / share) < 1 / Fraction(share)
-    plan = plan_noise("laplace", [1.0, 2.0, 5.0], epsilon=1.0)
-    assert 3 / Fraction(plan.event.parameters["scale"]) <= 1
-
-
 @given(sensitivity_lists, st.floats(min_value=0.01, max_value=5.0), small_deltas)
 def test_plan_noise_gaussian_parts_carry_at_least_the_event_noise(
     sensitivities: list[float], epsilon: float, delta: float
@@ -82,6 +58,25 @@ def test_plan_noise_gaussian_norm_example_that_rounding_to_nearest_gets_wrong() 
     assert Fraction(math.sqrt(3)) ** 2 < 3  # √3 rounds below: the L2 sensitivity would be understated
     plan = plan_noise("gaussian", [1.0, 2.0, 5.0], mu=0.5, calibration="gdp")
     assert Fraction(plan.event.sensitivity) ** 2 >= 3
+
+
+@given(sensitivity_lists, budgets)
+def test_plan_noise_laplace_parts_lose_at_most_epsilon_exactly(
+    sensitivities: list[float], epsilon: float
+) -> None:
+    plan = plan_noise("laplace", sensitivities, epsilon=epsilon)
+    # each part's exact loss Δⱼ/bⱼ is within its ε', and the parts' losses sum to at most ε
+    losses = [Fraction(m.sensitivity) / Fraction(m.scale) for m in plan.mechanisms]
+    assert all(loss <= Fraction(m.epsilon) for loss, m in zip(losses, plan.mechanisms, strict=True))
+    assert sum(losses) <= Fraction(epsilon)
+
+
+def test_plan_noise_laplace_event_covers_the_parts() -> None:
+    plan = plan_noise("laplace", [1.0, 2.0, 5.0], epsilon=0.9)
+    # the event is the composite of the parts' own events, whose losses Δⱼ/bⱼ sum to at most ε
+    assert plan.event.kind == "composite"
+    assert list(plan.event.parts) == [m.event.under("replace_one") for m in plan.mechanisms]
+    assert sum(Fraction(m.sensitivity) / Fraction(m.scale) for m in plan.mechanisms) <= Fraction(0.9)
 
 
 def test_release_rng_warns_for_a_seed_and_names_random_state_when_invalid() -> None:

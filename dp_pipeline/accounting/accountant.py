@@ -29,6 +29,7 @@ from dp_pipeline.accounting.composition import (
     compose_plan,
     compose_plan_gdp,
     event_gdp,
+    flatten_events,
     group_event,
 )
 from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
@@ -41,7 +42,8 @@ from dp_pipeline.accounting.ledger.base import (
     canonical_json,
     check_chain,
 )
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.accounting.relations import to_relation
+from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
@@ -168,12 +170,13 @@ def _parse_decimal(text: Any, where: str) -> Decimal:
 
 @dataclass(frozen=True)
 class _Budget:
-    """A dataset's budget: the guarantee (ApproxDP or GaussianDP), the method and, for an (ε, δ) budget
-    under the μ-GDP filter, μ_B = the largest μ whose (ε, δ_B) conversion fits ε_B."""
+    """A dataset's budget: the guarantee (ApproxDP or GaussianDP), the method, the neighbouring relation and,
+    for an (ε, δ) budget under the μ-GDP filter, μ_B = the largest μ whose (ε, δ_B) conversion fits ε_B."""
 
     guarantee: Guarantee
     method: Method
     mu_limit: Decimal | None = None
+    relation: Relation = DEFAULT_RELATION
 
     @property
     def currency(self) -> Literal["approx", "gdp"]:
@@ -183,6 +186,7 @@ class _Budget:
         return {
             "guarantee": self.guarantee.to_dict(),
             "mu_limit": None if self.mu_limit is None else str(self.mu_limit),
+            "relation": self.relation,
         }
 
     @classmethod
@@ -196,7 +200,11 @@ class _Budget:
         raw = state.budget.get("mu_limit")
         mu_limit = None if raw is None else _parse_decimal(raw, where)
         method: Method = "gdp" if state.method == "gdp" else "basic"
-        return cls(guarantee, method, mu_limit)
+        # a budget stored before relations existed has none: it is read as the default
+        relation = state.budget.get("relation", DEFAULT_RELATION)
+        if relation not in RELATIONS:
+            raise LedgerError(f"{where}: unknown neighbouring relation {relation!r}")
+        return cls(guarantee, method, mu_limit, relation)
 
     def describe(self) -> str:
         if self.currency == "gdp":
@@ -380,6 +388,8 @@ class BudgetReport:
         The dataset's budget.
     open_reservations : int
         Reservations not yet committed or released; they are counted as spent.
+    relation : str
+        The dataset's neighbouring relation: ``"replace_one"`` or ``"add_remove"``.
     """
 
     dataset: str
@@ -388,6 +398,7 @@ class BudgetReport:
     method: str
     budget: Guarantee
     open_reservations: int = 0
+    relation: Relation = DEFAULT_RELATION
 
     @property
     def epsilon(self) -> float:
@@ -431,7 +442,10 @@ class BudgetReport:
             "gdp": "μ-GDP composition",
             "pld": "tight PLD composition",
         }.get(self.method, self.method)
-        text = f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)})"
+        text = (
+            f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "
+            f"{self.relation})"
+        )
         if self.open_reservations:
             text += f", including {self.open_reservations} open reservation(s)"
         return text
@@ -474,6 +488,9 @@ class LedgerEntry:
         Why and by whom (releases and budget changes).
     hash : str
         The record's hash in the chain.
+    relation : str or None
+        The dataset's neighbouring relation, for budget and reserve records (records written before
+        relations existed: the default, ``"replace_one"``).
     """
 
     dataset: str
@@ -491,6 +508,7 @@ class LedgerEntry:
     reason: str | None = None
     actor: str | None = None
     hash: str = ""
+    relation: Relation | None = None
 
 
 @dataclass(frozen=True)
@@ -707,6 +725,16 @@ def _pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
 
 
 def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge, Guarantee]:
+    """What one event adds to the totals under the budget's rule, for groups of k, and the cost shown.
+
+    The event is first read under the dataset's relation (:func:`to_relation`, before grouping). A
+    ``"composite"`` event is charged as the sum of its parts' charges: Σε and Σδ, and Σμᵢ² (tighter than
+    the μ of its total guarantee).
+    """
+    event = to_relation(event, budget.relation)
+    if event.kind == "composite":
+        total = _sum_charges([_event_charge(budget, part, k)[0] for part in event.parts])
+        return total, _charge_cost(budget, total)
     grouped = group_event(event, k)
     g = grouped.guarantee
     if budget.method == "basic":
@@ -745,6 +773,15 @@ def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge
     return _Charge(None, None, _square(mu)), g
 
 
+def _charge_cost(budget: _Budget, charge: _Charge) -> Guarantee:
+    """A summed charge as a guarantee in the budget's currency (rounded up)."""
+    by_sums = budget.method == "basic" or charge.is_pure
+    if charge.epsilon is not None and charge.delta is not None and by_sums:
+        return ApproxDP(_float_up(charge.epsilon), _float_up(charge.delta))
+    assert charge.mu2 is not None
+    return GaussianDP(_sqrt_up(charge.mu2))
+
+
 def _sum_charges(charges: Sequence[_Charge]) -> _Charge:
     eps: Decimal | None = _ZERO
     delta: Decimal | None = _ZERO
@@ -771,13 +808,18 @@ def _price(
     plan_delta: float | None,
     totals: _Totals,
 ) -> _Price:
-    """The charge of a request under a budget (one event, or a plan composed as a whole)."""
+    """The charge of a request under a budget (one event, or a plan composed as a whole).
+
+    A plan's events are read under the dataset's relation and its composites split into their parts, so
+    that the tight composition sees every part.
+    """
     if not plan:
         charge, cost = _event_charge(budget, events[0], k)
         method = "gdp" if budget.currency == "gdp" else budget.method
         if budget.method == "gdp" and budget.currency == "approx" and charge.is_pure:
             method = "basic"
         return _Price(charge, cost, method, budget, None)
+    events = flatten_events([to_relation(e, budget.relation) for e in events])
     grouped = [group_event(e, k) for e in events]
     if budget.method == "basic":
         return _price_basic_plan(budget, events, grouped, k, plan_delta, totals)
@@ -915,6 +957,16 @@ class PrivacyAccountant:
       filter on one budget; which rule a budget uses is fixed when the budget is set, before any spend,
       and cannot change while spends are recorded.
 
+    **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
+    :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
+    removed (``"add_remove"``). Every spend is read under it before group sizes and composition
+    (:func:`~dp_pipeline.accounting.relations.to_relation`): an event that states no relation costs what it
+    says; an add/remove event on a replace-one dataset is re-priced for a removal plus an addition (exactly
+    from its noise when it gives its replace-one sensitivity, by group privacy of size 2 otherwise); a
+    replace-one event on an add/remove dataset is refused. The recorded events state the relation they were
+    charged under. A ``"composite"`` event (a release of several columns) is charged as the sum of its parts'
+    charges under the budget's rule, and plans compose its parts.
+
     **Plans** (:meth:`plan_cost`, :meth:`spend_plan`) are releases declared before any of them runs.
     Under basic composition a plan is charged as one record at its tight total from
     :func:`~dp_pipeline.accounting.composition.compose_plan`, read at the δ you give or by default at
@@ -957,7 +1009,7 @@ class PrivacyAccountant:
     >>> acct.set_budget("patients", ApproxDP(1.0, 1e-6))
     >>> _ = acct.spend("patients", PureDP(0.25), label="count")
     >>> print(acct.remaining("patients"))
-    remaining on 'patients': ε = 0.75, δ = 1e-06 (basic composition; budget ε = 1, δ = 1e-06)
+    remaining on 'patients': ε = 0.75, δ = 1e-06 (basic composition; budget ε = 1, δ = 1e-06; replace_one)
     """
 
     def __init__(self, ledger: str | LedgerStore, *, create: bool = True) -> None:
@@ -991,6 +1043,7 @@ class PrivacyAccountant:
         budget: ApproxDP | PureDP | GaussianDP,
         *,
         method: str = "auto",
+        relation: str | None = None,
         reason: str | None = None,
         actor: str | None = None,
     ) -> None:
@@ -1005,14 +1058,20 @@ class PrivacyAccountant:
         method : {"auto", "basic", "gdp"}
             The composition rule (see the class Notes). ``"auto"``: basic composition for (ε, δ) budgets,
             the μ-GDP filter for GaussianDP. ``"gdp"`` on an (ε, δ) budget needs δ > 0.
+        relation : {"replace_one", "add_remove"}, optional
+            Which datasets are neighbours: one person's rows replaced by another's (``"replace_one"``, the
+            default for a new dataset) or one person's rows added or removed (``"add_remove"``). Every spend
+            is read under it (see :func:`~dp_pipeline.accounting.relations.to_relation`): row-level releases
+            are private only under replace-one and are refused on an add/remove dataset. None keeps the
+            relation of an existing dataset. It cannot change once spends are recorded.
         reason, actor : str, optional
             Recorded with the change (actor defaults to user@host).
 
         Raises
         ------
         InvalidParameterError
-            A wrong type, a budget below what is already spent, or a change of currency or method while
-            spends are recorded. Nothing changes then.
+            A wrong type, a budget below what is already spent, or a change of currency, method or relation
+            while spends are recorded. Nothing changes then.
 
         Notes
         -----
@@ -1026,6 +1085,10 @@ class PrivacyAccountant:
         if method not in ("auto", "basic", "gdp"):
             raise InvalidParameterError(
                 f"'method' must be 'auto', 'basic' or 'gdp', got {method!r}", "method"
+            )
+        if relation is not None and relation not in RELATIONS:
+            raise InvalidParameterError(
+                f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
             )
         resolved: Method
         mu_limit: Decimal | None = None
@@ -1044,16 +1107,24 @@ class PrivacyAccountant:
                         "method='gdp' needs δ > 0: μ-GDP implies no pure ε-DP guarantee", "method"
                     )
                 mu_limit = _mu_limit(guarantee)
-        new = _Budget(guarantee, resolved, mu_limit)
 
         def run(tx: LedgerTransaction) -> None:
             head = tx.head
             where = f"dataset {dataset!r}"
             totals = _Totals() if head is None else _Totals.from_json(head.state.totals, where)
             previous = None if head is None else _Budget.from_state(head.state, where)
+            kept = DEFAULT_RELATION if previous is None else previous.relation
+            new = _Budget(guarantee, resolved, mu_limit, kept if relation is None else relation)  # type: ignore[arg-type]
             if previous is not None:
-                if previous.guarantee == new.guarantee and previous.method == new.method:
+                if previous == new:
                     return
+                if previous.relation != new.relation and totals.active:
+                    raise InvalidParameterError(
+                        f"dataset {dataset!r} has {totals.active} active spend(s) charged under the relation"
+                        f" {previous.relation!r}; it cannot change to {new.relation!r} (the spends were"
+                        " priced for the other relation). Nothing was changed.",
+                        "relation",
+                    )
                 if (previous.currency, previous.method) != (new.currency, new.method) and totals.active:
                     raise InvalidParameterError(
                         f"dataset {dataset!r} has {totals.active} active spend(s) under "
@@ -1073,6 +1144,7 @@ class PrivacyAccountant:
                 "budget": new.guarantee.to_dict(),
                 "method": new.method,
                 "mu_limit": None if mu_limit is None else str(mu_limit),
+                "relation": new.relation,
                 "previous": None if previous is None else previous.guarantee.to_dict(),
                 "reason": reason,
                 "actor": actor or _default_actor(),
@@ -1086,7 +1158,14 @@ class PrivacyAccountant:
         """The dataset's budget and its composition rule."""
         _, budget, totals = self._read(dataset)
         method = budget.method
-        return BudgetReport(dataset, "budget", budget.guarantee, method, budget.guarantee, totals.open)
+        return BudgetReport(
+            dataset, "budget", budget.guarantee, method, budget.guarantee, totals.open, budget.relation
+        )
+
+    def relation(self, dataset: str) -> Relation:
+        """The dataset's neighbouring relation, ``"replace_one"`` or ``"add_remove"`` (:meth:`set_budget`)."""
+        _, budget, _ = self._read(dataset)
+        return budget.relation
 
     def datasets(self) -> list[str]:
         """The datasets with a budget in this ledger, sorted."""
@@ -1212,7 +1291,9 @@ class PrivacyAccountant:
         plan_delta = self._check_plan_delta(delta)
         _, budget, totals = self._read(dataset)
         price = _price(budget, events, k, True, plan_delta, totals)
-        return BudgetReport(dataset, "plan cost", price.cost, price.method, budget.guarantee, totals.open)
+        return BudgetReport(
+            dataset, "plan cost", price.cost, price.method, budget.guarantee, totals.open, budget.relation
+        )
 
     def plan_fits(
         self, dataset: str, costs: Sequence[Any], group_size: int = 1, *, delta: float | None = None
@@ -1357,17 +1438,20 @@ class PrivacyAccountant:
             price = _price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
         where = f"dataset {dataset!r}"
 
-        def request() -> str:
-            return canonical_json({"events": event_dicts, "group_size": k, "plan": plan, "delta": plan_delta})
+        def request(stated: list[dict[str, Any]]) -> str:
+            return canonical_json({"events": stated, "group_size": k, "plan": plan, "delta": plan_delta})
 
         def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee]:
             head = tx.head
             if head is None:
                 raise UnknownDatasetError(dataset)
+            relation = _budget_of(head.state, where).relation
+            # every recorded event states its relation: one that states none was charged under the dataset's
+            stated = [(e if e.relation is not None else e.under(relation)).to_dict() for e in events]
             # a random key cannot exist yet: look up only keys the caller chose
             found = None if given_key is None else tx.reservation(key=key)
             if found is not None:  # a key pays for one release: every later call is refused
-                _check_same_request(dataset, key, found, request())
+                _check_same_request(dataset, key, found, request(stated))
                 raise KeyAlreadyUsedError(dataset, key, found.status)
             current = _budget_of(head.state, where)
             totals = _Totals.from_json(head.state.totals, where)
@@ -1396,7 +1480,8 @@ class PrivacyAccountant:
                 "group_size": k,
                 "plan": plan,
                 "delta": plan_delta,
-                "events": event_dicts,
+                "relation": relation,
+                "events": stated,
                 "cost": p.cost.to_dict(),
                 "composition": p.method,
                 "charge": p.charge.to_json(),
@@ -1531,11 +1616,12 @@ def _check_same_request(dataset: str, key: str, found: ReservationRecords, reque
 def _spent_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
     g = budget.guarantee
     if isinstance(g, GaussianDP):
-        return BudgetReport(dataset, "spent", GaussianDP(_sqrt_up(totals.mu2)), "gdp", g, totals.open)
+        spent_mu = GaussianDP(_sqrt_up(totals.mu2))
+        return BudgetReport(dataset, "spent", spent_mu, "gdp", g, totals.open, budget.relation)
     assert isinstance(g, ApproxDP)
     if budget.method == "basic":
         spent = ApproxDP(_float_up(totals.epsilon), _float_up(totals.delta))
-        return BudgetReport(dataset, "spent", spent, "basic", g, totals.open)
+        return BudgetReport(dataset, "spent", spent, "basic", g, totals.open, budget.relation)
     candidates: list[tuple[ApproxDP, str]] = []
     if totals.impure == 0:
         candidates.append((ApproxDP(_float_up(totals.epsilon), 0.0), "basic"))
@@ -1543,26 +1629,26 @@ def _spent_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetRepor
         gdp = GaussianDP(_sqrt_up(totals.mu2))
         candidates.append((gdp.to_approx_dp(g.delta) if gdp.mu > 0 else ApproxDP(0.0, 0.0), "gdp"))
     spent, method = min(candidates, key=lambda c: (c[0].epsilon, c[1] != "basic"))
-    return BudgetReport(dataset, "spent", spent, method, g, totals.open)
+    return BudgetReport(dataset, "spent", spent, method, g, totals.open, budget.relation)
 
 
 def _remaining_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
     g = budget.guarantee
     if isinstance(g, GaussianDP):
         left = _sqrt_down(max(_ZERO, _sub(_square(_dec(g.mu)), totals.mu2)))
-        return BudgetReport(dataset, "remaining", GaussianDP(left), "gdp", g, totals.open)
+        return BudgetReport(dataset, "remaining", GaussianDP(left), "gdp", g, totals.open, budget.relation)
     assert isinstance(g, ApproxDP)
     if budget.method == "basic":
         rest = ApproxDP(
             _float_down(_sub(_dec(g.epsilon), totals.epsilon)), _float_down(_sub(_dec(g.delta), totals.delta))
         )
-        return BudgetReport(dataset, "remaining", rest, "basic", g, totals.open)
+        return BudgetReport(dataset, "remaining", rest, "basic", g, totals.open, budget.relation)
     spent = _spent_report(dataset, budget, totals)
     rest = ApproxDP(
         _float_down(_sub(_dec(g.epsilon), _dec(spent.epsilon))),
         _float_down(_sub(_dec(g.delta), _dec(spent.delta))),
     )
-    return BudgetReport(dataset, "remaining", rest, spent.method, g, totals.open)
+    return BudgetReport(dataset, "remaining", rest, spent.method, g, totals.open, budget.relation)
 
 
 def _entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:
@@ -1596,6 +1682,7 @@ def _entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntr
         reason=body.get("reason"),
         actor=body.get("actor"),
         hash=record.hash,
+        relation=body.get("relation", DEFAULT_RELATION) if record.kind in ("budget", "reserve") else None,
     )
 
 
@@ -1613,10 +1700,10 @@ def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Datase
             if record.kind == "budget":
                 guarantee = guarantee_from_dict(dict(body["budget"]))
                 method = body.get("method")
-                budget_state = (
-                    {"guarantee": guarantee.to_dict(), "mu_limit": body.get("mu_limit")},
-                    str(method),
-                )
+                state: dict[str, Any] = {"guarantee": guarantee.to_dict(), "mu_limit": body.get("mu_limit")}
+                if "relation" in body:  # budget records written before relations existed have none
+                    state["relation"] = body["relation"]
+                budget_state = (state, str(method))
             elif budget_state is None:
                 return f"{where}: a {record.kind} record before any budget was set"
             elif record.kind == "reserve":

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import special
 
 from dp_pipeline._validation import check_positive_int, check_real, divide_up, times_up
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -49,7 +49,9 @@ __all__ = [
     "compose_gdp",
     "compose_plan",
     "compose_plan_gdp",
+    "composite_event",
     "event_gdp",
+    "flatten_events",
     "group_event",
 ]
 
@@ -348,8 +350,10 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
     -----
     Valid for every composition method, adaptive or planned. Group privacy for ε-DP and (ε, δ)-DP:
     Dwork & Roth 2014, Thm 2.2 and its (ε, δ) generalisation; for μ-GDP: Dong, Roth & Su 2022,
-    Thm 2.14.
+    Thm 2.14. A ``"composite"`` event becomes the composite of its grouped parts.
     """
+    if isinstance(event, PrivacyEvent) and event.kind == "composite":
+        return composite_event([group_event(part, group_size) for part in event.parts], event.relation)
     loss = _event_loss(event)
     k = check_positive_int(group_size, "group_size")
     if k == 1:
@@ -367,9 +371,39 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         guarantee = GaussianDP(divide_up(sensitivity, loss.sigma)).to_approx_dp(event.guarantee.delta)
     else:
         guarantee = event.guarantee.group(k)
+    parameters = dict(event.parameters)
+    other = parameters.get("replace_one_sensitivity")
+    if isinstance(other, (int, float)):  # a group changes it k times as much, like the sensitivity
+        parameters["replace_one_sensitivity"] = times_up(k, float(other))
     return PrivacyEvent(
-        kind=event.kind, guarantee=guarantee, sensitivity=sensitivity, parameters=dict(event.parameters)
+        kind=event.kind,
+        guarantee=guarantee,
+        sensitivity=sensitivity,
+        parameters=parameters,
+        relation=event.relation,
     )
+
+
+def composite_event(parts: Sequence[PrivacyEvent], relation: Relation | None) -> PrivacyEvent:
+    """One release made of ``parts`` (each stating ``relation``), as a ``"composite"`` event.
+
+    Its guarantee is the basic composition of the parts (:func:`compose_basic`, rounded up; μ-GDP
+    composition when every part is μ-GDP); accountants and :func:`compose_plan` see the parts themselves.
+    """
+    items = flatten_events(_check_events(parts))
+    guarantees = [e.guarantee for e in items]
+    mus = [g for g in guarantees if isinstance(g, GaussianDP)]
+    total: Guarantee = compose_gdp(mus) if len(mus) == len(guarantees) else compose_basic(guarantees)
+    if isinstance(total, ApproxDP) and total.delta == 0.0:
+        total = PureDP(total.epsilon)
+    return PrivacyEvent(
+        kind="composite", guarantee=total, relation=relation, parts=tuple(e.under(relation) for e in items)
+    )
+
+
+def flatten_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
+    """The events with every ``"composite"`` event replaced by its parts."""
+    return [part for event in events for part in (event.parts if event.kind == "composite" else (event,))]
 
 
 def as_approx_dp(guarantee: Guarantee, delta: float | None = None) -> ApproxDP:
@@ -453,8 +487,11 @@ def event_gdp(event: PrivacyEvent) -> GaussianDP:
 
     Notes
     -----
-    A property of one release, valid adaptively: compose the results with :func:`compose_gdp`.
+    A property of one release, valid adaptively: compose the results with :func:`compose_gdp`. A
+    ``"composite"`` event has the μ-GDP composition of its parts.
     """
+    if isinstance(event, PrivacyEvent) and event.kind == "composite":
+        return compose_gdp([event_gdp(part) for part in event.parts])
     loss = _event_loss(event)
     if event.kind == "gaussian":
         assert isinstance(loss, _GaussianLoss)
@@ -533,7 +570,7 @@ def compose_plan_gdp(events: Sequence[PrivacyEvent]) -> Composition:
     UnsupportedCompositionError
         If an event only has an (ε, δ > 0) guarantee.
     """
-    items = _check_events(events)
+    items = flatten_events(_check_events(events))
     return Composition(compose_gdp([event_gdp(e) for e in items]), "gdp")
 
 
@@ -726,7 +763,8 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     Parameters
     ----------
     events : sequence of PrivacyEvent
-        Every release of the plan, each for one individual (apply :func:`group_event` first for groups).
+        Every release of the plan, each for one individual (apply :func:`group_event` first for groups); a
+        ``"composite"`` event counts as its parts.
     delta : float
         The δ in [0, 1) at which ε is reported.
 
@@ -790,7 +828,7 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     events' worst-case losses (the sum is attained with positive probability), so the result is the
     basic composition, exact and without discretisation.
     """
-    items = _check_events(events)
+    items = flatten_events(_check_events(events))
     target = _check_delta(delta)
     losses = [_event_loss(e) for e in items]
     if not items:

@@ -3,18 +3,17 @@
 Every function is one release: it checks its arguments and the columns, bounds each person's contribution,
 computes the exact statistic, charges the accountant once, and only then adds noise.
 
-**Privacy unit and sensitivity.** Neighbouring datasets differ by one person (added or removed). Without a
+**Privacy unit and sensitivity.** Neighbouring datasets differ by one person: added or removed, or replaced
+by another, as the dataset charged declares (:meth:`~dp_pipeline.PrivacyAccountant.set_budget`,
+``relation=``; ``"replace_one"`` by default and with ``accountant="unaccounted"``). Without a
 ``privacy_unit`` each row is a person. With ``privacy_unit="<column>"`` the rows sharing a value of that
 column are one person, and at most ``max_contributions`` rows per person are kept: a uniform random sample
-of that person's rows (the others are dropped before anything is computed). With m = ``max_contributions``
-and values clipped to [lower, upper], one person changes
-
-* a count (or the vector of group counts) by at most m, in L1 and in L2;
-* a sum (or the vector of group sums) by at most m·max(|lower|, |upper|);
-* a centred sum Σ(x − c), c = (lower + upper)/2, by at most m·(upper − lower)/2.
-
-Noise is calibrated to these sensitivities (never to the data), with Laplace noise (ε-DP) or Gaussian noise
-((ε, δ)-DP), through :func:`dp_pipeline._release.plan_noise`.
+of that person's rows (the others are dropped before anything is computed). Every statistic is a sum of
+per-row values in a declared range [l, u] (a count: l = u = 1; a sum: the clip bounds; a centred sum
+Σ(x − c), c = (lower + upper)/2: ±(upper − lower)/2). The noise is calibrated to the most one person can
+change it (see :func:`_sensitivity`, never the data), with Laplace noise (ε-DP, L1) or Gaussian noise
+((ε, δ)-DP, L2), through :func:`dp_pipeline._release.plan_noise`. The result's ``attrs["relation"]`` names
+the relation.
 
 **Groups.** ``by=`` groups the rows by one or more columns. The set of groups that is released must not
 depend on the data (a group present only because of one person reveals that person), so the group keys are
@@ -32,6 +31,7 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,10 +45,13 @@ from dp_pipeline._release import (
     check_delta,
     check_epsilon,
     check_ledger,
+    dataset_relation,
     declared_bounds,
     plan_noise,
     release_rng,
+    sqrt_up,
 )
+from dp_pipeline._validation import times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
@@ -101,6 +104,7 @@ class _Release:
             raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
         self.max_contributions = arguments["max_contributions"]
         self.privacy_unit = arguments["privacy_unit"]
+        self.relation = dataset_relation(self.accountant, self.dataset)
         self.rng = release_rng(arguments["random_state"], owner)
 
     def rows(self) -> pd.DataFrame:
@@ -124,8 +128,21 @@ class _Release:
             grouped.index = grouped.index.get_level_values(0) if grouped.index.nlevels > 1 else grouped.index
         return np.asarray(grouped.reindex(self.index, fill_value=0.0).to_numpy(dtype=np.float64))
 
-    def plan(self, sensitivities: list[float]) -> NoisePlan:
-        return plan_noise(self.noise, sensitivities, epsilon=self.epsilon, delta=self.delta)
+    def plan(self, ranges: list[tuple[float, float]]) -> NoisePlan:
+        """The noise of one part per value range [l, u] (see :func:`_sensitivity`)."""
+        norm = 1 if self.noise == "gaussian" else 0  # L2 for Gaussian noise, L1 for Laplace
+
+        def under(relation: str) -> list[float]:
+            return [_sensitivity(relation, self.by is not None, self.m, lo, hi)[norm] for lo, hi in ranges]
+
+        return plan_noise(
+            self.noise,
+            under(self.relation),
+            epsilon=self.epsilon,
+            delta=self.delta,
+            relation=self.relation,
+            replace_one=under("replace_one") if self.relation == "add_remove" else None,
+        )
 
     def charge(self, plan: NoisePlan, label: str) -> None:
         charge(self.accountant, self.dataset, plan.event, label)
@@ -138,12 +155,42 @@ class _Release:
             "noise_std": plan.noise_std.tolist(),
             "level": self.level,
             "max_contributions": self.m,
+            "relation": self.relation,
             "cost": plan.event.to_dict(),
             **extra,
         }
 
     def label(self, what: str) -> str:
         return what if self.by is None else f"{what} by {self.by}"
+
+
+def _sensitivity(relation: str, grouped: bool, m: int, low: float, high: float) -> tuple[float, float]:
+    """(L1, L2): the most one person changes a sum of per-row values in [low, high] (or the vector of its
+    per-group sums), each person having at most m rows; rounded up.
+
+    Write M = max(|l|, |u|) and W = max(u, 0) − min(l, 0), the width of [min(l, 0), max(u, 0)].
+
+    * add/remove: the person's ≤ m rows appear or vanish. One total moves by at most mM; a vector of group
+      totals by at most mM in L1, and in L2 too (all rows in one group).
+    * replace-one, one total: the old person's rows sum to some A and the new one's to some B, both in
+      [m·min(l, 0), m·max(u, 0)] (a person may have 0 to m rows), so |B − A| ≤ mW.
+    * replace-one, group totals: the change is B − A with A, B the two persons' vectors of group totals.
+      Each row is an atom: ±value at one group (the new person's rows add, the old one's subtract). The norms
+      are convex in the atoms, so they are largest with every row at l or u (or absent) and all atoms of one
+      sign in one group: either everything in one group (|change| ≤ mW), or the old person's atoms and the
+      new one's in two groups, each of size up to mM. Hence L1 = max(mW, 2mM) = 2mM (W ≤ 2M), and
+      L2 = m·max(W, √2·M). For counts (l = u = 1): L1 = 2m, L2 = √2·m.
+
+    Values in [l, u] with l ≥ 0 or u ≤ 0 give W = M, so replace-one never costs less than add/remove.
+    """
+    magnitude = max(abs(low), abs(high))
+    width = max(high, 0.0) - min(low, 0.0)
+    if relation == "add_remove":
+        return times_up(m, magnitude), times_up(m, magnitude)
+    if not grouped:
+        return times_up(m, width), times_up(m, width)
+    root2_magnitude = sqrt_up(2 * Fraction(magnitude) ** 2)
+    return times_up(2 * m, magnitude), max(times_up(m, width), times_up(m, root2_magnitude))
 
 
 def _noisy(
@@ -155,13 +202,13 @@ def _noisy(
 def _count_or_sum(
     release: _Release,
     exact: NDArray[np.float64],
-    sensitivity: float,
+    values: tuple[float, float],
     label: str,
     name: str,
     floor: float | None,
     extra: dict[str, Any],
 ) -> Any:
-    plan = release.plan([sensitivity])
+    plan = release.plan([values])
     release.charge(plan, label)
     noisy = _noisy(plan, 0, exact, release.rng)
     std = np.full(noisy.shape, plan.noise_std[0])
@@ -172,9 +219,9 @@ def _count_or_sum(
 
 
 def _count(release: _Release, label: str) -> Any:
-    """The noisy row count, whole or per group: sensitivity m, clipped at 0."""
+    """The noisy row count, whole or per group (each row counts 1), clipped at 0."""
     exact = release.per_group(release.rows(), None)
-    return _count_or_sum(release, exact, float(release.m), label, "count", 0.0, {})
+    return _count_or_sum(release, exact, (1.0, 1.0), label, "count", 0.0, {})
 
 
 def dp_count(
@@ -233,8 +280,9 @@ def dp_count(
 
     Notes
     -----
-    Sensitivity m (L1 and L2) for the whole vector of counts; Laplace scale m/ε, or the Gaussian σ of
-    (ε, δ) at sensitivity m. See the module notes for the privacy unit and the keys.
+    Sensitivity (see :func:`_sensitivity`): m under add/remove and for one count under replace-one; for the
+    vector of group counts under replace-one, L1 2m (Laplace scale 2m/ε) and L2 √2·m (the Gaussian σ of
+    (ε, δ) at that sensitivity). See the module notes for the privacy unit and the keys.
 
     References
     ----------
@@ -336,16 +384,16 @@ def dp_sum(
 
     Notes
     -----
-    Sensitivity m·max(|lower|, |upper|) for the whole vector of sums.
+    Sensitivity (see :func:`_sensitivity`) with M = max(|lower|, |upper|), W = max(upper, 0) − min(lower, 0):
+    mM under add/remove; under replace-one mW for one sum, and for group sums L1 2mM, L2 m·max(W, √2·M).
     """
     release = _Release("dp_sum", locals())
     name, low, high, rows, values = _clipped_column(release, column, lower, upper)
     exact = release.per_group(rows, values)
-    sensitivity = release.m * max(abs(low), abs(high))
     return _count_or_sum(
         release,
         exact,
-        sensitivity,
+        (low, high),
         release.label(f"dp_sum of {name!r}"),
         f"sum({name})",
         None,
@@ -383,8 +431,9 @@ def dp_mean(
 
     Notes
     -----
-    With c = (lower + upper)/2, one release of two parts: the centred sum S = Σ(x − c) (sensitivity
-    m(upper − lower)/2) and the count N (sensitivity m), each noisy, the budget split between them by
+    With c = (lower + upper)/2, one release of two parts: the centred sum S = Σ(x − c) (values in ±h,
+    h = (upper − lower)/2: sensitivity mh under add/remove, 2mh under replace-one) and the count N (as for
+    :func:`dp_count`), each noisy, the budget split between them by
     :func:`~dp_pipeline._release.plan_noise` (Laplace: ε/2 each). The estimate is
     clip(c + S̃/max(Ñ, 1), lower, upper); centring keeps the noise of S̃ independent of where the data lie.
     Its standard error is the delta-method √(Var S̃ + (S̃/Ñ)² Var Ñ)/max(Ñ, 1), evaluated at the noisy values
@@ -401,7 +450,8 @@ def dp_mean(
     centre = (low + high) / 2.0
     exact_sum = release.per_group(rows, values - centre)
     exact_count = release.per_group(rows, None)
-    plan = release.plan([release.m * (high - low) / 2.0, float(release.m)])
+    half_width = (high - low) / 2.0
+    plan = release.plan([(-half_width, half_width), (1.0, 1.0)])
     release.charge(plan, release.label(f"dp_mean of {name!r}"))
     noisy_sum = _noisy(plan, 0, exact_sum, release.rng)
     noisy_count = _noisy(plan, 1, exact_count, release.rng)

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dp_pipeline._validation import ValidatedModel, check_array
-from dp_pipeline.events import EventKind, PrivacyEvent
+from dp_pipeline.events import EventKind, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import _sampling
@@ -26,6 +26,9 @@ class Mechanism(ValidatedModel, ABC):
     """
 
     event_kind: ClassVar[EventKind]
+    event_relation: ClassVar[Relation | None] = None
+    """The neighbouring relation of the event: None (the dataset's, for noise calibrated to a sensitivity the
+    user vouches for) or ``"replace_one"`` (a local mechanism, ε-DP over its input domain per row)."""
 
     @property
     @abstractmethod
@@ -40,6 +43,7 @@ class Mechanism(ValidatedModel, ABC):
             guarantee=self.guarantee,
             sensitivity=self._event_sensitivity(),
             parameters=self._event_parameters(),
+            relation=self.event_relation,
         )
 
     def _event_sensitivity(self) -> float | None:

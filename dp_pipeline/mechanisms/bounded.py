@@ -279,6 +279,7 @@ class BoundedLaplace(_BoundedMechanism):
     """
 
     event_kind = "bounded_laplace"
+    event_relation = "replace_one"
     sensitivity: FiniteFloat = Field(default=None, gt=0.0, validate_default=True)
 
     @field_validator("sensitivity", mode="before")
@@ -443,6 +444,7 @@ class BoundedStaircase(_BoundedMechanism):
     """
 
     event_kind = "bounded_staircase"
+    event_relation = "replace_one"
     gamma: FiniteFloat = Field(ge=0.0, le=1.0)
 
     @property

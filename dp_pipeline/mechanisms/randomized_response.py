@@ -134,6 +134,7 @@ class BinaryRandomizedResponse(Mechanism):
     """
 
     event_kind = "randomized_response"
+    event_relation = "replace_one"
     epsilon: FiniteFloat = Field(gt=0.0)
     variant: Literal["spinner", "spinner_coin"] = "spinner"
 
@@ -324,6 +325,7 @@ class KRandomizedResponse(Mechanism):
     """
 
     event_kind = "randomized_response"
+    event_relation = "replace_one"
     epsilon: FiniteFloat = Field(gt=0.0)
     categories: Annotated[tuple[Any, ...], BeforeValidator(_check_categories)]
 

@@ -48,12 +48,13 @@ def test_count_is_one_release_charged_once(acct: PrivacyAccountant) -> None:
     assert result.attrs["noise_std"] == [pytest.approx(math.sqrt(2) / 0.5)]
 
 
-def test_grouped_count_noise_is_laplace_of_scale_m_over_epsilon_and_the_interval_covers() -> None:
+def test_grouped_count_noise_is_laplace_of_scale_2m_over_epsilon_and_the_interval_covers() -> None:
     df, keys = many_keys()
     exact = df["key"].value_counts().reindex(keys, fill_value=0).to_numpy()
     result = df.pipe(dp_count, by="key", keys=keys, epsilon=0.8, random_state=1, **OPT_OUT)
     noise = result["value"].to_numpy() - exact
-    assert stats.kstest(noise, stats.laplace(scale=1 / 0.8).cdf).pvalue > 1e-3
+    # replace-one (the default): one person's row leaves one key and joins another, L1 sensitivity 2
+    assert stats.kstest(noise, stats.laplace(scale=2 / 0.8).cdf).pvalue > 1e-3
     covered = int(((result["ci_low"] <= exact) & (exact <= result["ci_high"])).sum())
     # ci_low is clipped at 0, which only widens the interval; coverage is 95% exactly otherwise
     assert stats.binomtest(covered, len(keys), 0.95).pvalue > 1e-3
@@ -72,7 +73,7 @@ def test_gaussian_count_uses_the_mechanisms_sigma() -> None:
         random_state=3,
         **OPT_OUT,
     )
-    sigma = Gaussian(epsilon=1.0, delta=1e-6, sensitivity=1.0).sigma
+    sigma = Gaussian(epsilon=1.0, delta=1e-6, sensitivity=math.sqrt(2.0)).sigma  # replace-one: L2 √2
     assert result["std_error"].to_numpy() == pytest.approx(np.full(len(keys), sigma), rel=1e-9)
     assert stats.kstest(result["value"].to_numpy() - exact, stats.norm(scale=sigma).cdf).pvalue > 1e-3
 
@@ -121,7 +122,8 @@ def test_sum_clips_to_the_declared_bounds_and_scales_noise_to_them() -> None:
         max_contributions=4,
         **OPT_OUT,
     )
-    assert result.attrs["noise_std"] == [pytest.approx(math.sqrt(2) * 4 * 80 / 2.0)]
+    # replace-one: one person's ≤ 4 rows summing in [−320, 0] are replaced by rows summing in [0, 240]
+    assert result.attrs["noise_std"] == [pytest.approx(math.sqrt(2) * 4 * 140 / 2.0)]
 
 
 def test_grouped_sum_over_declared_keys() -> None:
@@ -138,8 +140,9 @@ def test_mean_is_centred_sum_over_count_and_its_interval_covers() -> None:
     assert result["value"] == pytest.approx(df["age"].mean(), abs=1e-6)
     # Laplace on (S/50, N/1): one 2-dimensional release, ε/2 for each part
     result = df.pipe(dp_mean, "age", lower=0, upper=100, epsilon=1.0, **OPT_OUT)
-    assert result.attrs["noise_std"] == pytest.approx([math.sqrt(2) * 2 * 50, math.sqrt(2) * 2 * 1])
-    assert result.attrs["cost"]["kind"] == "laplace" and result.attrs["cost"]["sensitivity"] == 2.0
+    # replace-one: the centred sum moves by up to 100 (50 → −50), the count by up to 1
+    assert result.attrs["noise_std"] == pytest.approx([math.sqrt(2) * 2 * 100, math.sqrt(2) * 2 * 1])
+    assert result.attrs["cost"]["kind"] == "composite" and result.attrs["relation"] == "replace_one"
     hits = 0
     for seed in range(200):
         r = df.pipe(dp_mean, "age", lower=0, upper=100, epsilon=0.05, random_state=seed, **OPT_OUT)

@@ -55,8 +55,8 @@ def test_fit_charges_nothing_and_every_transform_charges_once(acct: PrivacyAccou
     ("transformer", "kind"),
     [
         (LaplaceNoise(epsilon=0.5, sensitivity=[1.0, 2.0, 4.0]), "laplace"),
-        (StaircaseNoise(epsilon=0.5, sensitivity=1.0), "guarantee"),
-        (KRandomizedResponseEncoder(epsilon=0.5, categories=[0, 1, 2]), "guarantee"),
+        (StaircaseNoise(epsilon=0.5, sensitivity=1.0), "staircase"),
+        (KRandomizedResponseEncoder(epsilon=0.5, categories=[0, 1, 2]), "randomized_response"),
     ],
 )
 def test_a_release_of_several_features_costs_epsilon_once(
@@ -65,7 +65,8 @@ def test_a_release_of_several_features_costs_epsilon_once(
     data = np.random.default_rng(1001).integers(0, 3, (20, 3))
     transformer.set_params(accountant=acct, dataset="d").fit_transform(data)
     (entry,) = charges(acct)
-    assert entry.events[0].kind == kind
+    (event,) = entry.events
+    assert event.kind == "composite" and {p.kind for p in event.parts} == {kind}
     assert spent_epsilon(acct) == pytest.approx(0.5)
 
 

@@ -41,9 +41,10 @@ def test_laplace_scale_is_d_times_sensitivity_over_epsilon() -> None:
         assert t.mechanisms_[j].scale == pytest.approx(scale, rel=1e-12)
         assert stats.kstest(noise[:, j], stats.laplace(scale=scale).cdf).pvalue > 1e-3
     assert t.noise_std_ == pytest.approx(math.sqrt(2) * scales)
-    # the cost: one 3-dimensional Laplace mechanism of scale 3/ε on x/Δ, L1 sensitivity 3
+    # the cost: the composite of the three ε/3 Laplace releases, ε in total, row-level (replace-one)
+    assert t.cost_.kind == "composite" and t.cost_.relation == "replace_one"
     assert t.cost_.guarantee == PureDP(1.5)
-    assert t.cost_.sensitivity / t.cost_.parameters["scale"] == pytest.approx(1.5)
+    assert [p.sensitivity / p.parameters["scale"] for p in t.cost_.parts] == pytest.approx([0.5] * 3)
 
 
 def test_laplace_noise_at_a_wrong_scale_is_detected() -> None:
@@ -55,7 +56,7 @@ def test_laplace_noise_at_a_wrong_scale_is_detected() -> None:
 def test_one_feature_matches_the_mechanism() -> None:
     t = LaplaceNoise(epsilon=0.7, lower=0.0, upper=10.0, **OPT_OUT).fit(np.zeros((2, 1)))
     assert t.mechanisms_ == [Laplace(epsilon=0.7, sensitivity=10.0)]
-    assert t.cost_ == Laplace(epsilon=0.7, sensitivity=10.0).event
+    assert t.cost_ == Laplace(epsilon=0.7, sensitivity=10.0).event.under("replace_one")
 
 
 def test_gaussian_sigma_is_the_vector_mechanism_at_sensitivity_root_d() -> None:
@@ -73,7 +74,7 @@ def test_gaussian_sigma_is_the_vector_mechanism_at_sensitivity_root_d() -> None:
     assert exact == pytest.approx(delta, rel=1e-6)
     for j in range(4):
         assert stats.kstest(noise[:, j], stats.norm(scale=t.noise_std_[j]).cdf).pvalue > 1e-3
-    assert t.cost_ == Gaussian(epsilon=eps, delta=delta, sensitivity=2.0).event
+    assert t.cost_ == Gaussian(epsilon=eps, delta=delta, sensitivity=2.0).event.under("replace_one")
     assert t.cost_.guarantee == ApproxDP(eps, delta)
 
 
@@ -100,7 +101,7 @@ def test_staircase_features_get_epsilon_over_d() -> None:
             noise[:, j], lambda x, s=sensitivity, g=gamma: staircase_cdf(x, 1.0, s, g)
         ).pvalue
         assert pvalue > 1e-3
-    assert t.cost_.kind == "guarantee"
+    assert t.cost_.kind == "composite" and len(t.cost_.parts) == 2
     assert t.cost_.guarantee == PureDP(2.0)
 
 
