@@ -97,7 +97,7 @@ def measure(url: str, ledger: str, durability: str, processes: int, fit: int) ->
     from dp_pipeline import ApproxDP, PrivacyAccountant
 
     budget = round(fit * EPSILON, 10)
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget(DATASET, ApproxDP(budget, 0.0))
     for worker in range(processes):
         acct.set_budget(f"warm-{worker}", ApproxDP(1.0, 0.0))

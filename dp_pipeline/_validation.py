@@ -31,7 +31,7 @@ def as_real(value: Any) -> float:
     result = float(value)
     if not math.isfinite(result):
         raise ValueError(f"must be finite, got {result}")
-    return result
+    return result + 0.0  # -0.0 becomes 0.0: a parameter is recorded and printed as 0, never as -0
 
 
 FiniteFloat = Annotated[float, BeforeValidator(as_real)]
@@ -88,7 +88,6 @@ def check_positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
         raise InvalidParameterError(f"{name!r} must be a positive integer, got {value!r}", name)
     return int(value)
-
 
 
 def check_real(value: Any, name: str) -> float:

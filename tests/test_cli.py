@@ -72,9 +72,9 @@ def g(guarantee: Any) -> dict[str, Any]:
 
 def test_ledger_init_creates_a_ledger_once(url: str, tmp_path: Path) -> None:
     out = ok("ledger", "init", url=url).stdout
-    assert "ledger ready" in out and "0001_initial" in out and (tmp_path / "ledger.db").exists()
+    assert "ledger ready" in out and "0002_guards" in out and (tmp_path / "ledger.db").exists()
     again = as_json("ledger", "init", url=url)
-    assert again == {"ledger": url, "schema_revision": "0001_initial", "datasets": []}
+    assert again == {"ledger": url, "schema_revision": "0002_guards", "datasets": []}
     PrivacyAccountant(url, create=False).close()  # a real ledger
 
 
@@ -87,7 +87,13 @@ def test_ledger_verify_passes_and_detects_tampering(url: str, tmp_path: Path) ->
     report = acct.verify()
     acct.close()
     assert "ledger verified: 5 records" in ok("ledger", "verify", url=url).stdout
-    assert as_json("ledger", "verify", "d", url=url) == {"verified": True, "datasets": ["d"], "records": 5}
+    assert as_json("ledger", "verify", "d", url=url) == {
+        "verified": True,
+        "datasets": ["d"],
+        "records": 5,
+        "signatures": False,
+        "anchored": False,
+    }
     assert report.records == 5
     conn = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)
     conn.execute("DROP TRIGGER dp_ledger_records_no_update")

@@ -42,7 +42,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolExecutor, url: str) -> None:
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("shared", ApproxDP(5.0, 0.0))
     start_at = time.time() + 1.0
     race = (_workers.spend_until_refused, url, "shared", SPEND_EPSILON, start_at)
@@ -58,7 +58,7 @@ def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolEx
 
 
 def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: str) -> None:
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("shared", ApproxDP(5.0, 0.0))
     start_at = time.time() + 1.0
     futures = [
@@ -73,7 +73,7 @@ def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: s
 
 
 def test_process_killed_between_reserve_and_commit_fails_closed(url: str, tmp_path: Path) -> None:
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("d", ApproxDP(1.5, 0.0))
     ready = tmp_path / "ready"
     context = multiprocessing.get_context("spawn")
