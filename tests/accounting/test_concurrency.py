@@ -116,7 +116,8 @@ def test_racing_threads_share_one_accountant(ledger: str, tmp_path: Path) -> Non
 
     from dp_pipeline import BudgetExceededError, PureDP
 
-    acct = PrivacyAccountant("memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'l.db'}")
+    url = "memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'l.db'}"
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("shared", ApproxDP(5.0, 0.0))
     committed: list[int] = []
     errors: list[BaseException] = []
