@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
+import shlex
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -564,3 +567,34 @@ def test_grant_statements_quote_a_plain_role_and_refuse_anything_else() -> None:
     assert not any("DELETE" in s or "TRUNCATE" in s or "UPDATE ON dp_ledger_records" in s for s in statements)
     with pytest.raises(InvalidParameterError, match="plain PostgreSQL identifier"):
         grant_statements('x"; DROP TABLE dp_ledger_records; --')
+
+
+def _read_only_mount(source: Path, target: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` where ``target`` is ``source`` mounted read-only (a private mount namespace)."""
+    mount = shlex.join(["mount", "--bind", "-o", "ro", str(source), str(target)])
+    script = f"{mount} && exec {shlex.join(command)}"
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_verify_works_on_a_read_only_file_system(tmp_path: Path) -> None:
+    source, target = tmp_path / "src", tmp_path / "ro"
+    source.mkdir()
+    target.mkdir()
+    acct = _ledger(source / "ledger.db")
+    acct.spend("d", PureDP(0.5))  # left open: its last commits are still in the WAL file
+    probe = _read_only_mount(source, target, ["touch", str(target / "probe")])
+    if "Read-only file system" not in probe.stderr:
+        pytest.skip(f"cannot mount read-only here: {probe.stderr.strip()[:200]}")
+    cli = str(Path(sys.executable).parent / "dp-pipeline")
+    url = f"sqlite:///{target / 'ledger.db'}"
+    verify = _read_only_mount(source, target, [cli, "ledger", "verify", "--ledger", url])
+    assert verify.returncode == 0, verify.stderr
+    assert "ledger verified: 3 records" in verify.stdout
+    acct.close()  # checkpoints the WAL into the file and removes it: the file alone is read, as immutable
+    verify = _read_only_mount(source, target, [cli, "ledger", "verify", "--ledger", url])
+    assert verify.returncode == 0 and "ledger verified: 3 records" in verify.stdout, verify.stderr
+    show = _read_only_mount(source, target, [cli, "budget", "show", "d", "--ledger", url])
+    assert show.returncode == 1 and "read-only: open it with read_only=True" in show.stderr
+    assert "corrupt" not in show.stderr

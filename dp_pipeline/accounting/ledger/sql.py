@@ -444,6 +444,7 @@ class SQLLedger:
         self._shown = self._sa_url.render_as_string(hide_password=True)
         self._synchronous = "FULL"
         self._memory = False
+        self._path: Path | None = None
         if self._sa_url.get_backend_name() == "sqlite":
             read_only = self._sqlite_options(read_only)
         self.read_only = read_only
@@ -492,6 +493,13 @@ class SQLLedger:
                 f"Nothing was written. Restore it from a backup; if it is new, {how}."
             )
         query.update({"mode": "ro" if read_only else ("rwc" if self._create else "rw"), "uri": "true"})
+        self._path = path
+        wal = path.with_name(path.name + "-wal")
+        if read_only and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
+            # a read-only file system: SQLite cannot create the WAL index (-shm) there, and nobody can write
+            # the file through it, so it is read as immutable. Not with a WAL file left by a writer: its
+            # commits are not in the main file yet, and SQLite reads them (read-only) with its -shm file.
+            query["immutable"] = "1"
         self._sa_url = self._sa_url.set(database="file:" + urllib.parse.quote(str(path)), query=query)
         return read_only
 
@@ -650,7 +658,8 @@ class SQLLedger:
         if self.dialect != "sqlite":
             return ""
         text = _reason(err).lower()
-        if "readonly" in text or "read-only" in text:
+        read_only_place = self._path is not None and not os.access(self._path.parent, os.W_OK)
+        if "readonly" in text or "read-only" in text or read_only_place:
             return (
                 ". The file or its directory is read-only: open it with read_only=True (or ?mode=ro, "
                 "'dp-pipeline ledger verify' does) to read or verify it"
