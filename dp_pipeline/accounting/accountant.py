@@ -1164,6 +1164,9 @@ class PrivacyAccountant:
             The spend cannot be expressed in the budget's currency (e.g. (ε, δ > 0) against μ-GDP).
         UnknownDatasetError, InvalidParameterError
             No budget for the dataset; invalid arguments.
+        LedgerError
+            The ledger's lock was not obtained within the accountant's ``timeout`` (nothing was written;
+            retrying is safe, with the same key), the ledger is read-only or closed, or it is damaged.
         """
         return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=True)
 

@@ -29,6 +29,7 @@ from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.base import GENESIS_HASH, record_hash
 from dp_pipeline.accounting.ledger.privileges import grant_statements
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from tests.accounting.conftest import untriggered
 
 KEY = "a test key that is long enough"
 
@@ -39,18 +40,10 @@ def _ledger(path: Path, *, key: str | None = None, budget: float = 1.0) -> Priva
     return acct
 
 
-def _raw(path: Path) -> sqlite3.Connection:
-    """The database as its owner sees it, every trigger dropped (what a determined attacker does)."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
-        conn.execute(f"DROP TRIGGER {name}")
-    return conn
-
-
 def _rewrite(path: Path, dataset: str, edit: Callable[[dict[str, Any]], None]) -> None:
     """Edit the bodies of a dataset's records and rehash the whole chain and its head, as an attacker
     who knows the (public) hash function can."""
-    conn = _raw(path)
+    conn = untriggered(path)
     rows = conn.execute(
         "SELECT id, seq, kind, created_at, idem_key, reservation, body FROM dp_ledger_records "
         "WHERE dataset = ? ORDER BY seq",
@@ -126,7 +119,7 @@ def test_unknown_datasets_closed_accountants_and_a_deleted_head_row(tmp_path: Pa
     with pytest.raises(UnknownDatasetError, match="'unknown'"):
         acct.open_reservations("unknown")
     acct.spend("d", PureDP(0.25))
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset = 'd'")
     conn.close()
     for write in (lambda: acct.set_budget("d", ApproxDP(5.0, 0.0)), lambda: acct.spend("d", PureDP(0.1))):
@@ -170,11 +163,11 @@ def test_a_budget_raised_for_one_spend_and_put_back_is_refused_or_found(tmp_path
     raise_budget = "UPDATE dp_ledger_budgets SET budget = replace(budget, '1.0', '2.0')"
     with sqlite3.connect(path) as conn, pytest.raises(sqlite3.DatabaseError, match="head row moves only"):
         conn.execute(raise_budget)  # the trigger refuses it
-    conn = _raw(path)  # the owner drops the trigger first
+    conn = untriggered(path)  # the owner drops the trigger first
     conn.execute(raise_budget)
     conn.close()
     acct.spend("d", PureDP(1.0))  # 2.0 spent on a budget of 1.0
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("UPDATE dp_ledger_budgets SET budget = replace(budget, '2.0', '1.0')")
     conn.close()
     with pytest.raises(LedgerError, match=r"seq=4: the reservation does not fit the budget in force"):
@@ -193,7 +186,7 @@ def test_verify_reprices_every_reservation_under_its_budget(tmp_path: Path) -> N
             body["totals"]["epsilon"] = "0.25"
 
     _rewrite(path, "d", undercharge)
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("UPDATE dp_ledger_budgets SET totals = replace(totals, '0.75', '0.25')")
     conn.close()
     with pytest.raises(LedgerError, match=r"seq=2: the recorded charge .* is below what its request costs"):
@@ -208,7 +201,7 @@ def test_delete_the_last_spend_and_repoint_the_head_is_caught_by_the_anchor(tmp_
     acct = _ledger(path, key=KEY)
     acct.spend("d", PureDP(0.5))
     anchor = acct.anchor()
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records WHERE dataset = 'd' AND seq > 1")
     budget_hash, totals = conn.execute(
         "SELECT hash, json_extract(body, '$.totals') FROM dp_ledger_records WHERE seq = 1"
@@ -237,7 +230,7 @@ def test_a_rehashed_rewritten_chain_is_caught_by_the_key_and_by_the_anchor(tmp_p
     with pytest.raises(LedgerError, match="record seq=3 differs from the anchor"):
         acct.verify(anchor=anchor)
     # records before the edit keep their signatures (their hashes did not change): the key sees it
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("UPDATE dp_ledger_records SET sig = ? WHERE seq = 1", (first_sig,))
     conn.close()
     with pytest.raises(LedgerError, match="seq=2: unsigned, but the records before it are signed"):
@@ -297,7 +290,7 @@ def test_a_deleted_and_recreated_dataset_is_caught_by_the_anchor(tmp_path: Path)
     anchor = acct.anchor()
     with sqlite3.connect(path) as conn, pytest.raises(sqlite3.DatabaseError, match="head row moves only"):
         conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset = 'd'")
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records WHERE dataset = 'd'")
     conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset = 'd'")
     conn.close()
@@ -308,7 +301,7 @@ def test_a_deleted_and_recreated_dataset_is_caught_by_the_anchor(tmp_path: Path)
     acct.spend("d", PureDP(0.5))
     with pytest.raises(LedgerError, match="record seq=3 differs from the anchor"):
         acct.verify(anchor=anchor)
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records")
     conn.execute("DELETE FROM dp_ledger_budgets")
     conn.close()
