@@ -972,6 +972,12 @@ class PrivacyAccountant:
                 ledger, create=create, read_only=read_only, key=key, timeout=timeout
             )
         elif isinstance(ledger, LedgerStore):
+            if create or read_only or key is not None or timeout != 30.0:
+                raise InvalidParameterError(
+                    "create, read_only, key and timeout are options of opening a URL; a store object is "
+                    "already open (pass them to the store, e.g. SQLLedger(url, key=...))",
+                    "ledger",
+                )
             self._store = ledger
         else:
             raise InvalidParameterError(

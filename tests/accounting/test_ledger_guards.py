@@ -23,12 +23,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
+from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.base import GENESIS_HASH, record_hash
 from dp_pipeline.accounting.ledger.privileges import grant_statements
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
 from tests.accounting.conftest import untriggered
 
 KEY = "a test key that is long enough"
@@ -249,6 +251,8 @@ def test_signatures_under_another_key_or_forged_fail(tmp_path: Path) -> None:
         other.verify()
     with pytest.raises(InvalidParameterError, match="at least 16 bytes"):
         PrivacyAccountant(f"sqlite:///{path}", key="short")
+    with pytest.raises(InvalidParameterError, match="a store object is already open"):
+        PrivacyAccountant(acct.store, key=KEY)
 
 
 def test_a_key_introduced_later_signs_from_then_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -591,3 +595,53 @@ def test_verify_works_on_a_read_only_file_system(tmp_path: Path) -> None:
     show = _read_only_mount(source, target, [cli, "budget", "show", "d", "--ledger", url])
     assert show.returncode == 1 and "read-only: open it with read_only=True" in show.stderr
     assert "corrupt" not in show.stderr
+
+
+# ------------------------------------------------------------------------------------------- properties
+
+_BUDGETS = st.sampled_from(
+    [
+        (ApproxDP(2.0, 1e-5), "basic"),
+        (ApproxDP(2.0, 1e-5), "gdp"),
+        (ApproxDP(1.5, 0.0), "basic"),
+        (GaussianDP(1.5), "auto"),
+    ]
+)
+_COSTS = st.sampled_from([PureDP(0.1), PureDP(0.3), ApproxDP(0.2, 1e-7), GaussianDP(0.3), GaussianDP(0.05)])
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["spend", "reserve-release", "plan", "raise"]),
+        st.lists(_COSTS, min_size=1, max_size=3),
+        st.integers(1, 3),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=_BUDGETS, steps=_STEPS)
+def test_whatever_the_accountant_accepted_verifies(budget: tuple[Any, str], steps: list[Any]) -> None:
+    """The budget replay and the re-pricing never flag what the accountant itself wrote: budgets raised,
+    spends, group sizes, plans and released reservations under every rule."""
+    acct = PrivacyAccountant("memory://", key=KEY)
+    guarantee, method = budget
+    acct.set_budget("d", guarantee, method=method)
+    for action, costs, k in steps:
+        try:
+            if action == "spend":
+                acct.spend("d", costs[0], group_size=k)
+            elif action == "reserve-release":
+                acct.reserve("d", costs[0], group_size=k).release("never read")
+            elif action == "plan":
+                acct.spend_plan("d", costs, group_size=k)
+            else:
+                bigger = (
+                    GaussianDP(acct.budget("d").guarantee.mu * 1.5)  # type: ignore[union-attr]
+                    if isinstance(guarantee, GaussianDP)
+                    else ApproxDP(acct.budget("d").epsilon * 1.5, acct.budget("d").delta)
+                )
+                acct.set_budget("d", bigger, method=method)
+        except (BudgetExceededError, UnsupportedCompositionError):
+            pass
+    report = acct.verify(anchor=acct.anchor())
+    assert report.signatures and report.records == len(acct.store.records("d"))
