@@ -9,6 +9,11 @@ Connection conventions (Airflow's own):
 - conn type ``postgres`` with host, port, login, password and schema (the database), used through psycopg 3
   (``postgresql+psycopg://``). Extras such as ``sslmode`` become connection-string parameters.
 - any conn type with ``{"sqlalchemy_url": "..."}`` in its extra: that URL is used as it is.
+
+The ledger must exist (``dp-pipeline ledger init``): the hook never creates one, so a mistyped path or a
+deleted file fails the task instead of starting over on a full budget. ``{"ledger_key": "..."}`` in the
+extra (keep it in a secrets backend) is the key that signs every record; without it the environment
+variable ``DP_PIPELINE_LEDGER_KEY`` is used, if set.
 """
 
 from __future__ import annotations
@@ -126,7 +131,7 @@ def _hide_password(url: str) -> str:
         return "<unparsable url>"
 
 
-_ACCOUNTANTS: dict[tuple[int, str], PrivacyAccountant] = {}
+_ACCOUNTANTS: dict[tuple[int, str, bool], PrivacyAccountant] = {}
 _ACCOUNTANTS_LOCK = threading.Lock()
 
 
@@ -139,6 +144,8 @@ class PrivacyLedgerHook(BaseHook):
         The Airflow Connection of the ledger (see the module docstring for its conventions).
     shared : bool, default False
         Reuse one accountant per URL within this process (the dashboard does; a task opens its own).
+    read_only : bool, default False
+        Open the ledger for reading only (the dashboard does).
 
     Examples
     --------
@@ -151,10 +158,18 @@ class PrivacyLedgerHook(BaseHook):
     conn_type: ClassVar[str] = "dpledger"
     hook_name: ClassVar[str] = "dp-pipeline privacy ledger"
 
-    def __init__(self, ledger_conn_id: str = DEFAULT_CONN_ID, *, shared: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        ledger_conn_id: str = DEFAULT_CONN_ID,
+        *,
+        shared: bool = False,
+        read_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.ledger_conn_id = ledger_conn_id
         self.shared = shared
+        self.read_only = read_only
         self._accountant: PrivacyAccountant | None = None
 
     def get_sqlalchemy_url(self) -> str:
@@ -176,15 +191,17 @@ class PrivacyLedgerHook(BaseHook):
             from dp_pipeline.accounting.accountant import PrivacyAccountant
 
             url = self.get_sqlalchemy_url()
+            extra = self.get_connection(self.ledger_conn_id).extra_dejson
+            signing_key = extra.get("ledger_key") or None
             self.log.debug("opening privacy ledger %s", _hide_password(url))
             if self.shared:
-                key = (os.getpid(), url)
+                key = (os.getpid(), url, self.read_only)
                 with _ACCOUNTANTS_LOCK:
                     if key not in _ACCOUNTANTS:
-                        _ACCOUNTANTS[key] = PrivacyAccountant(url)
+                        _ACCOUNTANTS[key] = PrivacyAccountant(url, key=signing_key, read_only=self.read_only)
                     self._accountant = _ACCOUNTANTS[key]
             else:
-                self._accountant = PrivacyAccountant(url)
+                self._accountant = PrivacyAccountant(url, key=signing_key, read_only=self.read_only)
         return self._accountant
 
     def get_conn(self) -> PrivacyAccountant:

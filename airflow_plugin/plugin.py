@@ -34,7 +34,7 @@ def _ledger_accountant() -> PrivacyAccountant:
     from airflow_plugin.hooks import PrivacyLedgerHook
 
     conn_id = conf.get("dp_pipeline", "ledger_conn_id", fallback="dp_ledger_default")
-    return PrivacyLedgerHook(conn_id, shared=True).get_accountant()
+    return PrivacyLedgerHook(conn_id, shared=True, read_only=True).get_accountant()
 
 
 @functools.cache

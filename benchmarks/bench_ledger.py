@@ -12,8 +12,17 @@ budget spent, and ``verify()`` passes. Ledgers:
   with ``fsync=on`` (PostgreSQL's durable default, as a production server runs).
 
 Rates are committed spends over the wall time from the first spend of any process to the last one;
-latencies are of every committed ``spend()`` call. Each worker opens its accountant and spends once on
-a dataset of its own before the start, so imports and connections are not timed.
+latencies are of every committed ``spend()`` call; "per process" gives the fewest and the most spends one
+process committed (fairness between processes). Each worker opens its accountant and spends once on a
+dataset of its own before the start, so imports and connections are not timed.
+
+Two more measurements (``--only signing``, ``--only verify``):
+
+- the cost of signing records (an HMAC key): single-process SQLite (``synchronous=normal``, where the CPU
+  cost weighs most) spends/s without and with a key, alternated ``--repeat`` times (at least 3), and the
+  relative slowdown of the medians;
+- the cost of ``verify()`` per 10⁵ records on an SQLite ledger of ``--verify-records`` records, without and
+  with a key (checking the signatures); verify re-prices every spend and replays it against its budget.
 
 Run: ``.venv/bin/python benchmarks/bench_ledger.py`` (prints a Markdown table; ``--help`` for options).
 """
@@ -79,6 +88,7 @@ class Run:
     spent_epsilon: float
     budget_epsilon: float
     verified: bool
+    per_process: tuple[int, ...] = ()
 
     @property
     def rate(self) -> float:
@@ -97,7 +107,7 @@ def measure(url: str, ledger: str, durability: str, processes: int, fit: int) ->
     from dp_pipeline import ApproxDP, PrivacyAccountant
 
     budget = round(fit * EPSILON, 10)
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget(DATASET, ApproxDP(budget, 0.0))
     for worker in range(processes):
         acct.set_budget(f"warm-{worker}", ApproxDP(1.0, 0.0))
@@ -130,7 +140,10 @@ def measure(url: str, ledger: str, durability: str, processes: int, fit: int) ->
         print(f"verification failed: {err}", file=sys.stderr)
         verified = False
     acct.close()
-    return Run(ledger, durability, processes, fit, committed, seconds, latencies, spent, budget, verified)
+    counts = tuple(sorted(o[0] for o in outputs))
+    return Run(
+        ledger, durability, processes, fit, committed, seconds, latencies, spent, budget, verified, counts
+    )
 
 
 @contextmanager
@@ -146,13 +159,96 @@ def postgres(fsync: bool) -> Iterator[Any]:
 def table(runs: list[Run]) -> str:
     lines = [
         "| ledger | durability | processes | committed spends/s | p50 spend() ms | p99 spend() ms "
-        "| spends that fit | committed | overspend |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| per process (min–max) | spends that fit | committed | overspend |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
     for r in runs:
+        share = f"{r.per_process[0]}–{r.per_process[-1]}" if r.per_process else ""
         lines.append(
             f"| {r.ledger} | {r.durability} | {r.processes} | {r.rate:,.0f} | {r.percentile(0.5):.2f} | "
-            f"{r.percentile(0.99):.2f} | {r.fit} | {r.committed} | {'**YES**' if r.overspend else 'none'} |"
+            f"{r.percentile(0.99):.2f} | {share} | {r.fit} | {r.committed} | "
+            f"{'**YES**' if r.overspend else 'none'} |"
+        )
+    return "\n".join(lines)
+
+
+KEY = "benchmark signing key, 32 bytes"
+
+
+def _single_sqlite_rate(url: str, key: str | None, fit: int) -> tuple[float, float]:
+    """Spends/s (wall time) and CPU µs per spend of this process, spending until refused."""
+    from dp_pipeline import ApproxDP, PrivacyAccountant
+
+    acct = PrivacyAccountant(url, create=True, key=key)
+    acct.set_budget(DATASET, ApproxDP(round(fit * EPSILON, 10), 0.0))
+    acct.set_budget("warm-0", ApproxDP(1.0, 0.0))
+    cpu = time.process_time()
+    committed, _, start, end = _spend_loop(acct, 0, None)
+    cpu = time.process_time() - cpu
+    acct.verify()
+    acct.close()
+    return committed / (end - start), cpu / committed * 1e6
+
+
+def signing(tmp: Path, fit: int, repeat: int) -> str:
+    """Single-process SQLite spends/s without and with a signing key (alternated), and the slowdown.
+
+    With ``synchronous=normal``: without an fsync per spend, the CPU cost of signing weighs most.
+    """
+    from dp_pipeline.accounting.ledger.base import RecordSigner
+
+    signer = RecordSigner(KEY)
+    t0 = time.perf_counter()
+    for _ in range(100_000):
+        signer.sign("0" * 64)
+    hmac_us = (time.perf_counter() - t0) * 10.0
+    rates: dict[str, list[float]] = {"no key": [], "key": []}
+    cpus: dict[str, list[float]] = {"no key": [], "key": []}
+    for trial in range(repeat):
+        for name, key in (("no key", None), ("key", KEY)):
+            url = f"sqlite:///{tmp / f'sign-{trial}-{name}.db'}?synchronous=normal"
+            rate, cpu = _single_sqlite_rate(url, key, fit)
+            rates[name].append(rate)
+            cpus[name].append(cpu)
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    wall = 1.0 - median(rates["key"]) / median(rates["no key"])
+    cpu_cost = median(cpus["key"]) / median(cpus["no key"]) - 1.0
+    lines = [
+        "| SQLite NORMAL, 1 process | median spends/s | median CPU µs per spend | spends/s of every trial |",
+        "|---|---:|---:|---|",
+        *(
+            f"| {name} | {median(rates[name]):,.0f} | {median(cpus[name]):,.0f} | "
+            f"{', '.join(f'{v:,.0f}' for v in rates[name])} |"
+            for name in rates
+        ),
+        f"\nsigning costs {wall:.1%} of the throughput and {cpu_cost:.1%} more CPU per spend "
+        f"(medians of {repeat}; target ≤ 15%); one HMAC-SHA256 of a record hash takes {hmac_us:.1f} µs, "
+        "two per spend",
+    ]
+    return "\n".join(lines)
+
+
+def verify_cost(tmp: Path, records: int) -> str:
+    """Seconds of verify() per 10⁵ records, without and with a key."""
+    from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
+
+    lines = ["| ledger | records | verify() s | s per 10⁵ records |", "|---|---:|---:|---:|"]
+    for name, key in (("SQLite, no key", None), ("SQLite, key (signatures checked)", KEY)):
+        url = f"sqlite:///{tmp / f'verify-{name[-6:]}.db'}?synchronous=normal"
+        acct = PrivacyAccountant(url, create=True, key=key)
+        spends = (records - 1) // 2
+        acct.set_budget(DATASET, ApproxDP(float(spends), 0.0))
+        for _ in range(spends):
+            acct.spend(DATASET, PureDP(1.0))
+        t0 = time.perf_counter()
+        report = acct.verify()
+        seconds = time.perf_counter() - t0
+        acct.close()
+        lines.append(
+            f"| {name} | {report.records:,} | {seconds:.2f} | {seconds * 1e5 / report.records:.2f} |"
         )
     return "\n".join(lines)
 
@@ -164,13 +260,19 @@ def main(argv: list[str] | None = None) -> int:
         "--processes", type=int, default=8, help="processes of the concurrent runs (default 8)"
     )
     parser.add_argument(
-        "--only", choices=("memory", "sqlite", "postgres"), action="append", help="run only these ledgers"
+        "--only",
+        choices=("memory", "sqlite", "postgres", "signing", "verify"),
+        action="append",
+        help="run only these parts",
+    )
+    parser.add_argument(
+        "--verify-records", type=int, default=100_000, help="records of the verify() ledger (default 10⁵)"
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each configuration; the median rate is reported"
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or ("memory", "sqlite", "postgres"))
+    chosen = set(args.only or ("memory", "sqlite", "postgres", "signing", "verify"))
     runs: list[Run] = []
 
     def best(url_factory: Any, ledger: str, durability: str, processes: int) -> None:
@@ -205,11 +307,16 @@ def main(argv: list[str] | None = None) -> int:
             with postgres(fsync) as server:
                 for processes in (1, args.processes):
                     best(server.create_database, "PostgreSQL", f"fsync={'on' if fsync else 'off'}", processes)
-    print(table(runs))
-    print(
-        f"\n{args.fit} spends of ε = {EPSILON} fit each budget; overspend: committed ≠ fit, spent ≠ budget, "
-        "or verify() failed."
-    )
+    if runs:
+        print(table(runs))
+        print(
+            f"\n{args.fit} spends of ε = {EPSILON} fit each budget; overspend: committed ≠ fit, "
+            "spent ≠ budget, or verify() failed."
+        )
+    if "signing" in chosen:
+        print("\n" + signing(Path(tempfile.mkdtemp(prefix="dp-bench-")), args.fit, max(args.repeat, 3)))
+    if "verify" in chosen:
+        print("\n" + verify_cost(Path(tempfile.mkdtemp(prefix="dp-bench-")), args.verify_records))
     return 1 if any(r.overspend for r in runs) else 0
 
 

@@ -54,7 +54,7 @@ def main() -> None:
     bare = Laplace(epsilon=EPSILON / COLUMNS, sensitivity=UPPER - LOWER)
     rows: list[tuple[str, str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("bench", PureDP(1e9))
         for path, make in (("secure", secure_rng), ("fast", fast_rng)):
             bare_rng = make(1)

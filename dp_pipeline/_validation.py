@@ -36,7 +36,7 @@ def as_real(value: Any) -> float:
     result = float(value)
     if not math.isfinite(result):
         raise ValueError(f"must be finite, got {result}")
-    return result
+    return result + 0.0  # -0.0 becomes 0.0: a parameter is recorded and printed as 0, never as -0
 
 
 FiniteFloat = Annotated[float, BeforeValidator(as_real)]

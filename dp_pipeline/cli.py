@@ -176,7 +176,7 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _open(url: str | None, *, create: bool = False) -> Any:
+def _open(url: str | None, *, create: bool = False, read_only: bool = False) -> Any:
     """The accountant of the ledger a URL names; only ``ledger init`` creates one."""
     from dp_pipeline.accounting.accountant import PrivacyAccountant
 
@@ -193,7 +193,7 @@ def _open(url: str | None, *, create: bool = False) -> Any:
             raise _CommandError(
                 f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {url}'", EXIT_INVALID
             )
-    return PrivacyAccountant(url, create=create)
+    return PrivacyAccountant(url, create=create, read_only=read_only)
 
 
 def _sqlite_path(url: str) -> Path | None:
@@ -215,8 +215,8 @@ def _safe_url(url: str) -> str:
 
 
 @contextmanager
-def _accountant(url: str | None, *, create: bool = False) -> Iterator[Any]:
-    acct = _open(url, create=create)
+def _accountant(url: str | None, *, create: bool = False, read_only: bool = False) -> Iterator[Any]:
+    acct = _open(url, create=create, read_only=read_only)
     try:
         yield acct
     finally:
@@ -459,20 +459,85 @@ def ledger_init(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
 @ledger_app.command("verify")
 def ledger_verify(
     dataset: Annotated[str | None, typer.Argument(metavar="[DATASET]", help="Only this dataset.")] = None,
+    anchor: Annotated[
+        Path | None,
+        typer.Option(
+            "--anchor", metavar="FILE", help="A checkpoint from 'ledger anchor': the chains must extend it."
+        ),
+    ] = None,
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recompute every hash chain and running total; exit 1 naming the first bad record."""
-    with _errors(), _accountant(ledger) as acct:
-        if dataset is not None and dataset not in acct.store.datasets():
-            from dp_pipeline.accounting.accountant import UnknownDatasetError
+    """Recompute every hash chain, total and budget check (read-only); exit 1 naming the first problem.
 
-            raise UnknownDatasetError(dataset)
-        report = acct.verify(dataset)
+    Signatures are checked when DP_PIPELINE_LEDGER_KEY holds the ledger key.
+    """
+    with _errors(), _accountant(ledger, read_only=True) as acct:
+        report = acct.verify(dataset, anchor=anchor)
         if as_json:
-            _print_json({"verified": True, "datasets": list(report.datasets), "records": report.records})
+            _print_json(
+                {
+                    "verified": True,
+                    "datasets": list(report.datasets),
+                    "records": report.records,
+                    "signatures": report.signatures,
+                    "anchored": report.anchored,
+                }
+            )
         else:
             typer.echo(str(report))
+
+
+@ledger_app.command("anchor")
+def ledger_anchor(
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", metavar="FILE", help="Where to write the checkpoint (JSON).", show_default=False
+        ),
+    ],
+    ledger: LedgerOption = None,
+) -> None:
+    """Verify the ledger and write a checkpoint of every dataset's head, to keep outside the database.
+
+    A later 'ledger verify --anchor FILE' fails if records were removed, rewritten or rolled back since.
+    """
+    with _errors(), _accountant(ledger, read_only=True) as acct:
+        checkpoint = acct.anchor()
+        try:
+            output.write_text(json.dumps(checkpoint, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as err:
+            raise _CommandError(f"cannot write {output}: {err.strerror}", EXIT_INVALID) from None
+        typer.echo(f"anchor written to {output}: {len(checkpoint['datasets'])} dataset(s)")
+
+
+@ledger_app.command("grant")
+def ledger_grant(
+    role: Annotated[
+        str, typer.Option("--role", metavar="ROLE", help="The writing role.", show_default=False)
+    ],
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Run the statements (as the tables' owner).")
+    ] = False,
+    ledger: LedgerOption = None,
+) -> None:
+    """PostgreSQL: print (or --apply) the grants of a least-privilege writing role.
+
+    The role may read, insert records and move a dataset's head as the accountant does; it does not own
+    the tables, so it cannot disable their triggers. See the README, "Tamper evidence".
+    """
+    from dp_pipeline.accounting.ledger.privileges import grant_statements
+
+    with _errors():
+        statements = grant_statements(role)
+        if not apply:
+            typer.echo(";\n".join(statements) + ";")
+            return
+        with _accountant(ledger) as acct:
+            if getattr(acct.store, "dialect", None) != "postgresql":
+                raise _CommandError("'ledger grant --apply' needs a PostgreSQL ledger", EXIT_INVALID)
+            acct.store.grant_writer(role)
+        typer.echo(f"granted the ledger's writer privileges to {role}")
 
 
 @ledger_app.command("release")

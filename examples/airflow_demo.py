@@ -92,7 +92,7 @@ def run(workdir: Path) -> int:
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         db.resetdb()
-    ledger = PrivacyAccountant(f"sqlite:///{ledger_path}")
+    ledger = PrivacyAccountant(f"sqlite:///{ledger_path}", create=True)
     ledger.set_budget("patients", PureDP(1.0), reason="demo budget: pays for two releases at ε = 0.5")
 
     bag = DagBag(dag_folder=str(EXAMPLE_DAG))

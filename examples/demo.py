@@ -63,7 +63,7 @@ def tour_guarantees() -> None:
 def tour_accountant() -> None:
     print("\nAccountant (SQLite ledger in a temporary directory):")
     with tempfile.TemporaryDirectory() as tmp:
-        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("patients", ApproxDP(1.0, 1e-6))
         plan = [Laplace(epsilon=0.3), Laplace(epsilon=0.3), Laplace(epsilon=0.3)]
         print(f"  plan of three Laplace(ε=0.3) releases costs {acct.plan_cost('patients', plan)}")

@@ -30,7 +30,7 @@ def patients(n: int = 5000, seed: int = 7) -> pd.DataFrame:
 def main() -> None:
     df = patients()
     with tempfile.TemporaryDirectory() as tmp:
-        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("patients", ApproxDP(1.0, 1e-6))
 
         # Each row is one patient: one person changes the count by at most 1, so the Laplace scale is 1/ε.

@@ -32,7 +32,7 @@ def main() -> None:
     X, y = data()
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
     with tempfile.TemporaryDirectory() as tmp:
-        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("patients", PureDP(10.0))
         baseline = LogisticRegression().fit(X_train, y_train).score(X_test, y_test)
         model = make_pipeline(

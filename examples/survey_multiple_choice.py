@@ -26,7 +26,7 @@ def main() -> None:
     answers = pd.DataFrame({"transport": truth})
     epsilon = 2.0
     with tempfile.TemporaryDirectory() as tmp:
-        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("commute-survey", PureDP(2.0))
         reports = answers.pipe(
             randomized_response,

@@ -22,7 +22,7 @@ def main() -> None:
     answers = pd.DataFrame({"respondent": np.arange(4000), "smoker": rng.random(4000) < 0.23})
     epsilon = 1.0
     with tempfile.TemporaryDirectory() as tmp:
-        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
+        acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("survey", PureDP(2.0))
         reports = answers.pipe(
             randomized_response, "smoker", epsilon=epsilon, accountant=acct, dataset="survey"

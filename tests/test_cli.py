@@ -4,6 +4,7 @@ accountant's own numbers, and errors as one line on stderr with a non-zero exit 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -72,9 +73,9 @@ def g(guarantee: Any) -> dict[str, Any]:
 
 def test_ledger_init_creates_a_ledger_once(url: str, tmp_path: Path) -> None:
     out = ok("ledger", "init", url=url).stdout
-    assert "ledger ready" in out and "0001_initial" in out and (tmp_path / "ledger.db").exists()
+    assert "ledger ready" in out and "0002_guards" in out and (tmp_path / "ledger.db").exists()
     again = as_json("ledger", "init", url=url)
-    assert again == {"ledger": url, "schema_revision": "0001_initial", "datasets": []}
+    assert again == {"ledger": url, "schema_revision": "0002_guards", "datasets": []}
     PrivacyAccountant(url, create=False).close()  # a real ledger
 
 
@@ -87,7 +88,13 @@ def test_ledger_verify_passes_and_detects_tampering(url: str, tmp_path: Path) ->
     report = acct.verify()
     acct.close()
     assert "ledger verified: 5 records" in ok("ledger", "verify", url=url).stdout
-    assert as_json("ledger", "verify", "d", url=url) == {"verified": True, "datasets": ["d"], "records": 5}
+    assert as_json("ledger", "verify", "d", url=url) == {
+        "verified": True,
+        "datasets": ["d"],
+        "records": 5,
+        "signatures": False,
+        "anchored": False,
+    }
     assert report.records == 5
     conn = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)
     conn.execute("DROP TRIGGER dp_ledger_records_no_update")
@@ -96,6 +103,32 @@ def test_ledger_verify_passes_and_detects_tampering(url: str, tmp_path: Path) ->
     fails(1, "ledger", "verify", url=url, match="record seq=2: hash does not match")
     fails(1, "ledger", "verify", "d", "--json", url=url, match="ledger verification failed")
     fails(2, "ledger", "verify", "ghost", url=url, match="dataset 'ghost' has no privacy budget")
+
+
+def test_ledger_anchor_then_verify_against_it_catches_a_rollback(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "1", url=url)
+    shutil.copy(tmp_path / "ledger.db", tmp_path / "backup.db")  # taken with the budget only
+    PrivacyAccountant(url).spend("d", PureDP(1.0))
+    anchor = tmp_path / "anchor.json"
+    assert "anchor written" in ok("ledger", "anchor", "--output", str(anchor), url=url).stdout
+    assert json.loads(anchor.read_text())["datasets"]["d"]["seq"] == 3
+    out = as_json("ledger", "verify", "--anchor", str(anchor), url=url)
+    assert out["anchored"] and out["records"] == 3
+    for name in ("ledger.db-wal", "ledger.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    shutil.copy(tmp_path / "backup.db", tmp_path / "ledger.db")  # an older copy put back
+    ok("ledger", "verify", url=url)
+    fails(1, "ledger", "verify", "--anchor", str(anchor), url=url, match="ends at seq=1")
+    fails(2, "ledger", "verify", "--anchor", str(tmp_path / "none.json"), url=url, match="anchor file")
+
+
+def test_ledger_grant_prints_the_least_privilege_sql(url: str) -> None:
+    out = ok("ledger", "grant", "--role", "dp_writer").stdout
+    assert 'GRANT SELECT, INSERT ON dp_ledger_records TO "dp_writer";' in out
+    fails(2, "ledger", "grant", "--role", "x; drop", match="plain PostgreSQL identifier")
+    initialised(url)
+    fails(2, "ledger", "grant", "--role", "w", "--apply", url=url, match="needs a PostgreSQL ledger")
 
 
 def test_ledger_release_of_an_open_reservation(url: str) -> None:

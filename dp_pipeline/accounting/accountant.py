@@ -12,6 +12,7 @@ import functools
 import getpass
 import json
 import math
+import os
 import socket
 import sys
 import uuid
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -34,13 +36,16 @@ from dp_pipeline.accounting.composition import (
 )
 from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
 from dp_pipeline.accounting.ledger.base import (
+    KEY_ENV,
     DatasetHead,
     DatasetState,
     LedgerRecord,
     LedgerTransaction,
+    RecordSigner,
     ReservationRecords,
     canonical_json,
     check_chain,
+    utc_now,
 )
 from dp_pipeline.accounting.relations import to_relation
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
@@ -513,14 +518,31 @@ class LedgerEntry:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """The result of a successful :meth:`PrivacyAccountant.verify`: what was checked."""
+    """The result of a successful :meth:`PrivacyAccountant.verify`: what was checked.
+
+    Attributes
+    ----------
+    datasets : tuple of str
+    records : int
+        How many records were checked.
+    signatures : bool
+        Whether signatures were checked (a key was configured).
+    anchored : bool
+        Whether the chains were checked against an anchor.
+    """
 
     datasets: tuple[str, ...]
     records: int
+    signatures: bool = False
+    anchored: bool = False
 
     def __str__(self) -> str:
         n = len(self.datasets)
-        return f"ledger verified: {self.records} records in {n} dataset(s); chains and totals intact"
+        text = f"ledger verified: {self.records} records in {n} dataset(s); chains, totals and budgets intact"
+        text += "; signatures valid" if self.signatures else "; signatures not checked (no key)"
+        if self.anchored:
+            text += "; the anchor's heads are still in the chains"
+        return text
 
 
 class UnknownDatasetError(InvalidParameterError, KeyError):
@@ -922,8 +944,20 @@ class PrivacyAccountant:
         in-memory ledger (notebooks, tests); or a store object such as
         :class:`~dp_pipeline.accounting.ledger.memory.MemoryLedger`. There is no default: a ledger silently
         created in the working directory would give every directory its own budget.
-    create : bool, default True
-        Create the ledger schema in an empty database.
+    create : bool, default False
+        Create the ledger if there is none: the SQLite file, and the schema in an empty database. Without
+        it, opening never creates anything: a missing or empty (0-byte) file, or a database without a
+        ledger, raises LedgerError naming it (a day-2 job must not start over on a fresh, full budget).
+    read_only : bool, default False
+        Open for reports, history and :meth:`verify` only (also on a read-only file system); every
+        write raises LedgerError. ``?mode=ro`` on an SQLite URL does the same.
+    key : str or bytes, optional
+        The ledger's signing key, kept outside the database (at least 16 bytes). Default: the environment
+        variable ``DP_PIPELINE_LEDGER_KEY`` if set. Every record written with a key carries the HMAC of its
+        hash, and :meth:`verify` checks the signatures (see the README, "Tamper evidence").
+    timeout : float, default 30
+        Seconds a write (spend, reserve, commit, release, set_budget) waits for the ledger's lock before it
+        raises LedgerError; nothing is written then.
 
     Notes
     -----
@@ -1012,11 +1046,29 @@ class PrivacyAccountant:
     remaining on 'patients': ε = 0.75, δ = 1e-06 (basic composition; budget ε = 1, δ = 1e-06; replace_one)
     """
 
-    def __init__(self, ledger: str | LedgerStore, *, create: bool = True) -> None:
+    def __init__(
+        self,
+        ledger: str | LedgerStore,
+        *,
+        create: bool = False,
+        read_only: bool = False,
+        key: str | bytes | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         self._budgets: dict[str, _Budget] = {}  # last budget seen per dataset: a pricing hint only
         if isinstance(ledger, str):
-            self._store: LedgerStore = open_store(ledger, create=create)
+            if key is None:
+                key = os.environ.get(KEY_ENV) or None
+            self._store: LedgerStore = open_store(
+                ledger, create=create, read_only=read_only, key=key, timeout=timeout
+            )
         elif isinstance(ledger, LedgerStore):
+            if create or read_only or key is not None or timeout != 30.0:
+                raise InvalidParameterError(
+                    "create, read_only, key and timeout are options of opening a URL; a store object is "
+                    "already open (pass them to the store, e.g. SQLLedger(url, key=...))",
+                    "ledger",
+                )
             self._store = ledger
         else:
             raise InvalidParameterError(
@@ -1195,6 +1247,8 @@ class PrivacyAccountant:
     def open_reservations(self, dataset: str) -> list[LedgerEntry]:
         """Reservations of the dataset that were neither committed nor released (e.g. a process died)."""
         dataset = _check_name(dataset, "dataset")
+        if self._store.head(dataset) is None:
+            raise UnknownDatasetError(dataset)
         return [_entry(r, {}) for r in self._store.open_reservations(dataset)]
 
     # ------------------------------------------------------------------------------------- spending
@@ -1245,6 +1299,9 @@ class PrivacyAccountant:
             The spend cannot be expressed in the budget's currency (e.g. (ε, δ > 0) against μ-GDP).
         UnknownDatasetError, InvalidParameterError
             No budget for the dataset; invalid arguments.
+        LedgerError
+            The ledger's lock was not obtained within the accountant's ``timeout`` (nothing was written;
+            retrying is safe, with the same key), the ledger is read-only or closed, or it is damaged.
         """
         return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=True)
 
@@ -1351,25 +1408,77 @@ class PrivacyAccountant:
 
     # ------------------------------------------------------------------------------------- verify
 
-    def verify(self, dataset: str | None = None) -> VerifyReport:
-        """Recompute every hash chain and running total; LedgerError naming the first bad record.
+    def verify(
+        self, dataset: str | None = None, *, anchor: Mapping[str, Any] | str | os.PathLike[str] | None = None
+    ) -> VerifyReport:
+        """Recompute every hash chain and running total, and replay every spend against its budget.
 
         Checks, per dataset: the hash of every record and the chain of ``prev_hash`` (an edited, deleted
-        or inserted record breaks it); that the head row points at the last record and caches the
-        budget, method and totals the records imply; that every running total written in a record equals
-        the sum of the charges before it; that commits and releases end open reservations, once; and
-        that idempotency keys are unique.
+        or inserted record breaks it); with a key, every signature, and that no record after the first
+        signed one is unsigned; that the head row points at the last record and caches the budget,
+        method and totals the records imply; that every running total written in a record equals the sum
+        of the charges before it; that every budget record fits what was spent before it, that every
+        reservation was priced (by the accountant's own pricing) at no less than its request costs under
+        the budget in force when it was made, and fitted that budget; that commits and releases end open
+        reservations, once; and that idempotency keys are unique.
+
+        Parameters
+        ----------
+        dataset : str, optional
+            Check only this dataset (UnknownDatasetError if the ledger has no such dataset).
+        anchor : mapping or path, optional
+            A checkpoint from :meth:`anchor` (the mapping, or the path of its JSON file). Every dataset it
+            names must still exist and extend the chain it recorded: a rollback, a truncation, a rewritten
+            chain, a re-created dataset or an older copy of the ledger fails.
+
+        Raises
+        ------
+        LedgerError
+            Naming the first problem.
         """
-        names = self._store.datasets() if dataset is None else [_check_name(dataset, "dataset")]
+        names = self._store.datasets()
+        if dataset is not None:
+            dataset = _check_name(dataset, "dataset")
+            if dataset not in names and (anchor is None or dataset not in _read_anchor(anchor)):
+                raise UnknownDatasetError(dataset)
+            names = [dataset]
+        signer = getattr(self._store, "signer", None)
         count = 0
+        tips: dict[str, list[LedgerRecord]] = {}
         for name in names:
             records = self._store.records(name)
             head = self._store.head(name)
-            problem = check_chain(name, records, head) or _check_semantics(name, records, head)
+            problem = check_chain(name, records, head, signer) or _check_semantics(name, records, head)
             if problem:
                 raise LedgerError(f"ledger verification failed: {problem}")
             count += len(records)
-        return VerifyReport(tuple(names), count)
+            tips[name] = records
+        if anchor is not None:
+            problem = _check_anchor(_read_anchor(anchor), tips, signer, only=dataset)
+            if problem:
+                raise LedgerError(f"ledger verification against the anchor failed: {problem}")
+        return VerifyReport(tuple(names), count, signer is not None, anchor is not None)
+
+    def anchor(self) -> dict[str, Any]:
+        """Verify the ledger and return a checkpoint of every dataset's head, to keep outside the database.
+
+        The checkpoint is a small JSON-serialisable mapping: per dataset the seq and hash of its last
+        record, and, with a key, an HMAC of the whole checkpoint. Keep it where whoever can write the
+        database cannot (another machine, object storage with versioning, a CI artifact);
+        ``verify(anchor=…)`` or ``dp-pipeline ledger verify --anchor FILE`` later proves the ledger only
+        grew since. ``dp-pipeline ledger anchor --output FILE`` writes it to a file.
+        """
+        self.verify()
+        heads = {}
+        for name in self._store.datasets():
+            head = self._store.head(name)
+            assert head is not None  # verify() checked that every dataset with records has a head
+            heads[name] = {"seq": head.seq, "hash": head.hash}
+        checkpoint: dict[str, Any] = {"format": _ANCHOR_FORMAT, "time": utc_now(), "datasets": heads}
+        signer = getattr(self._store, "signer", None)
+        if signer is not None:
+            checkpoint["mac"] = signer.sign(canonical_json(checkpoint))
+        return checkpoint
 
     # ------------------------------------------------------------------------------------- internals
 
@@ -1686,9 +1795,45 @@ def _entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntr
     )
 
 
+def _request_charge(budget: _Budget, body: Mapping[str, Any], totals: _Totals) -> _Charge:
+    """What a reservation's request (its events, group size, plan and δ) costs under ``budget``, priced by
+    the accountant's own pricing as :meth:`PrivacyAccountant.spend`/``spend_plan`` priced it."""
+    k = int(body["group_size"])
+    if not body.get("plan"):
+        return _price_one(budget, canonical_json(dict(body["events"][0])), k).charge
+    events = [PrivacyEvent.from_dict(dict(e)) for e in body["events"]]
+    return _price(budget, events, k, True, body.get("delta"), totals).charge
+
+
+def _covers(recorded: _Charge, needed: _Charge) -> bool:
+    """Whether a recorded charge counts at least what the request needs.
+
+    A missing amount only makes the check stricter (a charge without ε is not pure; one without μ blocks
+    the μ-GDP route), so it is allowed; an amount the request does not have, or a smaller one, is not.
+    Ledgers written before amounts were recorded at the float's exact binary value hold its shortest
+    decimal instead, which may be below the exact value by less than half a unit in the last place: an
+    amount that rounds to the same double as the price covers it.
+    """
+    for got, need in (
+        (recorded.epsilon, needed.epsilon),
+        (recorded.delta, needed.delta),
+        (recorded.mu2, needed.mu2),
+    ):
+        if need is None and got is not None:
+            return False
+        if need is not None and got is not None and got < need and float(got) < float(need):
+            return False
+    return True
+
+
 def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
-    """Replay the running totals and reservation states; the first inconsistency, or None."""
+    """Replay the running totals, the budgets and the reservation states; the first inconsistency, or None.
+
+    Every reservation is re-priced under the budget in force when it was made and must fit it, so a
+    budget raised outside dp-pipeline for a spend and put back afterwards is found.
+    """
     totals = _Totals()
+    budget: _Budget | None = None
     budget_state: tuple[Any, str] | None = None
     reserves: dict[int, _Charge] = {}
     ended: set[int] = set()
@@ -1704,15 +1849,38 @@ def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Datase
                 if "relation" in body:  # budget records written before relations existed have none
                     state["relation"] = body["relation"]
                 budget_state = (state, str(method))
-            elif budget_state is None:
+                budget = _Budget.from_state(DatasetState(*budget_state, {}), where)
+                if (
+                    isinstance(budget.guarantee, ApproxDP)
+                    and budget.mu_limit is not None
+                    # as a double: older ledgers stored the limit's shortest decimal (see _covers)
+                    and float(budget.mu_limit) > float(_mu_limit(budget.guarantee))
+                ):
+                    return (
+                        f"{where}: the budget's μ limit {budget.mu_limit} is above the one its (ε, δ) allows"
+                    )
+                if not _fits(budget, totals):
+                    return f"{where}: the budget {budget.describe()} is below what was already spent"
+            elif budget is None:
                 return f"{where}: a {record.kind} record before any budget was set"
             elif record.kind == "reserve":
                 if record.key is None or record.key in keys:
                     return f"{where}: missing or repeated idempotency key {record.key!r}"
                 keys.add(record.key)
                 charge = _Charge.from_json(body.get("charge"), where)
+                if not _covers(charge, _request_charge(budget, body, totals)):
+                    return (
+                        f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
+                        f"under the budget in force, {budget.describe()}"
+                    )
                 reserves[record.seq] = charge
                 totals = totals.plus(charge)
+                if not _fits(budget, totals):
+                    return (
+                        f"{where}: the reservation does not fit the budget in force, {budget.describe()}; it "
+                        "was accepted against another budget (the stored budget was changed outside "
+                        "dp-pipeline)"
+                    )
             else:
                 target = record.reservation
                 if target not in reserves:
@@ -1742,4 +1910,77 @@ def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Datase
         return str(err)
     except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
         return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
+    return None
+
+
+_ANCHOR_FORMAT = "dp-pipeline ledger anchor 1"
+
+
+def _read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
+    """The datasets of a checkpoint from :meth:`PrivacyAccountant.anchor` (a mapping or its JSON file)."""
+    if isinstance(anchor, Mapping):
+        data: Any = anchor
+    elif isinstance(anchor, (str, os.PathLike)):
+        try:
+            data = json.loads(Path(anchor).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise InvalidParameterError(f"cannot read the anchor file: {err.strerror}", "anchor") from None
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidParameterError("the anchor file is not JSON", "anchor") from None
+    else:
+        raise InvalidParameterError(
+            "'anchor' must be a checkpoint from acct.anchor() or the path of its file, got "
+            f"{type(anchor).__name__}",
+            "anchor",
+        )
+    datasets = data.get("datasets") if isinstance(data, Mapping) else None
+    if (
+        not isinstance(data, Mapping)
+        or data.get("format") != _ANCHOR_FORMAT
+        or not isinstance(datasets, Mapping)
+        or not all(
+            isinstance(point, Mapping)
+            and type(point.get("seq")) is int
+            and point["seq"] >= 1
+            and isinstance(point.get("hash"), str)
+            for point in datasets.values()
+        )
+    ):
+        raise InvalidParameterError(
+            "not a dp-pipeline ledger anchor (see PrivacyAccountant.anchor)", "anchor"
+        )
+    return data
+
+
+def _check_anchor(
+    anchor: Mapping[str, Any],
+    chains: Mapping[str, Sequence[LedgerRecord]],
+    signer: RecordSigner | None,
+    only: str | None,
+) -> str | None:
+    """The first way the chains fail to extend the anchor's heads, or None."""
+    if signer is not None and "mac" in anchor:
+        unsigned = {name: value for name, value in anchor.items() if name != "mac"}
+        if not signer.valid(canonical_json(unsigned), anchor["mac"]):
+            return "the anchor's MAC does not match the ledger key (the anchor was edited, or another key)"
+    for name, point in anchor["datasets"].items():
+        if only is not None and name != only:
+            continue
+        seq, digest = point["seq"], point["hash"]
+        records = chains.get(name, ())
+        if not records:
+            return (
+                f"dataset {name!r} is in the anchor (seq={seq}) but not in the ledger: it was deleted, or "
+                "this is an older copy of the ledger"
+            )
+        if len(records) < seq:
+            return (
+                f"dataset {name!r}: the anchor has seq={seq} but the ledger ends at seq={len(records)}; "
+                "records were removed (a rollback, or an older copy of the ledger)"
+            )
+        if records[seq - 1].hash != digest:
+            return (
+                f"dataset {name!r}: record seq={seq} differs from the anchor; the chain was rewritten or the "
+                "dataset re-created"
+            )
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,12 @@ def dump_rows(url: str) -> list[tuple[str, list[tuple[Any, ...]]]]:
             return dump
     finally:
         engine.dispose()
+
+
+def untriggered(path: Path) -> sqlite3.Connection:
+    """A connection to an SQLite ledger after dropping every trigger: what a determined tamperer (or the
+    file's owner) does first."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    return conn

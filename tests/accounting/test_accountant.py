@@ -65,7 +65,7 @@ def gaussian_approx(epsilon: float, delta: float, sensitivity: float = 1.0) -> P
 @pytest.fixture(params=["memory", "sqlite"])
 def acct(request: pytest.FixtureRequest, tmp_path: Path) -> PrivacyAccountant:
     url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'ledger.db'}"
-    accountant = PrivacyAccountant(url)
+    accountant = PrivacyAccountant(url, create=True)
     yield accountant
     accountant.close()
 
@@ -74,7 +74,7 @@ def acct(request: pytest.FixtureRequest, tmp_path: Path) -> PrivacyAccountant:
 
 
 def test_public_contract_lines_work_as_written(tmp_path: Path) -> None:
-    acct = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}")
+    acct = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}", create=True)
     acct.set_budget("patients", ApproxDP(3.0, 1e-6))
     m = Laplace(epsilon=0.5, sensitivity=1.0)
     acct.spend("patients", m, group_size=1, label="count diabetics")
@@ -184,7 +184,7 @@ def test_gdp_remaining_is_spendable(acct: PrivacyAccountant) -> None:
 
 def test_refusals_leave_the_sqlite_ledger_byte_for_byte_unchanged(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("d", ApproxDP(1.0, 1e-6))
     acct.set_budget("g", GaussianDP(1.0))
     acct.spend("d", PureDP(0.9), key="k")
@@ -727,7 +727,7 @@ def test_accountant_rejects_bad_ledgers(tmp_path: Path) -> None:
 
 
 def test_copies_share_the_ledger_and_pickles_reopen_it(tmp_path: Path) -> None:
-    acct = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}")
+    acct = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}", create=True)
     acct.set_budget("d", ApproxDP(1.0, 0.0))
     assert copy.deepcopy(acct) is acct and copy.copy(acct) is acct
     clone = pickle.loads(pickle.dumps(acct))

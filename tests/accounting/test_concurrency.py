@@ -19,8 +19,9 @@ from dp_pipeline import ApproxDP, PrivacyAccountant
 from tests.accounting import _workers
 
 WORKERS = 8
-SPEND_EPSILON = 0.01
-SPENDS_THAT_FIT = 500  # budget ε = 5 in spends of ε = SPEND_EPSILON
+SPEND_EPSILON = 2.0**-7  # a power of two: 500 spends sum to the budget exactly (the ledger adds exact floats)
+SPENDS_THAT_FIT = 500
+BUDGET = SPENDS_THAT_FIT * SPEND_EPSILON
 
 pytestmark = pytest.mark.slow
 
@@ -42,15 +43,15 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolExecutor, url: str) -> None:
-    acct = PrivacyAccountant(url)
-    acct.set_budget("shared", ApproxDP(5.0, 0.0))
+    acct = PrivacyAccountant(url, create=True)
+    acct.set_budget("shared", ApproxDP(BUDGET, 0.0))
     start_at = time.time() + 1.0
     race = (_workers.spend_until_refused, url, "shared", SPEND_EPSILON, start_at)
     futures = [pool.submit(*race) for _ in range(WORKERS)]
     counts = [f.result(timeout=240) for f in futures]
     assert sum(counts) == SPENDS_THAT_FIT
     assert sum(1 for c in counts if c > 0) >= 2, f"no real race happened: {counts}"
-    assert acct.spent("shared").epsilon == 5.0 and acct.remaining("shared").epsilon == 0.0
+    assert acct.spent("shared").epsilon == BUDGET and acct.remaining("shared").epsilon == 0.0
     reserves = [e for e in acct.history("shared") if e.kind == "reserve"]
     assert len(reserves) == SPENDS_THAT_FIT and all(e.status == "committed" for e in reserves)
     assert acct.verify().records == 1 + 2 * SPENDS_THAT_FIT
@@ -58,7 +59,7 @@ def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolEx
 
 
 def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: str) -> None:
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("shared", ApproxDP(5.0, 0.0))
     start_at = time.time() + 1.0
     futures = [
@@ -73,7 +74,7 @@ def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: s
 
 
 def test_process_killed_between_reserve_and_commit_fails_closed(url: str, tmp_path: Path) -> None:
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("d", ApproxDP(1.5, 0.0))
     ready = tmp_path / "ready"
     context = multiprocessing.get_context("spawn")
@@ -116,8 +117,9 @@ def test_racing_threads_share_one_accountant(ledger: str, tmp_path: Path) -> Non
 
     from dp_pipeline import BudgetExceededError, PureDP
 
-    acct = PrivacyAccountant("memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'l.db'}")
-    acct.set_budget("shared", ApproxDP(5.0, 0.0))
+    url = "memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'l.db'}"
+    acct = PrivacyAccountant(url, create=True)
+    acct.set_budget("shared", ApproxDP(BUDGET, 0.0))
     committed: list[int] = []
     errors: list[BaseException] = []
 

@@ -108,7 +108,7 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
     with monkeypatch.context() as patch:  # the earlier representation: the float's shortest repr
         patch.setattr(accountant_module, "_dec", lambda value: Decimal(repr(float(value))))
         accountant_module._price_one.cache_clear()
-        old = PrivacyAccountant(url)
+        old = PrivacyAccountant(url, create=True)
         old.set_budget("d", ApproxDP(1.0, 1e-6))
         old.set_budget("g", GaussianDP(1.0))
         old.set_budget("m", ApproxDP(4.0, 1e-6), method="gdp")

@@ -16,7 +16,7 @@ from dp_pipeline.accounting.ledger.base import LedgerStore, check_chain
 from dp_pipeline.accounting.ledger.schema import HEAD_REVISION, VERSION_TABLE
 from dp_pipeline.accounting.ledger.sql import SQLLedger, known_revisions
 from dp_pipeline.exceptions import LedgerError
-from tests.accounting.conftest import dump_rows
+from tests.accounting.conftest import dump_rows, untriggered
 
 
 def _file_digest(path: Path) -> str:
@@ -24,7 +24,7 @@ def _file_digest(path: Path) -> str:
 
 
 def _populate(url: str) -> PrivacyAccountant:
-    acct = PrivacyAccountant(url)
+    acct = PrivacyAccountant(url, create=True)
     acct.set_budget("d", ApproxDP(2.0, 1e-6))
     acct.set_budget("g", GaussianDP(1.0))
     for i in range(5):
@@ -33,13 +33,6 @@ def _populate(url: str) -> PrivacyAccountant:
     acct.spend("g", GaussianDP(0.3))
     return acct
 
-
-def _raw(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    # a determined tamperer first removes the append-only triggers
-    conn.execute("DROP TRIGGER IF EXISTS dp_ledger_records_no_update")
-    conn.execute("DROP TRIGGER IF EXISTS dp_ledger_records_no_delete")
-    return conn
 
 
 # ------------------------------------------------------------------------------------------------ schema
@@ -56,7 +49,7 @@ def test_head_revision_is_the_head_of_the_shipped_migrations() -> None:
 
 
 def test_store_protocol_is_implemented_by_both_backends(sqlite_url: str) -> None:
-    store = SQLLedger(sqlite_url)
+    store = SQLLedger(sqlite_url, create=True)
     assert isinstance(store, LedgerStore) and isinstance(MemoryLedger(), LedgerStore)
     store.close()
 
@@ -121,11 +114,6 @@ def test_ledger_tables_without_version_table_are_refused(tmp_path: Path) -> None
         PrivacyAccountant(f"sqlite:///{path}")
 
 
-def test_create_false_refuses_an_empty_database(tmp_path: Path) -> None:
-    with pytest.raises(LedgerError, match="holds no dp-pipeline ledger"):
-        PrivacyAccountant(f"sqlite:///{tmp_path / 'none.db'}", create=False)
-
-
 # ------------------------------------------------------------------------------------------------ tampering
 
 
@@ -139,7 +127,7 @@ def test_verify_passes_on_an_untouched_ledger(tmp_path: Path) -> None:
 def test_verify_detects_an_edited_record(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     acct = _populate(f"sqlite:///{path}")
-    conn = _raw(path)
+    conn = untriggered(path)
     body = json.loads(
         conn.execute("SELECT body FROM dp_ledger_records WHERE dataset='d' AND seq=4").fetchone()[0]
     )
@@ -165,7 +153,7 @@ def test_verify_detects_an_edit_with_a_recomputed_hash(tmp_path: Path) -> None:
     digest = record_hash(
         record.dataset, record.seq, record.kind, record.time, record.key, None, body, record.prev_hash
     )
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute(
         "UPDATE dp_ledger_records SET body = ?, hash = ? WHERE dataset='d' AND seq=4",
         (canonical_json(body), digest),
@@ -178,7 +166,7 @@ def test_verify_detects_an_edit_with_a_recomputed_hash(tmp_path: Path) -> None:
 def test_verify_detects_a_deleted_record(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     acct = _populate(f"sqlite:///{path}")
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records WHERE dataset='d' AND seq=3")
     conn.close()
     with pytest.raises(LedgerError, match=r"dataset 'd', record seq=4: expected seq=3"):
@@ -188,12 +176,12 @@ def test_verify_detects_a_deleted_record(tmp_path: Path) -> None:
 def test_verify_detects_deleted_newest_records_and_edited_totals(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     acct = _populate(f"sqlite:///{path}")
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records WHERE dataset='g' AND seq=3")
     conn.close()
     with pytest.raises(LedgerError, match=r"dataset 'g': the head points at seq=3"):
         acct.verify()
-    conn = _raw(path)
+    conn = untriggered(path)
     totals = json.loads(conn.execute("SELECT totals FROM dp_ledger_budgets WHERE dataset='d'").fetchone()[0])
     totals["epsilon"] = "0.1"
     conn.execute("UPDATE dp_ledger_budgets SET totals = ? WHERE dataset='d'", (json.dumps(totals),))
@@ -205,7 +193,7 @@ def test_verify_detects_deleted_newest_records_and_edited_totals(tmp_path: Path)
 def test_verify_detects_a_deleted_head_row(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     acct = _populate(f"sqlite:///{path}")
-    conn = _raw(path)
+    conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset='g'")
     conn.close()
     with pytest.raises(

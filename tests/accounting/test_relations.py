@@ -184,7 +184,7 @@ def test_events_without_a_relation_cost_what_they_say_under_either_relation(rela
 
 def test_the_relation_is_recorded_shown_and_persisted(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    with PrivacyAccountant(url) as acct:
+    with PrivacyAccountant(url, create=True) as acct:
         acct.set_budget("a", PureDP(1.0), relation="add_remove")
         acct.set_budget("r", PureDP(1.0))
         assert acct.relation("a") == "add_remove" and acct.relation("r") == "replace_one"  # the default

@@ -103,8 +103,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> LedgerStore:
     if request.param == "memory":
         return MemoryLedger()
     if request.param == "sqlite":
-        return SQLLedger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    return SQLLedger(str(request.getfixturevalue("pg_url")))
+        return SQLLedger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True)
+    return SQLLedger(str(request.getfixturevalue("pg_url")), create=True)
 
 
 def _state(head: Any, totals: dict[str, Any] | None = None) -> DatasetState:
@@ -155,7 +155,7 @@ def test_a_transaction_that_raises_after_appending_writes_nothing(store: LedgerS
 
 @pytest.mark.postgres
 def test_the_loser_of_the_race_to_create_a_dataset_retries_on_the_winners_head(pg_url: str) -> None:
-    slow, fast = SQLLedger(pg_url), SQLLedger(pg_url)
+    slow, fast = SQLLedger(pg_url, create=True), SQLLedger(pg_url)
     inside, fast_done = threading.Event(), threading.Event()
     heads: list[Any] = []
 
@@ -189,7 +189,7 @@ def test_the_loser_of_the_race_to_create_a_dataset_retries_on_the_winners_head(p
 
 @pytest.mark.postgres
 def test_a_lost_connection_raises_once_and_the_next_spend_reconnects(pg_url: str) -> None:
-    acct = PrivacyAccountant(pg_url)
+    acct = PrivacyAccountant(pg_url, create=True)
     acct.set_budget("d", ApproxDP(1.0, 0.0))
     acct.spend("d", PureDP(0.25))
     admin = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
@@ -224,8 +224,8 @@ def _synchronous(ledger: SQLLedger) -> int:
 
 
 def test_sqlite_commits_are_durable_by_default_and_normal_only_when_asked(tmp_path: Path) -> None:
-    durable = SQLLedger(f"sqlite:///{tmp_path / 'a.db'}")
-    fast = SQLLedger(f"sqlite:///{tmp_path / 'b.db'}?synchronous=normal")
+    durable = SQLLedger(f"sqlite:///{tmp_path / 'a.db'}", create=True)
+    fast = SQLLedger(f"sqlite:///{tmp_path / 'b.db'}?synchronous=normal", create=True)
     assert _synchronous(durable) == 2 and _synchronous(fast) == 1  # FULL, NORMAL
     for store in (durable, fast):
         acct = PrivacyAccountant(store)
@@ -234,4 +234,4 @@ def test_sqlite_commits_are_durable_by_default_and_normal_only_when_asked(tmp_pa
         acct.close()
     assert PrivacyAccountant(f"sqlite:///{tmp_path / 'b.db'}").spent("d").epsilon == 0.5
     with pytest.raises(LedgerError, match="synchronous must be full, normal or extra"):
-        SQLLedger(f"sqlite:///{tmp_path / 'c.db'}?synchronous=off")
+        SQLLedger(f"sqlite:///{tmp_path / 'c.db'}?synchronous=off", create=True)

@@ -67,6 +67,6 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from tests.airflow_plugin._helpers import ledger_conn_uri
 
     path = tmp_path / "ledger.db"
-    accountant = PrivacyAccountant(f"sqlite:///{path}")
+    accountant = PrivacyAccountant(f"sqlite:///{path}", create=True)
     monkeypatch.setenv("AIRFLOW_CONN_DP_LEDGER_DEFAULT", ledger_conn_uri(path))
     return accountant

@@ -61,6 +61,32 @@ def test_sqlite_connection_with_path_as_host_reaches_the_ledger(ledger, tmp_path
     assert "1 dataset" in message
 
 
+def test_hook_signs_with_the_key_of_the_connection_extra_and_never_creates(ledger, tmp_path, monkeypatch):
+    import json
+    import urllib.parse
+
+    from airflow_plugin import PrivacyLedgerHook
+    from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.exceptions import LedgerError
+
+    key = "a key kept in a secrets backend"
+    ledger.set_budget("patients", PureDP(2.0))
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    conn = {"conn_type": "dpledger", "extra": {"sqlalchemy_url": url, "ledger_key": key}}
+    monkeypatch.setenv("AIRFLOW_CONN_SIGNED", json.dumps(conn))
+    PrivacyLedgerHook("signed").get_accountant().spend("patients", PureDP(0.25))
+    assert [r.sig is not None for r in ledger.store.records("patients")] == [False, True, True]
+    assert PrivacyAccountant(url, key=key).verify().signatures
+    dashboard = PrivacyLedgerHook("signed", read_only=True).get_accountant()
+    with pytest.raises(LedgerError, match="read-only"):
+        dashboard.spend("patients", PureDP(0.25))
+    missing = tmp_path / "typo.db"
+    monkeypatch.setenv("AIRFLOW_CONN_TYPO", "sqlite://" + urllib.parse.quote(str(missing), safe=""))
+    with pytest.raises(LedgerError, match="no ledger at"):
+        PrivacyLedgerHook("typo").get_accountant()
+    assert not missing.exists()
+
+
 def test_connection_conventions_from_real_connection_uris(monkeypatch) -> None:
     from airflow_plugin import PrivacyLedgerHook
 

@@ -22,7 +22,7 @@ def acct() -> Iterator[PrivacyAccountant]:
 @pytest.fixture
 def sqlite_acct(tmp_path: Path) -> Iterator[PrivacyAccountant]:
     """A persistent SQLite ledger with a budget of ε = 100 on dataset "d"."""
-    accountant = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}")
+    accountant = PrivacyAccountant(f"sqlite:///{tmp_path / 'ledger.db'}", create=True)
     accountant.set_budget("d", PureDP(100.0))
     yield accountant
     accountant.close()

@@ -32,12 +32,23 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_store(url: str, *, create: bool = True) -> LedgerStore:
-    """The store a URL names: ``"memory://"`` → :class:`MemoryLedger`; any SQLAlchemy URL → ``SQLLedger``."""
+def open_store(
+    url: str,
+    *,
+    create: bool = False,
+    read_only: bool = False,
+    key: str | bytes | None = None,
+    timeout: float = 30.0,
+) -> LedgerStore:
+    """The store a URL names: ``"memory://"`` → :class:`MemoryLedger`; any SQLAlchemy URL → ``SQLLedger``.
+
+    See :class:`~dp_pipeline.accounting.ledger.sql.SQLLedger` for the options; a memory ledger is always
+    new, and takes only the key.
+    """
     if url == "memory://":
-        return MemoryLedger()
+        return MemoryLedger(key=key)
     try:
         from dp_pipeline.accounting.ledger.sql import SQLLedger
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError('a SQL ledger needs SQLAlchemy: pip install "dp-pipeline[accounting]"') from exc
-    return SQLLedger(url, create=create)
+    return SQLLedger(url, create=create, read_only=read_only, key=key, timeout=timeout)

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import hmac
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from dp_pipeline.exceptions import InvalidParameterError
+
 __all__ = [
     "GENESIS_HASH",
+    "KEY_ENV",
     "RECORD_KINDS",
     "DatasetHead",
     "DatasetState",
@@ -33,6 +37,7 @@ __all__ = [
     "LedgerStore",
     "LedgerTransaction",
     "RecordKind",
+    "RecordSigner",
     "ReservationRecords",
     "canonical_json",
     "check_chain",
@@ -62,6 +67,50 @@ def canonical_json(value: Any) -> str:
 def utc_now() -> str:
     """The current time as ISO 8601 in UTC with microseconds, as stored in records."""
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
+
+
+KEY_ENV = "DP_PIPELINE_LEDGER_KEY"
+"""The environment variable that holds the ledger's signing key when none is passed."""
+
+
+class RecordSigner:
+    """Signs ledger records with a secret key kept outside the database: ``sig = HMAC-SHA256(key, hash)``.
+
+    A record's ``hash`` already covers all its fields and the previous record's hash, so signing the hash
+    signs the whole chain up to that record. Whoever can write to the database but does not hold the key
+    cannot forge a signed record; whoever holds the key can (see the README's threat table).
+
+    Parameters
+    ----------
+    key : str or bytes
+        The secret (at least 16 bytes; a str is encoded as UTF-8).
+    """
+
+    def __init__(self, key: str | bytes) -> None:
+        self._key = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+
+    @classmethod
+    def from_key(cls, key: str | bytes | None) -> RecordSigner | None:
+        """A signer for ``key`` (checked: at least 16 bytes), or None when no key is given."""
+        if key is None:
+            return None
+        if not isinstance(key, (str, bytes)):
+            raise InvalidParameterError(f"'key' must be a str or bytes, got {type(key).__name__}", "key")
+        signer = cls(key)
+        if len(signer._key) < 16:
+            raise InvalidParameterError("the ledger key must be at least 16 bytes long", "key")
+        return signer
+
+    def sign(self, text: str) -> str:
+        """HMAC-SHA256 of ``text`` (hex)."""
+        return hmac.new(self._key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def valid(self, text: str, sig: str | None) -> bool:
+        """Whether ``sig`` is the signature of ``text`` (constant-time comparison)."""
+        return isinstance(sig, str) and hmac.compare_digest(self.sign(text), sig)
+
+    def __repr__(self) -> str:
+        return "RecordSigner(<key hidden>)"
 
 
 def record_hash(
@@ -147,6 +196,9 @@ class LedgerRecord:
         Plain JSON data written by the accountant (costs, events, running totals, reasons).
     prev_hash, hash : str
         The chain: the previous record's hash and this record's own hash.
+    sig : str or None
+        HMAC-SHA256 (hex) of ``hash`` under the ledger key (see :class:`RecordSigner`); None when the record
+        was written without a key.
     """
 
     dataset: str
@@ -158,6 +210,7 @@ class LedgerRecord:
     body: Mapping[str, Any]
     prev_hash: str
     hash: str
+    sig: str | None = None
 
     def expected_hash(self) -> str:
         """The hash recomputed from the record's fields."""
@@ -267,14 +320,22 @@ class LedgerStore(Protocol):
         """Release connections; the store must not be used afterwards."""
 
 
-def check_chain(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
+def check_chain(
+    dataset: str,
+    records: Sequence[LedgerRecord],
+    head: DatasetHead | None,
+    signer: RecordSigner | None = None,
+) -> str | None:
     """Check a dataset's hash chain and its head; return a description of the first problem, or None.
 
     Detects an edited record (its hash no longer matches its fields), a deleted or reordered record (a gap in
     ``seq`` or a ``prev_hash`` that is not the previous hash), and a head that does not point at the last
-    record (the newest records were deleted, or the head row was edited).
+    record (the newest records were deleted, or the head row was edited). With a ``signer``, every signature
+    must be valid, and every record after the first signed one must be signed (records written before the
+    key was introduced may be unsigned).
     """
     prev_hash = GENESIS_HASH
+    signed = False
     for expected_seq, record in enumerate(records, start=1):
         where = f"dataset {dataset!r}, record seq={record.seq}"
         if record.dataset != dataset:
@@ -287,6 +348,12 @@ def check_chain(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead
             return f"{where}: prev_hash does not match the hash of the record before it (deleted or edited)"
         if record.expected_hash() != record.hash:
             return f"{where}: hash does not match the record's contents (the record was edited)"
+        if signer is not None and (record.sig is not None or signed):
+            if record.sig is None:
+                return f"{where}: unsigned, but the records before it are signed with the ledger key"
+            if not signer.valid(record.hash, record.sig):
+                return f"{where}: the signature does not match the ledger key (forged, or another key)"
+            signed = True
         prev_hash = record.hash
     if head is None:
         if records:
@@ -310,14 +377,17 @@ def next_record(
     body: Mapping[str, Any],
     key: str | None,
     reservation: int | None,
+    signer: RecordSigner | None = None,
 ) -> tuple[LedgerRecord, str]:
     """The record that follows ``head`` in ``dataset``'s chain, and its body as canonical JSON text.
 
-    The body is stored as plain data (round-tripped through JSON, exactly as an SQL store returns it).
+    The body is stored as plain data (round-tripped through JSON, exactly as an SQL store returns it). With
+    a ``signer`` the record carries the signature of its hash.
     """
     seq = 1 if head is None else head.seq + 1
     prev = GENESIS_HASH if head is None else head.hash
     time = utc_now()
     text = canonical_json(body if isinstance(body, dict) else dict(body))
     digest = record_hash_of_text(dataset, seq, kind, time, key, reservation, text, prev)
-    return LedgerRecord(dataset, seq, kind, time, key, reservation, json.loads(text), prev, digest), text
+    sig = None if signer is None else signer.sign(digest)
+    return LedgerRecord(dataset, seq, kind, time, key, reservation, json.loads(text), prev, digest, sig), text

@@ -8,6 +8,7 @@ Chosen explicitly, never as a fallback: ``PrivacyAccountant("memory://")`` or
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
@@ -17,6 +18,7 @@ from dp_pipeline.accounting.ledger.base import (
     DatasetState,
     LedgerRecord,
     RecordKind,
+    RecordSigner,
     ReservationRecords,
     canonical_json,
     next_record,
@@ -59,8 +61,9 @@ class _Chain:
 class _MemoryTransaction:
     """Appends are staged and applied to the chain only when the transaction's function returns."""
 
-    def __init__(self, dataset: str, chain: _Chain) -> None:
+    def __init__(self, dataset: str, chain: _Chain, signer: RecordSigner | None) -> None:
         self._dataset = dataset
+        self._signer = signer
         self._chain = chain
         self._staged: list[tuple[LedgerRecord, DatasetHead]] = []
 
@@ -87,7 +90,7 @@ class _MemoryTransaction:
         reservation: int | None = None,
     ) -> LedgerRecord:
         head = self.head
-        record, _ = next_record(self._dataset, head, kind, body, key, reservation)
+        record, _ = next_record(self._dataset, head, kind, body, key, reservation, self._signer)
         # the head's budget is already plain data: keep it when the state carries it unchanged
         budget = (
             state.budget if head is not None and state.budget is head.state.budget else _plain(state.budget)
@@ -110,19 +113,39 @@ class MemoryLedger:
     """A :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` held in this process's memory.
 
     Thread-safe (one lock for the whole store). Nothing survives the process; use an SQLite file
-    (``"sqlite:///ledger.db"``) for a ledger that must persist or be shared between processes.
+    (``"sqlite:///ledger.db"``) for a ledger that must persist or be shared between processes. A forked
+    child cannot write to it (its spends would land in a copy), and a closed one refuses all use.
+
+    Parameters
+    ----------
+    key : str or bytes, optional
+        The signing key (see :class:`~dp_pipeline.accounting.ledger.base.RecordSigner`).
     """
 
     url = "memory://"
+    read_only = False
 
-    def __init__(self) -> None:
+    def __init__(self, *, key: str | bytes | None = None) -> None:
+        self.signer = RecordSigner.from_key(key)
         self._lock = threading.RLock()
         self._chains: dict[str, _Chain] = {}
+        self._pid = os.getpid()
+        self._closed = False
+
+    def _usable(self) -> None:
+        if self._closed:
+            raise LedgerError("the memory ledger was closed; open a new PrivacyAccountant('memory://')")
+        if os.getpid() != self._pid:
+            raise LedgerError(
+                "a memory ledger lives in the process that created it; a forked child would spend from a "
+                "copy the parent never sees. Use a persistent ledger, e.g. an SQLite file."
+            )
 
     def atomic(self, dataset: str, fn: Callable[[Any], T]) -> T:
+        self._usable()
         with self._lock:
             chain = self._chains.get(dataset) or _Chain()
-            tx = _MemoryTransaction(dataset, chain)
+            tx = _MemoryTransaction(dataset, chain, self.signer)
             result = fn(tx)
             tx.apply()
             if chain.head is not None:
@@ -130,11 +153,13 @@ class MemoryLedger:
             return result
 
     def head(self, dataset: str) -> DatasetHead | None:
+        self._usable()
         with self._lock:
             chain = self._chains.get(dataset)
             return None if chain is None else chain.head
 
     def records(self, dataset: str) -> list[LedgerRecord]:
+        self._usable()
         with self._lock:
             chain = self._chains.get(dataset)
             return [] if chain is None else list(chain.records)
@@ -142,11 +167,13 @@ class MemoryLedger:
     def reservation(
         self, dataset: str, *, key: str | None = None, seq: int | None = None
     ) -> ReservationRecords | None:
+        self._usable()
         with self._lock:
             chain = self._chains.get(dataset)
             return None if chain is None else chain.find(key, seq)
 
     def open_reservations(self, dataset: str) -> list[LedgerRecord]:
+        self._usable()
         with self._lock:
             chain = self._chains.get(dataset)
             if chain is None:
@@ -154,11 +181,13 @@ class MemoryLedger:
             return [r for r in chain.records if r.kind == "reserve" and r.seq not in chain.ends]
 
     def datasets(self) -> list[str]:
+        self._usable()
         with self._lock:
             return sorted(self._chains)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Refuse all later use."""
+        self._closed = True
 
     def __reduce__(self) -> NoReturn:
         raise LedgerError(

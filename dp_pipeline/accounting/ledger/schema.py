@@ -7,11 +7,15 @@ Tables
 ------
 ``dp_ledger_budgets``
     One row per dataset: the cached state (budget, method, running totals as exact decimal strings) and
-    the seq and hash of the newest record. Writers lock this row (``SELECT … FOR UPDATE`` on PostgreSQL;
+    the seq and hash of the newest record. Triggers (revision ``0002_guards``) refuse deleting it, moving it
+    anywhere but forward to the dataset's last record, and changing the budget without a new ``budget``
+    record. Writers lock this row (``SELECT … FOR UPDATE`` on PostgreSQL;
     ``BEGIN IMMEDIATE`` locks the whole file on SQLite).
 ``dp_ledger_records``
     The append-only, hash-chained records; ``UNIQUE (dataset, seq)``, and a unique index on
-    ``(dataset, idem_key)`` over ``reserve`` records. Triggers reject UPDATE and DELETE.
+    ``(dataset, idem_key)`` over ``reserve`` records; ``sig`` is the record's HMAC under the ledger key
+    (NULL without a key). Triggers reject UPDATE and DELETE, and an INSERT that does not extend the
+    dataset's chain (also ``INSERT OR REPLACE``).
 ``dp_ledger_schema``
     Alembic's version table (a name of its own, so that a database shared with another Alembic-managed
     application keeps both).
@@ -23,7 +27,7 @@ import sqlalchemy as sa
 
 __all__ = ["BUDGETS", "HEAD_REVISION", "METADATA", "RECORDS", "VERSION_TABLE"]
 
-HEAD_REVISION = "0001_initial"
+HEAD_REVISION = "0002_guards"
 VERSION_TABLE = "dp_ledger_schema"
 
 METADATA = sa.MetaData()
@@ -52,4 +56,5 @@ RECORDS = sa.Table(
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("sig", sa.String(64), nullable=True),
 )

@@ -43,7 +43,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import random
+import sqlite3
+import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +63,7 @@ from dp_pipeline.accounting.ledger.base import (
     DatasetState,
     LedgerRecord,
     RecordKind,
+    RecordSigner,
     ReservationRecords,
     canonical_json,
     next_record,
@@ -72,7 +78,10 @@ T = TypeVar("T")
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _WRITE = "dp_ledger_write"
 _RETRY_SQLSTATES = {"40001", "40P01"}
+_LOCK_TIMEOUT_SQLSTATE = "55P03"
 _MAX_ATTEMPTS = 8
+_BACKOFF_BASE = 0.001  # seconds: the first retry waits up to 1 ms, then 2, 4, … up to _BACKOFF_CAP
+_BACKOFF_CAP = 0.025
 _LEDGER_TABLES = {BUDGETS.name, RECORDS.name, VERSION_TABLE}
 
 
@@ -118,6 +127,7 @@ def _record(row: Any) -> LedgerRecord:
         body=body,
         prev_hash=row.prev_hash,
         hash=row.hash,
+        sig=row.sig,
     )
 
 
@@ -178,6 +188,7 @@ _RECORD_COLUMNS = (
     "body",
     "prev_hash",
     "hash",
+    "sig",
 )
 _HEAD_COLUMNS = ("dataset", "budget", "method", "totals", "head_seq", "head_hash")
 
@@ -224,6 +235,9 @@ class _WriteStatements:
         self.insert_head = _Compiled(
             BUDGETS.insert().values({n: sa.bindparam(n) for n in _HEAD_COLUMNS}), dialect
         )
+        self.any_record = _Compiled(
+            sa.select(RECORDS.c.seq).where(RECORDS.c.dataset == sa.bindparam("dataset")).limit(1), dialect
+        )
         self.update_head = _Compiled(
             BUDGETS.update()
             .where(BUDGETS.c.dataset == sa.bindparam("b_dataset"))
@@ -245,6 +259,7 @@ class _SQLTransaction:
 
     def __init__(self, ledger: SQLLedger, raw: Any, cursor: Any, dataset: str) -> None:
         self._sql = ledger._statements
+        self._signer = ledger.signer
         self._raw = raw
         self._dataset = dataset
         self.cursor = cursor
@@ -253,6 +268,14 @@ class _SQLTransaction:
         # in psycopg's pipeline mode the BEGIN goes to the server with this SELECT, in one round trip
         self.cursor.execute(self._sql.lock.sql, self._sql.lock.params({"dataset": dataset}))
         row = self.cursor.fetchone()
+        if row is None:
+            self.cursor.execute(self._sql.any_record.sql, self._sql.any_record.params({"dataset": dataset}))
+            if self.cursor.fetchone() is not None:
+                raise LedgerError(
+                    f"ledger {ledger._shown}: dataset {dataset!r} has records but its head row is "
+                    "missing (it was deleted outside dp-pipeline). Nothing was written; run "
+                    "'dp-pipeline ledger verify' and restore the ledger from a backup."
+                )
         self._exists = row is not None
         self._head = None if row is None else _head(_Row(**dict(zip(_HEAD_COLUMNS, row, strict=True))))
         self._records: list[dict[str, Any]] = []
@@ -289,7 +312,7 @@ class _SQLTransaction:
         reservation: int | None = None,
     ) -> LedgerRecord:
         head = self._head
-        record, text = next_record(self._dataset, head, kind, body, key, reservation)
+        record, text = next_record(self._dataset, head, kind, body, key, reservation, self._signer)
         self._records.append(
             {
                 "dataset": self._dataset,
@@ -301,6 +324,7 @@ class _SQLTransaction:
                 "body": text,
                 "prev_hash": record.prev_hash,
                 "hash": record.hash,
+                "sig": record.sig,
             }
         )
         budget = state.budget
@@ -361,8 +385,20 @@ class SQLLedger:
     url : str
         A SQLAlchemy URL: ``"sqlite:///ledger.db"`` (a file, the embedded default) or
         ``"postgresql+psycopg://user:password@host/dbname"`` (``postgresql://`` uses psycopg 3 too).
-    create : bool, default True
-        Create the schema in an empty database. With False, a database without a ledger raises LedgerError.
+        ``?mode=ro`` on an SQLite URL opens it read-only, as ``read_only=True`` does.
+    create : bool, default False
+        Create the ledger: the SQLite file if it does not exist, and the schema in an empty database.
+        Without it, a missing or empty (0-byte) file, or a database without a ledger, raises LedgerError
+        and nothing is created.
+    read_only : bool, default False
+        Only read (reports, history, verify): every write raises LedgerError, the schema is not upgraded,
+        and an SQLite file on a read-only file system can be read.
+    key : str or bytes, optional
+        The signing key: every new record carries the HMAC of its hash (see
+        :class:`~dp_pipeline.accounting.ledger.base.RecordSigner`).
+    timeout : float, default 30
+        Seconds a write waits for the ledger's write lock (SQLite: the file's lock, retried with jittered
+        backoff; PostgreSQL: ``lock_timeout`` on the dataset's row) before it raises LedgerError.
     engine_options : mapping, optional
         Extra keyword arguments for :func:`sqlalchemy.create_engine` (pool sizes, ``connect_args``).
 
@@ -374,38 +410,98 @@ class SQLLedger:
 
     Notes
     -----
-    See the module docstring for the locking protocol. Instances pickle as their URL, so a process that
-    unpickles one opens the same database.
+    See the module docstring for the locking protocol. Connections are never shared between processes:
+    a store used in a forked child opens its own, and leaves the parent's alone. ``sqlite://`` (an
+    in-memory database) serialises all access on one connection, lives in one process and cannot be
+    pickled; other instances pickle as their URL and options, so a process that unpickles one opens the
+    same database (never creating it).
     """
 
     def __init__(
-        self, url: str, *, create: bool = True, engine_options: Mapping[str, Any] | None = None
+        self,
+        url: str,
+        *,
+        create: bool = False,
+        read_only: bool = False,
+        key: str | bytes | None = None,
+        timeout: float = 30.0,
+        engine_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url:
             raise LedgerError(f"a ledger URL must be a non-empty string, got {url!r}")
+        if not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
+            raise LedgerError(f"the ledger timeout must be a positive number of seconds, got {timeout!r}")
         self.url = normalize_url(url)
+        self.signer = RecordSigner.from_key(key)
+        self._key = key
         self._create = create
+        self._timeout = float(timeout)
         self._engine_options = dict(engine_options or {})
         try:
             self._sa_url = sa.engine.make_url(self.url)
         except exc.ArgumentError as err:
             raise LedgerError(f"not a SQLAlchemy database URL: {url!r} ({err})") from None
-        self._synchronous = "FULL"
-        if self._sa_url.get_backend_name() == "sqlite" and "synchronous" in self._sa_url.query:
-            chosen = str(self._sa_url.query["synchronous"]).upper()
-            if chosen not in ("FULL", "NORMAL", "EXTRA"):
-                raise LedgerError(f"synchronous must be full, normal or extra, got {chosen.lower()!r}")
-            self._synchronous = chosen
-            self._sa_url = self._sa_url.difference_update_query(["synchronous"])
         self._shown = self._sa_url.render_as_string(hide_password=True)
+        self._synchronous = "FULL"
+        self._memory = False
+        self._path: Path | None = None
+        if self._sa_url.get_backend_name() == "sqlite":
+            read_only = self._sqlite_options(read_only)
+        self.read_only = read_only
+        self._pid = os.getpid()
+        self._closed = False
+        # one in-memory SQLite connection is shared by all threads: serialise every use of it
+        self._serial: Any = threading.RLock() if self._memory else contextlib.nullcontext()
         self._engine = self._make_engine()
         self._statements = _WriteStatements(self._engine.dialect)
         self._pipeline = self.dialect == "postgresql" and _psycopg_pipeline(self._engine)
         try:
-            self._open()
+            self._retry_busy(self._open)
         except BaseException:
             self._engine.dispose()
             raise
+
+    def _sqlite_options(self, read_only: bool) -> bool:
+        """Read ``synchronous`` and ``mode`` from an SQLite URL, check the file, and open it by URI in the
+        mode asked for (``rw`` never creates a file); return whether the ledger is read-only."""
+        query = dict(self._sa_url.query)
+        if "synchronous" in query:
+            chosen = str(query.pop("synchronous")).upper()
+            if chosen not in ("FULL", "NORMAL", "EXTRA"):
+                raise LedgerError(f"synchronous must be full, normal or extra, got {chosen.lower()!r}")
+            self._synchronous = chosen
+        mode = query.pop("mode", None)
+        if mode not in (None, "ro", "rw", "rwc"):
+            raise LedgerError(f"mode must be ro (read-only), rw or rwc, got {mode!r}")
+        read_only = read_only or mode == "ro"
+        query.pop("uri", None)
+        database = self._sa_url.database
+        if not database or database == ":memory:":
+            self._memory = True
+            self._sa_url = self._sa_url.set(query=query)
+            return read_only
+        path = Path(database)
+        how = "create one on purpose with PrivacyAccountant(url, create=True) or 'dp-pipeline ledger init'"
+        if not path.exists():
+            if read_only or not self._create:
+                raise LedgerError(f"no ledger at {path}: the file does not exist. If it is new, {how}.")
+            if not path.parent.is_dir():
+                raise LedgerError(f"cannot create ledger {path}: the directory {path.parent} does not exist")
+        elif path.is_file() and path.stat().st_size == 0 and not self._create:
+            raise LedgerError(
+                f"{path} is an empty (0-byte) file, not a ledger: it may have been truncated or replaced. "
+                f"Nothing was written. Restore it from a backup; if it is new, {how}."
+            )
+        query.update({"mode": "ro" if read_only else ("rwc" if self._create else "rw"), "uri": "true"})
+        self._path = path
+        wal = path.with_name(path.name + "-wal")
+        if read_only and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
+            # a read-only file system: SQLite cannot create the WAL index (-shm) there, and nobody can write
+            # the file through it, so it is read as immutable. Not with a WAL file left by a writer: its
+            # commits are not in the main file yet, and SQLite reads them (read-only) with its -shm file.
+            query["immutable"] = "1"
+        self._sa_url = self._sa_url.set(database="file:" + urllib.parse.quote(str(path)), query=query)
+        return read_only
 
     # ---------------------------------------------------------------------------------------- engine
 
@@ -419,9 +515,9 @@ class SQLLedger:
         backend = self._sa_url.get_backend_name()
         if backend == "sqlite":
             connect_args = dict(options.pop("connect_args", {}))
-            connect_args.setdefault("timeout", 60.0)
-            database = self._sa_url.database
-            if not database or database == ":memory:":
+            # a short busy wait in SQLite itself; longer waits are jittered retries (see _retry_busy)
+            connect_args.setdefault("timeout", 0.01)
+            if self._memory:
                 options.setdefault("poolclass", sa.pool.StaticPool)
                 connect_args.setdefault("check_same_thread", False)
             options["connect_args"] = connect_args
@@ -432,15 +528,56 @@ class SQLLedger:
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", functools.partial(_sqlite_connect, self._synchronous))
             event.listen(engine, "begin", _sqlite_begin)
+        elif engine.dialect.name == "postgresql":
+            event.listen(engine, "connect", functools.partial(_postgres_connect, self._timeout))
         return engine
+
+    def _live_engine(self) -> Engine:
+        """The engine of this process: a forked child gets a fresh pool and never touches the parent's."""
+        if self._closed:
+            raise LedgerError(f"ledger {self._shown} was closed; open a new PrivacyAccountant to use it")
+        if os.getpid() != self._pid:
+            if self._memory:
+                raise LedgerError(
+                    "an in-memory SQLite ledger (sqlite://) lives in the process that created it; a child "
+                    "process would spend from a copy. Use a ledger file or PostgreSQL."
+                )
+            # SQLAlchemy's recipe for fork: replace the pool without closing the parent's connections
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        return self._engine
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
+        with self._serial, self._live_engine().connect() as conn:
             if write:
                 conn = conn.execution_options(**{_WRITE: True})
             with conn.begin():
                 yield conn
+
+    def _retry_busy(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying while SQLite reports the database locked, until the timeout.
+
+        Every retry waits a uniformly random time up to min(25 ms, 1 ms · 2^attempt) ("full jitter"): a
+        writer that has waited long is not pushed back further than a newcomer, unlike SQLite's own busy
+        handler, whose growing sleeps let fresh writers starve old ones.
+        """
+        deadline = time.monotonic() + self._timeout
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except (exc.OperationalError, sqlite3.OperationalError) as err:
+                if not _sqlite_busy(err):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LedgerError(
+                        f"ledger {self._shown}: timed out after {self._timeout:g} s waiting for the write "
+                        "lock (other writers held it). Nothing was written; retry, or give the "
+                        "accountant a longer timeout."
+                    ) from None
+                attempt += 1
+                time.sleep(random.uniform(0.0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2.0 ** min(attempt, 10))))
 
     # ---------------------------------------------------------------------------------------- schema
 
@@ -467,6 +604,12 @@ class SQLLedger:
                     f"this version knows up to {HEAD_REVISION!r}). Nothing was written. Upgrade dp-pipeline "
                     "to use this ledger."
                 )
+            if self.read_only:
+                raise LedgerError(
+                    f"ledger {self._shown} has the older schema revision {revision!r}; open it once for "
+                    "writing (or run 'dp-pipeline ledger init') to upgrade it to "
+                    f"{HEAD_REVISION!r}, then read it."
+                )
             return False
         if tables & {BUDGETS.name, RECORDS.name}:
             raise LedgerError(
@@ -478,8 +621,11 @@ class SQLLedger:
                 f"{self._shown} is an SQLite database of something else (tables {sorted(tables)[:5]}), not a "
                 "dp-pipeline ledger. Nothing was written. Point the accountant at a new file."
             )
-        if not self._create:
-            raise LedgerError(f"{self._shown} holds no dp-pipeline ledger (and create=False)")
+        if not self._create or self.read_only:
+            raise LedgerError(
+                f"{self._shown} holds no dp-pipeline ledger. Nothing was written; to create one on purpose "
+                "use PrivacyAccountant(url, create=True) or 'dp-pipeline ledger init'."
+            )
         return False
 
     def _open(self) -> None:
@@ -494,7 +640,7 @@ class SQLLedger:
                         from alembic import command
 
                         command.upgrade(_alembic_config(conn), "head")
-            if self.dialect == "sqlite" and self._sa_url.database not in (None, "", ":memory:"):
+            if self.dialect == "sqlite" and not self._memory and not self.read_only:
                 raw = self._engine.raw_connection()
                 try:
                     raw.cursor().execute("PRAGMA journal_mode=WAL")
@@ -503,10 +649,36 @@ class SQLLedger:
         except LedgerError:
             raise
         except exc.SQLAlchemyError as err:
-            raise LedgerError(
-                f"cannot open ledger {self._shown}: {_reason(err)}. If it is a file, it may be corrupt or "
-                "not an SQLite database."
-            ) from None
+            if _sqlite_busy(err):
+                raise
+            raise LedgerError(f"cannot open ledger {self._shown}: {_reason(err)}{self._hint(err)}") from None
+
+    def _hint(self, err: BaseException) -> str:
+        """Advice for an error of opening: only what the error can actually mean for this backend."""
+        if self.dialect != "sqlite":
+            return ""
+        text = _reason(err).lower()
+        read_only_place = self._path is not None and not os.access(self._path.parent, os.W_OK)
+        if "readonly" in text or "read-only" in text or read_only_place:
+            return (
+                ". The file or its directory is read-only: open it with read_only=True (or ?mode=ro, "
+                "'dp-pipeline ledger verify' does) to read or verify it"
+            )
+        if "not a database" in text or "malformed" in text:
+            return ". The file is corrupt or not an SQLite database"
+        return ""
+
+    def grant_writer(self, role: str) -> None:
+        """PostgreSQL: give ``role`` the least privileges of a writer (see
+        :mod:`~dp_pipeline.accounting.ledger.privileges`); run as the tables' owner."""
+        from dp_pipeline.accounting.ledger.privileges import grant_statements
+
+        statements = grant_statements(role)
+        if self.dialect != "postgresql":
+            raise LedgerError("least-privilege grants are for a PostgreSQL ledger")
+        with self._reading() as conn:
+            for statement in statements:
+                conn.execute(sa.text(statement))
 
     def schema_revision(self) -> str | None:
         """The schema revision recorded in the database."""
@@ -516,10 +688,13 @@ class SQLLedger:
     # ---------------------------------------------------------------------------------------- store
 
     def atomic(self, dataset: str, fn: Callable[[Any], T]) -> T:
-        dbapi = self._engine.dialect.loaded_dbapi
+        if self.read_only:
+            raise LedgerError(f"ledger {self._shown} was opened read-only; nothing was written")
+        engine = self._live_engine()
+        dbapi = engine.dialect.loaded_dbapi
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             try:
-                return self._attempt(dataset, fn)
+                return self._retry_busy(lambda: self._attempt(dataset, fn))
             except dbapi.IntegrityError as err:
                 # Two writers created the same dataset's head row at once: the loser retries and finds it.
                 if attempt == _MAX_ATTEMPTS:
@@ -527,43 +702,52 @@ class SQLLedger:
             except dbapi.Error as err:
                 code = getattr(err, "sqlstate", None)
                 if code in _RETRY_SQLSTATES and attempt < _MAX_ATTEMPTS:
-                    time.sleep(0.005 * attempt)
+                    time.sleep(random.uniform(0.0, _BACKOFF_BASE * 2.0**attempt))
                     continue
+                if code == _LOCK_TIMEOUT_SQLSTATE:
+                    raise LedgerError(
+                        f"ledger {self._shown}: timed out after {self._timeout:g} s waiting for the lock of "
+                        f"dataset {dataset!r} (other writers held it). Nothing was written; retry, or give "
+                        "the accountant a longer timeout."
+                    ) from None
                 raise LedgerError(f"ledger {self._shown}: {_reason(err)}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(self, dataset: str, fn: Callable[[Any], T]) -> T:
         """One write transaction on a pooled DBAPI connection; rolled back unless ``fn`` returns."""
-        raw = self._engine.raw_connection()
-        cursor = raw.cursor()
-        try:
-            # psycopg's pipeline mode: statements are sent without waiting for each result, so the lock
-            # (BEGIN and SELECT … FOR UPDATE) and the writes with COMMIT take one round trip each
-            with _pipeline_mode(raw) if self._pipeline else contextlib.nullcontext():
-                tx = _SQLTransaction(self, raw, cursor, dataset)
-                result = fn(tx)
-                tx.commit()
-            return result
-        except BaseException as err:
-            dbapi = self._engine.dialect.loaded_dbapi
-            if isinstance(err, dbapi.Error) and self._engine.dialect.is_disconnect(
-                err, raw.dbapi_connection, cursor
-            ):
-                # The server went away (e.g. a restart): drop this connection and the pooled ones, which
-                # are as dead; the next transaction connects afresh. Not retried here: the COMMIT may have
-                # reached the server, and a retry with a random key could charge twice.
-                raw.invalidate(err)
-                self._engine.dispose()
-            else:
-                try:
-                    raw.rollback()
-                except dbapi.Error as rollback_error:
-                    raw.invalidate(rollback_error)
-            raise
-        finally:
-            with contextlib.suppress(Exception):
-                cursor.close()
-            raw.close()  # back to the pool
+        engine = self._live_engine()
+        with self._serial:
+            raw = engine.raw_connection()
+            cursor = raw.cursor()
+            try:
+                # psycopg's pipeline mode: statements are sent without waiting for each result, so the lock
+                # (BEGIN and SELECT … FOR UPDATE) and the writes with COMMIT take one round trip each
+                with _pipeline_mode(raw) if self._pipeline else contextlib.nullcontext():
+                    tx = _SQLTransaction(self, raw, cursor, dataset)
+                    result = fn(tx)
+                    tx.commit()
+                return result
+            except BaseException as err:
+                dbapi = engine.dialect.loaded_dbapi
+                lost = isinstance(err, dbapi.Error) and engine.dialect.is_disconnect(
+                    err, raw.dbapi_connection, cursor
+                )
+                if lost:
+                    # The server went away (e.g. a restart): drop this connection and the pooled ones, which
+                    # are as dead; the next transaction connects afresh. Not retried here: the COMMIT may
+                    # have reached the server, and a retry with a random key could charge twice.
+                    raw.invalidate(err)
+                    engine.dispose()
+                else:
+                    try:
+                        raw.rollback()
+                    except dbapi.Error as rollback_error:
+                        raw.invalidate(rollback_error)
+                raise
+            finally:
+                with contextlib.suppress(Exception):
+                    cursor.close()
+                raw.close()  # back to the pool
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
@@ -611,17 +795,32 @@ class SQLLedger:
             return sorted(names)
 
     def close(self) -> None:
-        self._engine.dispose()
+        """Close the connections; every later use raises LedgerError."""
+        if not self._closed:
+            self._closed = True
+            # a forked child must not close the parent's connections
+            self._engine.dispose(close=os.getpid() == self._pid)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen, (self.url, self._create, self._engine_options))
+        if self._memory:
+            raise LedgerError(
+                "an in-memory SQLite ledger (sqlite://) cannot be pickled into another process: its spends "
+                "would land in an empty copy. Use a ledger file, e.g. 'sqlite:///ledger.db'."
+            )
+        return (
+            _reopen,
+            (self.url, self.read_only, self._key, self._timeout, self._engine_options),
+        )
 
     def __repr__(self) -> str:
         return f"SQLLedger({self._shown!r})"
 
 
-def _reopen(url: str, create: bool, engine_options: Mapping[str, Any]) -> SQLLedger:
-    return SQLLedger(url, create=create, engine_options=engine_options)
+def _reopen(
+    url: str, read_only: bool, key: str | bytes | None, timeout: float, engine_options: Mapping[str, Any]
+) -> SQLLedger:
+    # an unpickled store opens the existing ledger; it never creates one
+    return SQLLedger(url, read_only=read_only, key=key, timeout=timeout, engine_options=engine_options)
 
 
 def _reason(err: BaseException) -> str:
@@ -638,6 +837,24 @@ def _sqlite_connect(synchronous: str, dbapi_connection: Any, connection_record: 
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
+
+
+def _sqlite_busy(err: BaseException) -> bool:
+    """Whether an error is SQLite's "database is locked" / "database is busy" (SQLITE_BUSY)."""
+    orig = getattr(err, "orig", err)
+    return isinstance(orig, sqlite3.OperationalError) and (
+        "database is locked" in str(orig) or "database is busy" in str(orig)
+    )
+
+
+def _postgres_connect(timeout: float, dbapi_connection: Any, connection_record: Any) -> None:
+    # a writer waits at most `timeout` for a dataset's row lock, then gets SQLSTATE 55P03
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"SET lock_timeout = {max(1, round(timeout * 1000))}")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()
 
 
 def _sqlite_begin(conn: Connection) -> None:
