@@ -69,8 +69,8 @@ def check_array(values: Any, name: str = "values", *, allow_empty: bool = False)
         raise InvalidParameterError(f"{name!r} must be numeric array-like, got a string", name)
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(f"{name!r} must be numeric array-like: {exc}", name) from None
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name!r} must be numeric array-like (not ragged)", name) from None
     if array.dtype == bool or not (np.issubdtype(array.dtype, np.number)):
         raise InvalidParameterError(f"{name!r} must be numeric, got dtype {array.dtype}", name)
     if np.iscomplexobj(array):

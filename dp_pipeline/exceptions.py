@@ -11,6 +11,7 @@ __all__ = [
     "LedgerError",
     "PrivacyLeakWarning",
     "UnsupportedCompositionError",
+    "data_value_error",
 ]
 
 
@@ -87,3 +88,18 @@ class LedgerError(RuntimeError):
 
 class PrivacyLeakWarning(UserWarning):
     """An operation may leak privacy beyond what is accounted, e.g. bounds computed from the data."""
+
+
+def data_value_error(
+    where: str, count: int, problem: str, parameter: str | None, hint: str = ""
+) -> InvalidParameterError:
+    """The refusal of some values of the data: where they are, how many and what is wrong, never a value.
+
+    Error messages end up in logs and terminals (Airflow serves task logs in its UI), so a refusal of data
+    never quotes what it refuses: ``where`` names the parameter, column or feature, ``count`` says how many
+    values are refused and ``problem`` what kind of problem they have (e.g. "not 0/1"). Raise the result
+    ``from None`` when it replaces another exception, whose message may quote the value.
+    """
+    noun = "value is" if count == 1 else "values are"
+    message = f"{where}: {count} {noun} {problem} (not shown: data values stay private)"
+    return InvalidParameterError(f"{message}; {hint}" if hint else message, parameter)
