@@ -52,6 +52,7 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
         f'the dp-pipeline command needs Typer and Rich: pip install "dp-pipeline[cli]" ({_err})'
     ) from None
 
+from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -163,7 +164,7 @@ def _errors() -> Iterator[None]:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"error: {_one_line(message)}", err=True)
+    typer.echo(f"error: {_one_line(redact_text(message))}", err=True)
     raise typer.Exit(code)
 
 
@@ -191,7 +192,8 @@ def _open(url: str | None, *, create: bool = False) -> Any:
         path = _sqlite_path(url)
         if path is not None and not path.exists():
             raise _CommandError(
-                f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {url}'", EXIT_INVALID
+                f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {redact_url(url)}'",
+                EXIT_INVALID,
             )
     return PrivacyAccountant(url, create=create)
 
@@ -206,12 +208,6 @@ def _sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
-
-
-def _safe_url(url: str) -> str:
-    import sqlalchemy as sa
-
-    return str(sa.engine.make_url(url).render_as_string(hide_password=True))
 
 
 @contextmanager
@@ -437,7 +433,7 @@ def ledger_init(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
     with _errors(), _accountant(ledger, create=True) as acct:
         store = acct.store
         revision = store.schema_revision() if hasattr(store, "schema_revision") else None
-        shown = _safe_url(acct.url)
+        shown = redact_url(acct.url)
         if as_json:
             _print_json({"ledger": shown, "schema_revision": revision, "datasets": acct.datasets()})
         else:

@@ -367,6 +367,29 @@ def test_no_ledger_a_missing_file_and_a_memory_ledger_are_refused(tmp_path: Path
     fails(1, "budget", "list", url="nosuchdb://x", match="cannot use ledger URL")
 
 
+SECRET_PASSWORD = "S3CRET-PASSWORD-42"
+
+
+@pytest.mark.parametrize(
+    ("code", "ledger_url"),
+    [
+        (2, f"postgresql:/alice:{SECRET_PASSWORD}@db.example/ledger"),  # one slash missing
+        (2, f"postgresql//alice:{SECRET_PASSWORD}@db.example/ledger"),
+        (2, f"postgresql://alice:{SECRET_PASSWORD}@db.example:five/ledger"),  # a port that is not a number
+        (1, f"postgresql://alice:{SECRET_PASSWORD}@127.0.0.1:1/ledger?connect_timeout=2"),  # unreachable
+        (1, f"nosuchdb://alice:{SECRET_PASSWORD}@db.example/ledger"),
+    ],
+)
+def test_a_bad_ledger_url_is_refused_without_printing_its_password(code: int, ledger_url: str) -> None:
+    line = fails(code, "budget", "list", url=ledger_url)
+    assert "S3CRET" not in line and "alice:***@" in line
+
+
+def test_a_nul_byte_in_the_ledger_path_is_invalid_input(tmp_path: Path) -> None:
+    fails(2, "ledger", "init", url=f"sqlite:///{tmp_path}/led\x00ger.db", match="NUL byte")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_environment_names_the_ledger_and_the_option_wins(url: str, tmp_path: Path) -> None:
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "1", env={"DP_PIPELINE_LEDGER": url})

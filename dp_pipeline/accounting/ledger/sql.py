@@ -63,6 +63,7 @@ from dp_pipeline.accounting.ledger.base import (
     next_record,
 )
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
+from dp_pipeline.accounting.ledger.urls import parse_url, redact_text, redact_url
 from dp_pipeline.exceptions import LedgerError
 
 __all__ = ["MIGRATIONS_DIR", "SQLLedger", "known_revisions", "normalize_url"]
@@ -382,14 +383,11 @@ class SQLLedger:
         self, url: str, *, create: bool = True, engine_options: Mapping[str, Any] | None = None
     ) -> None:
         if not isinstance(url, str) or not url:
-            raise LedgerError(f"a ledger URL must be a non-empty string, got {url!r}")
+            raise LedgerError(f"a ledger URL must be a non-empty string, got {type(url).__name__}")
         self.url = normalize_url(url)
         self._create = create
         self._engine_options = dict(engine_options or {})
-        try:
-            self._sa_url = sa.engine.make_url(self.url)
-        except exc.ArgumentError as err:
-            raise LedgerError(f"not a SQLAlchemy database URL: {url!r} ({err})") from None
+        self._sa_url = parse_url(self.url)
         self._synchronous = "FULL"
         if self._sa_url.get_backend_name() == "sqlite" and "synchronous" in self._sa_url.query:
             chosen = str(self._sa_url.query["synchronous"]).upper()
@@ -397,7 +395,7 @@ class SQLLedger:
                 raise LedgerError(f"synchronous must be full, normal or extra, got {chosen.lower()!r}")
             self._synchronous = chosen
             self._sa_url = self._sa_url.difference_update_query(["synchronous"])
-        self._shown = self._sa_url.render_as_string(hide_password=True)
+        self._shown = redact_url(self._sa_url.render_as_string(hide_password=True))
         self._engine = self._make_engine()
         self._statements = _WriteStatements(self._engine.dialect)
         self._pipeline = self.dialect == "postgresql" and _psycopg_pipeline(self._engine)
@@ -428,7 +426,7 @@ class SQLLedger:
         try:
             engine = sa.create_engine(self._sa_url, **options)
         except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as err:
-            raise LedgerError(f"cannot use ledger URL {self._shown}: {err}") from None
+            raise LedgerError(f"cannot use ledger URL {self._shown}: {redact_text(str(err))}") from None
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", functools.partial(_sqlite_connect, self._synchronous))
             event.listen(engine, "begin", _sqlite_begin)
@@ -626,7 +624,7 @@ def _reopen(url: str, create: bool, engine_options: Mapping[str, Any]) -> SQLLed
 
 def _reason(err: BaseException) -> str:
     orig = getattr(err, "orig", None)
-    return str(orig if orig is not None else err).strip().splitlines()[0]
+    return redact_text(str(orig if orig is not None else err).strip().splitlines()[0])
 
 
 def _sqlite_connect(synchronous: str, dbapi_connection: Any, connection_record: Any) -> None:
