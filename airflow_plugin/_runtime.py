@@ -13,7 +13,12 @@ from airflow_plugin.exceptions import (
     PrivacyBudgetSkipped,
     PrivacyCostError,
 )
-from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedCompositionError
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    UnsupportedCompositionError,
+    printable,
+)
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -106,7 +111,7 @@ def reserve_or_refuse(
         refusal = (PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted).from_error(
             exc, task=name
         )
-        log.error("privacy budget refused %s: %s", name, refusal)
+        log.error("privacy budget refused %s: %s", printable(name), printable(refusal))
         raise refusal from exc
     except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
         raise PrivacyCostError(
@@ -120,7 +125,7 @@ def reserve_or_refuse(
             "running the same attempt again would release data without a new charge, so it does not run. "
             "A retry is a new attempt with a key of its own."
         )
-    log.info("reserved %s for %s (key %s)", cost.describe(), name, key)
+    log.info("reserved %s for %s (key %s)", cost.describe(), printable(name), printable(key))
     return reservation
 
 

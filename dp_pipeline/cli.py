@@ -59,6 +59,7 @@ from dp_pipeline.exceptions import (
     InvalidParameterError,
     LedgerError,
     UnsupportedCompositionError,
+    printable,
 )
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -164,7 +165,7 @@ def _errors() -> Iterator[None]:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"error: {_one_line(redact_text(message))}", err=True)
+    typer.echo(f"error: {printable(_one_line(redact_text(message)))}", err=True)
     raise typer.Exit(code)
 
 
@@ -281,7 +282,7 @@ def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         table.add_column(name, justify="right" if name == "open" else "left", overflow="fold")
     for row in rows:
         table.add_row(
-            row["dataset"],
+            printable(row["dataset"]),
             _shown(row["budget"]),
             _rule(row["budget"], row["rule"]),
             f"{_shown(row['spent']['guarantee'])} ({_RULES.get(row['spent']['method'])})",
@@ -415,11 +416,11 @@ def budget_history(
                 str(e.seq),
                 e.time.strftime("%Y-%m-%d\n%H:%M:%S"),
                 record,
-                e.label or "",
-                e.key or "",
+                printable(e.label or ""),
+                printable(e.key or ""),
                 "" if e.group_size is None else str(e.group_size),
                 amount.strip(),
-                "; ".join(notes),
+                printable("; ".join(notes)),
             )
         _console().print(table)
 
@@ -636,7 +637,7 @@ def plan_check(
             for name in ("#", "release", "label", "k", "guarantee"):
                 table.add_column(name, overflow="fold")
             for i, (e, size, label) in enumerate(items, start=1):
-                table.add_row(str(i), e.kind, label or "", str(size), _amount(e.guarantee))
+                table.add_row(str(i), e.kind, printable(label or ""), str(size), _amount(e.guarantee))
             console = _console()
             console.print(table)
             console.print(f"plan total: {_amount(cost.guarantee)} ({_RULES.get(cost.method, cost.method)})")

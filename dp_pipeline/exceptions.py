@@ -12,6 +12,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "UnsupportedCompositionError",
     "data_value_error",
+    "printable",
 ]
 
 
@@ -103,3 +104,14 @@ def data_value_error(
     noun = "value is" if count == 1 else "values are"
     message = f"{where}: {count} {noun} {problem} (not shown: data values stay private)"
     return InvalidParameterError(f"{message}; {hint}" if hint else message, parameter)
+
+
+def printable(text: object) -> str:
+    """``text`` with every non-printable character escaped as in a Python literal (``\\x1b``, ``\\u202e``).
+
+    Labels, keys and dataset names are written by users and pipelines; shown raw, an ANSI escape in one
+    could clear a terminal or hide text, a bidirectional override reorder it, a newline fake a table row.
+    Every human-readable output (the command's tables and messages, ``plan check``, the Airflow check
+    command, log lines) shows them through this function. JSON output is left exact.
+    """
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))

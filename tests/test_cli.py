@@ -224,6 +224,25 @@ def test_budget_history_lists_every_record(url: str) -> None:
     acct.close()
 
 
+CLEAR = "\x1b[2J"
+
+
+def test_history_and_plan_check_escape_control_characters(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "2", url=url)
+    with PrivacyAccountant(url) as acct:
+        acct.spend("d", PureDP(0.5), label=f"count{CLEAR}", key="k\u202e1\n2")
+    table = ok("budget", "history", "d", url=url).stdout
+    assert "\x1b" not in table and "\u202e" not in table
+    assert "count\\x1b[2J" in table and "k\\u202e1\\n2" in table
+    assert as_json("budget", "history", "d", url=url)[1]["label"] == f"count{CLEAR}"  # JSON stays exact
+    plan = write_plan(tmp_path, [{"epsilon": 0.5, "label": f"mean{CLEAR}"}])
+    out = ok("plan", "check", "d", plan, url=url).stdout
+    assert "\x1b" not in out and "mean\\x1b[2J" in out
+    line = fails(2, "budget", "show", f"typo{CLEAR}", url=url)
+    assert "\x1b" not in line
+
+
 # ------------------------------------------------------------------------------------------------ plans
 
 
