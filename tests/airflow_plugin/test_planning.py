@@ -219,7 +219,8 @@ def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path,
         "from dp_pipeline.mechanisms import Laplace\n"
         "with DAG('escapes', schedule=None, start_date=dt.datetime(2026, 1, 1)):\n"
         "    PrivacyBudgetOperator(\n"
-        "        task_id='count', dataset='pat\\x1b[2Jients', mechanism=Laplace(epsilon=0.5), python_callable=len\n"
+        "        task_id='count', dataset='pat\\x1b[2Jients', mechanism=Laplace(epsilon=0.5),\n"
+        "        python_callable=len,\n"
         "    )\n"
     )
     assert main([str(tmp_path), "--ledger-url", ledger.url]) == 1  # the dataset has no budget
