@@ -100,8 +100,18 @@ def check_real(value: Any, name: str) -> float:
 
 
 def times_up(k: int, value: float) -> float:
-    """k·value rounded up: the least double not below the exact product (privacy loss never rounds down)."""
+    """k·value rounded up: the least double not below the exact product (privacy loss never rounds down).
+
+    A product beyond the largest double (a group of k people at a huge loss) is an InvalidParameterError
+    naming k: no finite number bounds it.
+    """
     product = k * value
+    if math.isinf(product):
+        raise InvalidParameterError(
+            f"a group of k = {k} at {value!r} each: k × {value!r} exceeds the largest float, so no finite "
+            "privacy loss bounds the group; lower the group size or the per-release loss",
+            "k",
+        )
     if Fraction(product) < k * Fraction(value):
         product = math.nextafter(product, math.inf)
     return product

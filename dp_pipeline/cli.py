@@ -152,10 +152,10 @@ def _errors() -> Iterator[None]:
         raise
     except _CommandError as err:
         _fail(str(err), err.code)
+    except InvalidParameterError as err:  # also UnknownDatasetError and a malformed ledger URL
+        _fail(str(err), EXIT_INVALID)
     except (BudgetExceededError, UnsupportedCompositionError, LedgerError) as err:
         _fail(str(err), EXIT_REFUSED)
-    except InvalidParameterError as err:  # also UnknownDatasetError
-        _fail(str(err), EXIT_INVALID)
     except ImportError as err:
         _fail(str(err), EXIT_REFUSED)
     except Exception as err:
@@ -529,7 +529,7 @@ def _mechanism(name: str, params: dict[str, Any]) -> Callable[[], Any]:
 def _plan_item(item: Any, where: str) -> tuple[PrivacyEvent, int, str | None]:
     """One plan entry as (event, group size, label)."""
     if not isinstance(item, dict):
-        raise _CommandError(f"{where} must be a JSON object, got {json.dumps(item)}", EXIT_INVALID)
+        raise _CommandError(f"{where} must be a JSON object, got a JSON {_json_kind(item)}", EXIT_INVALID)
     params = {k: v for k, v in item.items() if k not in _ITEM_KEYS and k != "mechanism"}
     k = item.get("group_size", 1)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -566,11 +566,20 @@ def _plan_item(item: Any, where: str) -> tuple[PrivacyEvent, int, str | None]:
     )
 
 
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number")
+
+
 def _read_plan(source: str) -> list[Any]:
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as err:
         raise _CommandError(f"cannot read the plan {source}: {err.strerror or err}", EXIT_INVALID) from None
+    except UnicodeDecodeError as err:
+        raise _CommandError(
+            f"the plan {source} is not UTF-8 text (byte {err.start} cannot be decoded)", EXIT_INVALID
+        ) from None
 
     def no_constants(name: str) -> NoReturn:
         raise ValueError(f"{name} is not a number")
@@ -579,6 +588,8 @@ def _read_plan(source: str) -> list[Any]:
         data = json.loads(text, parse_constant=no_constants)
     except ValueError as err:
         raise _CommandError(f"the plan {source} is not valid JSON: {err}", EXIT_INVALID) from None
+    except RecursionError:
+        raise _CommandError(f"the plan {source} is nested too deeply to be a plan", EXIT_INVALID) from None
     if not isinstance(data, list) or not data:
         raise _CommandError(f"the plan {source} must be a non-empty JSON list of releases", EXIT_INVALID)
     return data

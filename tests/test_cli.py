@@ -374,6 +374,17 @@ def test_plan_check_rejects_bad_plans(url: str, tmp_path: Path, plan: str, match
     fails(2, "plan", "check", "d", write_plan(tmp_path, plan), url=url, match=match)
 
 
+def test_plan_check_refuses_non_utf8_and_deeply_nested_plans(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "1", url=url)
+    (tmp_path / "latin1.json").write_bytes('[{"epsilon": 0.5, "label": "caf\u00e9"}]'.encode("latin-1"))
+    fails(2, "plan", "check", "d", str(tmp_path / "latin1.json"), url=url, match="is not UTF-8 text")
+    deep = "[" * 100_000 + "]" * 100_000
+    fails(2, "plan", "check", "d", "-", url=url, stdin=deep, match="nested too deeply")
+    nested = write_plan(tmp_path, "[" + "[" * 900 + "]" * 900 + "]")
+    fails(2, "plan", "check", "d", nested, url=url, match="must be a JSON object, got a JSON array")
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -500,7 +501,7 @@ class SQLLedger:
                     raw.close()
         except LedgerError:
             raise
-        except exc.SQLAlchemyError as err:
+        except (exc.SQLAlchemyError, sqlite3.Error) as err:  # sqlite3: the WAL pragma on a raw connection
             raise LedgerError(
                 f"cannot open ledger {self._shown}: {_reason(err)}. If it is a file, it may be corrupt or "
                 "not an SQLite database."

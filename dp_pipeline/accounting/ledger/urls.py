@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-__all__ = ["parse_url", "redact_text", "redact_url"]
+__all__ = ["LedgerURLError", "parse_url", "redact_text", "redact_url"]
 
 _HIDDEN = "***"
 # libpq and most drivers also take the password as a query parameter
@@ -23,6 +23,11 @@ _QUERY_SECRET = re.compile(r"(?i)([?&;](?:password|passwd|pwd|sslpassword)=)[^&;
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*(?::/*|/+)")
 # a URL with user information inside free text (a driver's message, an exception's str)
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:/*[^\s'\"]*@[^\s'\"]*")
+
+
+class LedgerURLError(InvalidParameterError, LedgerError):
+    """A ledger URL that cannot name a database: invalid input (``InvalidParameterError``, the command exits
+    2), and still a ``LedgerError`` for callers that catch that when a ledger cannot be opened."""
 
 
 def redact_url(url: str) -> str:
@@ -63,16 +68,16 @@ def _password(url: str) -> str:
 
 
 def parse_url(url: str) -> URL:
-    """The SQLAlchemy URL of a ledger, or InvalidParameterError naming the problem (password redacted)."""
+    """The SQLAlchemy URL of a ledger, or LedgerURLError naming the problem (password redacted)."""
     import sqlalchemy as sa
 
     example = "e.g. sqlite:////abs/path/ledger.db or postgresql://user:password@host:5432/db"
     if "\x00" in url:
-        raise InvalidParameterError(f"the ledger URL {redact_url(url)!r} contains a NUL byte", "url")
+        raise LedgerURLError(f"the ledger URL {redact_url(url)!r} contains a NUL byte", "url")
     try:
         return sa.engine.make_url(url)
     except sa.exc.ArgumentError:
         problem = "is not a database URL"
     except ValueError:  # SQLAlchemy converts the port with int()
         problem = "has a port that is not a number"
-    raise InvalidParameterError(f"the ledger URL {redact_url(url)!r} {problem} ({example})", "url")
+    raise LedgerURLError(f"the ledger URL {redact_url(url)!r} {problem} ({example})", "url")
