@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 
 __all__ = [
     "FiniteFloat",
@@ -78,8 +78,10 @@ def check_array(values: Any, name: str = "values", *, allow_empty: bool = False)
     array = array.astype(np.float64, copy=False)
     if array.size == 0 and not allow_empty:
         raise InvalidParameterError(f"{name!r} is empty", name)
-    if not np.all(np.isfinite(array)):
-        raise InvalidParameterError(f"{name!r} contains NaN or infinite values", name)
+    finite = np.isfinite(array)
+    if not np.all(finite):
+        bad = int(finite.size - np.count_nonzero(finite))
+        raise data_value_error(repr(name), bad, "NaN or infinite", name)
     return array
 
 

@@ -102,7 +102,7 @@ class _Group(TyperGroup):
                 # a usage error (unknown command or option, missing argument)
                 ctx = getattr(err, "ctx", None)
                 where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-                typer.echo(f"error: {_one_line(err.format_message())}{where}", err=True)
+                typer.echo(f"error: {printable(_one_line(err.format_message()))}{where}", err=True)
                 result = getattr(err, "exit_code", EXIT_INVALID)
             else:
                 raise
@@ -434,7 +434,7 @@ def ledger_init(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
     with _errors(), _accountant(ledger, create=True) as acct:
         store = acct.store
         revision = store.schema_revision() if hasattr(store, "schema_revision") else None
-        shown = redact_url(acct.url)
+        shown = printable(redact_url(acct.url))
         if as_json:
             _print_json({"ledger": shown, "schema_revision": revision, "datasets": acct.datasets()})
         else:

@@ -241,6 +241,8 @@ def test_history_and_plan_check_escape_control_characters(url: str, tmp_path: Pa
     assert "\x1b" not in out and "mean\\x1b[2J" in out
     line = fails(2, "budget", "show", f"typo{CLEAR}", url=url)
     assert "\x1b" not in line
+    line = fails(2, "budget", f"lst{CLEAR}", url=url)  # a usage error quoting the argument
+    assert "\x1b" not in line and "lst\\x1b[2J" in line
 
 
 # ------------------------------------------------------------------------------------------------ plans
