@@ -56,11 +56,13 @@ class ValidatedModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     def __init__(self, /, **data: Any) -> None:
+        refusal: InvalidParameterError | None = None
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            message, parameter = _message(exc, type(self).__name__)
-            raise InvalidParameterError(message, parameter) from None
+            refusal = InvalidParameterError(*_message(exc, type(self).__name__))
+        if refusal is not None:  # raised outside the handler: the ValidationError quotes the input values
+            raise refusal
 
 
 def check_array(values: Any, name: str = "values", *, allow_empty: bool = False) -> NDArray[np.float64]:

@@ -66,6 +66,12 @@ NAMES_ARRAY = np.array([["a", NAME]], dtype=object)
 NUMBERS_ARRAY = np.array([[0.5], [NUMBER]])
 
 
+def _unhashable_column() -> np.ndarray[Any, Any]:
+    column = np.empty((2, 1), dtype=object)
+    column[0, 0], column[1, 0] = [NAME], "a"
+    return column
+
+
 def _frame(values: list[Any]) -> pd.DataFrame:
     return pd.DataFrame({"answer": values, "ward": ["a"] * len(values), "person": range(len(values))})
 
@@ -136,6 +142,18 @@ TRANSFORMER_CALLS: list[tuple[str, Callable[[], Any]]] = [
         ),
     ),
     (
+        "KRandomizedResponseEncoder(categories='data').transform(name)",
+        lambda: KRandomizedResponseEncoder(categories="data", **OFF).fit([[NAME], ["a"]]).transform([["b"]]),
+    ),
+    (
+        "KRandomizedResponseEncoder(categories='data').fit(one category)",
+        lambda: KRandomizedResponseEncoder(categories="data", **OFF).fit([[NAME], [NAME]]),
+    ),
+    (
+        "KRandomizedResponseEncoder(categories='data').fit(unhashable)",
+        lambda: KRandomizedResponseEncoder(categories="data", **OFF).fit(_unhashable_column()),
+    ),
+    (
         "KRandomizedResponseEncoder.transform(number)",
         lambda: (
             KRandomizedResponseEncoder(categories=[0.5, 1.0], **OFF).fit([[0.5]]).transform(NUMBERS_ARRAY)
@@ -155,6 +173,14 @@ FRAME_CALLS: list[tuple[str, Callable[[], Any]]] = [
     (
         "randomized_response(name)",
         lambda: randomized_response(_frame([True, NAME]), "answer", epsilon=1.0, **OFF),
+    ),
+    (
+        "randomized_response(categories='data', one category)",
+        lambda: randomized_response(_frame([NAME, NAME]), "answer", categories="data", epsilon=1.0, **OFF),
+    ),
+    (
+        "randomized_response(categories='data', unhashable)",
+        lambda: randomized_response(_frame([[NAME], "a"]), "answer", categories="data", epsilon=1.0, **OFF),
     ),
     (
         "randomized_response(categories)",

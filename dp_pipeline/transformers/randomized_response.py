@@ -371,8 +371,10 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         return _object_array(mechanism.categories)[picks]
 
     def _hint(self, j: int) -> str:
-        categories = list(self.mechanisms_[j].categories)[:10]
-        return f"its categories are {categories}. Declare them, or pass handle_unknown='uniform'"
+        categories = list(self.mechanisms_[j].categories)
+        if isinstance(self.categories, str):  # learned from the data in fit: data values, never shown
+            return f"its {len(categories)} categories were learned in fit; pass handle_unknown='uniform'"
+        return f"its categories are {categories[:10]}. Declare them, or pass handle_unknown='uniform'"
 
 
 def _object_array(categories: tuple[Hashable, ...]) -> NDArray[Any]:
