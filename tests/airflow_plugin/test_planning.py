@@ -240,3 +240,15 @@ def test_reservation_log_lines_escape_control_characters(caplog) -> None:
         reserve_or_refuse(accountant, DPCost(dataset="d", cost=PureDP(0.5)), {"ti": ti})
     lines = [record.getMessage() for record in caplog.records]
     assert any("manual\\x1b[2J" in line for line in lines) and not any("\x1b" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql:/alice:S3CRET-PASSWORD-42@db/ledger", "postgresql://alice:S3CRET-PASSWORD-42@127.0.0.1:1/l"],
+)
+def test_check_command_names_an_unusable_ledger_without_its_password(tmp_path, capsys, url: str) -> None:
+    from airflow_plugin.check import main
+
+    assert main([str(tmp_path), "--ledger-url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot open the ledger") and "alice:***@" in err and "S3CRET" not in err
