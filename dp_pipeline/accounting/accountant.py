@@ -1093,7 +1093,19 @@ class PrivacyAccountant:
         if not records and self._store.head(dataset) is None:
             raise UnknownDatasetError(dataset)
         ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
-        return [_entry(r, ends) for r in records]
+        entries, unreadable = [], None
+        for r in records:
+            try:
+                entries.append(_entry(r, ends))
+            except (KeyError, TypeError, ValueError) as err:  # incl. InvalidParameterError
+                unreadable = f"{type(err).__name__}: {err}"
+                break
+        if unreadable is not None:  # raised outside the handler: one clear error, no raw chain
+            raise LedgerError(
+                f"dataset {dataset!r}: record seq {r.seq} is unreadable ({unreadable}); the ledger is "
+                "corrupt or was altered (run verify)"
+            )
+        return entries
 
     def open_reservations(self, dataset: str) -> list[LedgerEntry]:
         """Reservations of the dataset that were neither committed nor released (e.g. a process died)."""

@@ -101,14 +101,8 @@ def test_the_wal_pragma_failing_on_a_full_disk_is_a_ledger_error(tmp_path: Path)
     assert dump_rows(f"sqlite:///{path}") == before
 
 
-def test_a_corrupt_file_is_a_ledger_error(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.db"
-    acct = PrivacyAccountant(f"sqlite:///{path}")
-    acct.set_budget("d", PureDP(1.0))
-    acct.spend("d", PureDP(0.1), label="LABEL-TO-CORRUPT")
-    acct.close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+def test_a_label_that_is_not_utf8_is_a_ledger_error(tmp_path: Path) -> None:
+    path = _ledger_file(tmp_path)
     data = path.read_bytes()
     at = data.index(b"LABEL-TO-CORRUPT")
     path.write_bytes(data[:at] + b"\xff\xfe" + data[at + 2 :])  # not UTF-8 any more
@@ -116,4 +110,35 @@ def test_a_corrupt_file_is_a_ledger_error(tmp_path: Path) -> None:
     for call in (lambda: acct.history("d"), acct.verify):
         with pytest.raises(LedgerError, match="decode"):
             call()
+    acct.close()
+
+
+def _ledger_file(tmp_path: Path) -> Path:
+    path = tmp_path / "ledger.db"
+    acct = PrivacyAccountant(f"sqlite:///{path}")
+    acct.set_budget("d", PureDP(1.0))
+    acct.spend("d", PureDP(0.1), label="LABEL-TO-CORRUPT")
+    acct.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+def test_a_schema_that_is_not_utf8_is_a_ledger_error(tmp_path: Path) -> None:
+    path = _ledger_file(tmp_path)
+    data = path.read_bytes()
+    at = data.index(b"sqlite_autoindex_dp_ledger_budgets_1")  # an index name in the schema table
+    path.write_bytes(data[:at] + b"\xa1" + data[at + 1 :])  # sqlite3 raises UnicodeDecodeError on connect
+    with pytest.raises(LedgerError, match="corrupt: its schema is not UTF-8"):
+        PrivacyAccountant(f"sqlite:///{path}", create=False)
+
+
+def test_a_record_without_its_cost_is_a_ledger_error_in_history(tmp_path: Path) -> None:
+    path = _ledger_file(tmp_path)
+    data = path.read_bytes()
+    at = data.index(b'"cost"')
+    path.write_bytes(data[:at] + b'"cozt"' + data[at + 6 :])  # same length: the row stays readable JSON
+    acct = PrivacyAccountant(f"sqlite:///{path}", create=False)
+    with pytest.raises(LedgerError, match="record seq 2 is unreadable"):
+        acct.history("d")
     acct.close()

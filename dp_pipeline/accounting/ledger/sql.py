@@ -607,7 +607,9 @@ class SQLLedger:
             names = set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
             # a dataset whose head row was deleted still has records; verify() must see it
             names.update(conn.execute(sa.select(RECORDS.c.dataset).distinct()).scalars())
-            return sorted(names)
+        if not all(isinstance(name, str) for name in names):
+            raise LedgerError(f"ledger {self._shown}: a row has no dataset name; the ledger is corrupt")
+        return sorted(names)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -632,11 +634,16 @@ def _sqlite_connect(synchronous: str, dbapi_connection: Any, connection_record: 
     # Let SQLAlchemy emit BEGIN (see _sqlite_begin) instead of the sqlite3 driver's legacy handling.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
+    problem = None
     try:
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
+    except UnicodeDecodeError as err:  # SQLAlchemy wraps the driver's errors, but not this one
+        problem = str(err)
     finally:
         cursor.close()
+    if problem is not None:
+        raise LedgerError(f"the SQLite file is corrupt: its schema is not UTF-8 text ({problem})")
 
 
 def _sqlite_begin(conn: Connection) -> None:
