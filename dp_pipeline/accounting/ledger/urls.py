@@ -38,13 +38,11 @@ def redact_url(url: str) -> str:
     and the last ``@`` is hidden, so a malformed URL over-redacts rather than leaks.
     """
     text = _QUERY_SECRET.sub(r"\1" + _HIDDEN, str(url))
-    head, at, tail = text.rpartition("@")
-    if not at:
+    parts = _userinfo(text)
+    if parts is None:
         return text
-    scheme = _SCHEME.match(head)
-    start = scheme.end() if scheme is not None and "/" in scheme.group() else 0
-    user, colon, _ = head[start:].partition(":")
-    return f"{head[:start]}{user}{colon}{_HIDDEN}{at}{tail}" if colon else text
+    prefix, user, _, rest = parts
+    return f"{prefix}{user}:{_HIDDEN}@{rest}"
 
 
 def redact_text(text: str, url: str | None = None) -> str:
@@ -52,19 +50,21 @@ def redact_text(text: str, url: str | None = None) -> str:
     out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group()), str(text))
     if url:
         out = out.replace(url, redact_url(url))
-        password = _password(url)
-        if password:
-            out = out.replace(password, _HIDDEN)
+        parts = _userinfo(url)
+        if parts is not None and parts[2]:
+            out = out.replace(parts[2], _HIDDEN)
     return out
 
 
-def _password(url: str) -> str:
-    head, at, _ = url.rpartition("@")
+def _userinfo(url: str) -> tuple[str, str, str, str] | None:
+    """``(scheme and slashes, user, password, host and the rest)``, or None when there is no password."""
+    head, at, rest = url.rpartition("@")
     if not at:
-        return ""
+        return None
     scheme = _SCHEME.match(head)
     start = scheme.end() if scheme is not None and "/" in scheme.group() else 0
-    return head[start:].partition(":")[2]
+    user, colon, password = head[start:].partition(":")
+    return (head[:start], user, password, rest) if colon else None
 
 
 def parse_url(url: str) -> URL:
