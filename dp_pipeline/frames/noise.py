@@ -71,7 +71,8 @@ def add_noise(
         Declared bounds; values outside are clipped before the noise. A dict may leave columns out (no bound
         on that side).
     random_state : None, int or numpy.random.Generator
-        None (default) for fresh OS entropy; a seed raises PrivacyLeakWarning (for tests only).
+        None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
+        PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
 
     Returns
     -------
@@ -142,7 +143,8 @@ def randomized_response(
         answers, k-RR (:class:`~dp_pipeline.mechanisms.KRandomizedResponse`). ``"data"``: the answers found in
         the column, with a PrivacyLeakWarning.
     random_state : None, int or numpy.random.Generator
-        None (default) for fresh OS entropy; a seed raises PrivacyLeakWarning (for tests only).
+        None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
+        PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
 
     Returns
     -------
