@@ -18,6 +18,7 @@ from dp_pipeline.exceptions import (
     InvalidParameterError,
     KeyAlreadyUsedError,
     UnsupportedCompositionError,
+    printable,
 )
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def reserve_or_refuse(
         refusal = (PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted).from_error(
             exc, task=name
         )
-        log.error("privacy budget refused %s: %s", name, refusal)
+        log.error("privacy budget refused %s: %s", printable(name), printable(refusal))
         raise refusal from exc
     except KeyAlreadyUsedError as exc:
         raise AttemptAlreadyChargedError.from_error(exc, task=name) from exc
@@ -147,7 +148,7 @@ def reserve_or_refuse(
             f"Task {name}: its cost {cost.describe()} cannot be charged: {exc}. Retrying cannot help; "
             "give the dataset a budget on the ledger (PrivacyAccountant.set_budget) or fix the declared cost."
         ) from exc
-    log.info("reserved %s for %s (key %s)", cost.describe(), name, key)
+    log.info("reserved %s for %s (key %s)", cost.describe(), printable(name), printable(key))
     return reservation
 
 

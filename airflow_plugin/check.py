@@ -17,6 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.exceptions import LedgerError, printable
+
 if TYPE_CHECKING:
     from airflow_plugin.planning import DatasetCheck
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -92,21 +95,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from airflow_plugin.planning import format_checks
 
-    if args.ledger_url:
-        from dp_pipeline.accounting.accountant import PrivacyAccountant
+    try:
+        if args.ledger_url:
+            from dp_pipeline.accounting.accountant import PrivacyAccountant
 
-        accountant = PrivacyAccountant(args.ledger_url)
-    else:
-        from airflow_plugin.hooks import PrivacyLedgerHook
+            accountant = PrivacyAccountant(args.ledger_url)
+        else:
+            from airflow_plugin.hooks import PrivacyLedgerHook
 
-        accountant = PrivacyLedgerHook(args.conn_id).get_accountant()
+            accountant = PrivacyLedgerHook(args.conn_id).get_accountant()
+    except (LedgerError, ValueError) as exc:  # incl. InvalidParameterError, LedgerConnectionError
+        message = redact_text(f"{type(exc).__name__}: {exc}", args.ledger_url)
+        print(f"error: cannot open the ledger: {printable(message)}", file=sys.stderr)
+        return 2
     checks, errors = check_folder(args.dag_folder, accountant)
     if args.json:
         print(json.dumps({"checks": [_as_dict(c) for c in checks], "import_errors": errors}, indent=2))
     else:
         print(format_checks(checks) if checks else "no DAG declares a privacy cost")
         for path, error in errors.items():
-            print(f"import error in {path}:\n{error}", file=sys.stderr)
+            shown = "\n".join(printable(line) for line in str(error).splitlines())
+            print(f"import error in {printable(path)}:\n{shown}", file=sys.stderr)
     if errors:
         return 2
     failing = [c for c in checks if not c.ok or (args.against == "remaining" and not c.fits_remaining)]

@@ -23,6 +23,7 @@ from airflow_plugin.reports import (
     summarize,
     summarize_all,
 )
+from dp_pipeline.accounting.ledger.urls import redact_text
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -236,7 +237,8 @@ def create_app(
         try:
             summaries = summarize_all(get_accountant())
         except Exception as exc:
-            return HTMLResponse(render_page([], error=f"{type(exc).__name__}: {exc}"), status_code=503)
+            error = redact_text(f"{type(exc).__name__}: {exc}")  # a driver's message may quote the URL
+            return HTMLResponse(render_page([], error=error), status_code=503)
         return HTMLResponse(render_page(summaries))
 
     @app.get("/api/datasets")

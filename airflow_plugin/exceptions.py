@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from dp_pipeline.exceptions import BudgetExceededError, KeyAlreadyUsedError
+from dp_pipeline.exceptions import BudgetExceededError, KeyAlreadyUsedError, printable
 
 __all__ = ["AttemptAlreadyChargedError", "PrivacyBudgetExhausted", "PrivacyBudgetSkipped", "PrivacyCostError"]
 
@@ -132,8 +132,8 @@ class AttemptAlreadyChargedError(AirflowException):
         """Wrap the accountant's refusal of a reused key, naming the task and keeping the state."""
         refusal = cls(
             f"Task {task}: the ledger already holds a {error.status} reservation for this attempt (key "
-            f"{error.key}); running the same attempt again would release data without a new charge, so it "
-            "does not run. A retry is a new attempt with a key of its own."
+            f"{printable(error.key)}); running the same attempt again would release data without a new "
+            "charge, so it does not run. A retry is a new attempt with a key of its own."
         )
         refusal.dataset, refusal.key, refusal.status = error.dataset, error.key, error.status
         return refusal

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseHook
 
+from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
+
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
 
@@ -122,15 +124,6 @@ def connection_to_sqlalchemy_url(
     )
 
 
-def _hide_password(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<unparsable url>"
-
-
 _ACCOUNTANTS: dict[tuple[int, str, bool], PrivacyAccountant] = {}
 _ACCOUNTANTS_LOCK = threading.Lock()
 
@@ -193,7 +186,7 @@ class PrivacyLedgerHook(BaseHook):
             url = self.get_sqlalchemy_url()
             extra = self.get_connection(self.ledger_conn_id).extra_dejson
             signing_key = extra.get("ledger_key") or None
-            self.log.debug("opening privacy ledger %s", _hide_password(url))
+            self.log.debug("opening privacy ledger %s", redact_url(url))
             if self.shared:
                 key = (os.getpid(), url, self.read_only)
                 with _ACCOUNTANTS_LOCK:
@@ -213,5 +206,13 @@ class PrivacyLedgerHook(BaseHook):
         try:
             datasets = list(self.get_accountant().datasets())
         except Exception as exc:
-            return False, f"{type(exc).__name__}: {exc}"
+            return False, self._redacted(exc)
         return True, f"ledger reachable; {len(datasets)} dataset(s) with a budget"
+
+    def _redacted(self, exc: BaseException) -> str:
+        """``exc`` as one message without the Connection's password, wherever the message quotes it."""
+        try:
+            url = self.get_sqlalchemy_url()
+        except Exception:
+            url = None
+        return redact_text(f"{type(exc).__name__}: {exc}", url)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_plugin.costs import DPCost
 from airflow_plugin.guards import iter_guards
+from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
 if TYPE_CHECKING:
@@ -388,6 +389,7 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
         )
         notes.extend(f"  {check.dag_id} / {check.dataset}: {problem}" for problem in check.problems)
         notes.extend(f"  {check.dag_id} / {check.dataset}: warning: {note}" for note in check.warnings)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
-    return "\n".join(lines + notes)
+    shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in shown]
+    return "\n".join(lines + [printable(note) for note in notes])

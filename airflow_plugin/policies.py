@@ -37,6 +37,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.policies import hookimpl
 
+from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.exceptions import printable
+
 if TYPE_CHECKING:
     from airflow_plugin.costs import DPCost
     from airflow_plugin.planning import DatasetCheck
@@ -141,9 +144,9 @@ def make_dag_policy(
             accountant = PrivacyLedgerHook(ledger_conn_id, shared=True).get_accountant()
             checks = check_dag(plan, accountant)
         except Exception as exc:
-            message = (
+            message = printable(
                 f"DAG {dag.dag_id!r}: cannot check its privacy plan, the ledger {ledger_conn_id!r} is "
-                f"unavailable: {type(exc).__name__}: {exc}"
+                f"unavailable: {redact_text(f'{type(exc).__name__}: {exc}')}"
             )
             if mode == "refuse":
                 raise AirflowClusterPolicyViolation(message) from exc
@@ -151,7 +154,7 @@ def make_dag_policy(
             return
         for check in checks:
             for warning in check.warnings:
-                log.warning("DAG %r, dataset %r: %s", dag.dag_id, check.dataset, warning)
+                log.warning("DAG %r, dataset %r: %s", dag.dag_id, check.dataset, printable(warning))
             if check.ok and not check.fits_remaining:
                 log.warning(
                     "DAG %r: one run of its plan on %r exceeds what remains of the budget; tasks will be "
@@ -161,7 +164,7 @@ def make_dag_policy(
                 )
         failing = [check for check in checks if not check.ok]
         if failing:
-            message = f"DAG {dag.dag_id!r} exceeds its privacy budget: {_describe(failing)}"
+            message = printable(f"DAG {dag.dag_id!r} exceeds its privacy budget: {_describe(failing)}")
             if mode == "refuse":
                 raise AirflowClusterPolicyViolation(message)
             log.warning(message)

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from dp_pipeline._validation import check_real, divide_down, sqrt_up
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
-from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
+from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
 from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
@@ -357,7 +357,24 @@ def learn_categories(columns: Iterable[NDArray[Any]], warning: str, *, stackleve
     ``warning``; ``stacklevel`` counts from the caller, as for :func:`warnings.warn`.
     """
     warnings.warn(warning, PrivacyLeakWarning, stacklevel=stacklevel + 1)
-    return [list(dict.fromkeys(column[~missing_mask(column)].tolist())) for column in columns]
+    learned = []
+    for column in columns:
+        values = column[~missing_mask(column)].tolist()
+        unhashable = sum(not _hashable(v) for v in values)
+        if unhashable:
+            raise data_value_error(
+                "categories='data'", unhashable, "unhashable (e.g. lists), so not categories", "categories"
+            )
+        learned.append(list(dict.fromkeys(values)))
+    return learned
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+import sys
 from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
@@ -12,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 
 __all__ = [
     "FiniteFloat",
@@ -61,11 +62,13 @@ class ValidatedModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     def __init__(self, /, **data: Any) -> None:
+        refusal: InvalidParameterError | None = None
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            message, parameter = _message(exc, type(self).__name__)
-            raise InvalidParameterError(message, parameter) from None
+            refusal = InvalidParameterError(*_message(exc, type(self).__name__))
+        if refusal is not None:  # raised outside the handler: the ValidationError quotes the input values
+            raise refusal
 
 
 def check_array(values: Any, name: str = "values", *, allow_empty: bool = False) -> NDArray[np.float64]:
@@ -74,8 +77,8 @@ def check_array(values: Any, name: str = "values", *, allow_empty: bool = False)
         raise InvalidParameterError(f"{name!r} must be numeric array-like, got a string", name)
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(f"{name!r} must be numeric array-like: {exc}", name) from None
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name!r} must be numeric array-like (not ragged)", name) from None
     if array.dtype == bool or not (np.issubdtype(array.dtype, np.number)):
         raise InvalidParameterError(f"{name!r} must be numeric, got dtype {array.dtype}", name)
     if np.iscomplexobj(array):
@@ -83,8 +86,10 @@ def check_array(values: Any, name: str = "values", *, allow_empty: bool = False)
     array = array.astype(np.float64, copy=False)
     if array.size == 0 and not allow_empty:
         raise InvalidParameterError(f"{name!r} is empty", name)
-    if not np.all(np.isfinite(array)):
-        raise InvalidParameterError(f"{name!r} contains NaN or infinite values", name)
+    finite = np.isfinite(array)
+    if not np.all(finite):
+        bad = int(finite.size - np.count_nonzero(finite))
+        raise data_value_error(repr(name), bad, "NaN or infinite", name)
     return array
 
 
@@ -150,9 +155,25 @@ def sqrt_up(value: float | Fraction) -> float:
     return result
 
 
+_LARGEST_DOUBLE = Fraction(sys.float_info.max)
+
+
 def times_up(k: int, value: float) -> float:
-    """k·value rounded up: the least double not below the exact product (privacy loss never rounds down)."""
-    product = k * value
-    if Fraction(product) < k * Fraction(value):
-        product = math.nextafter(product, math.inf)
-    return product
+    """k·value rounded up: the least double not below the exact product, for any int k (privacy loss never
+    rounds down).
+
+    A product beyond the largest double (a group of k people at a huge loss) is an InvalidParameterError
+    naming k: no finite number bounds it.
+    """
+    exact = k * Fraction(value)
+    if abs(exact) <= _LARGEST_DOUBLE:
+        product = float(exact)
+        if Fraction(product) < exact:
+            product = math.nextafter(product, math.inf)
+        if math.isfinite(product):
+            return product
+    raise InvalidParameterError(
+        f"a group of k = {k} at {value!r} each: k × {value!r} exceeds the largest float, so no finite "
+        "privacy loss bounds the group; lower the group size or the per-release loss",
+        "k",
+    )

@@ -52,12 +52,14 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
         f'the dp-pipeline command needs Typer and Rich: pip install "dp-pipeline[cli]" ({_err})'
     ) from None
 
+from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
     LedgerError,
     UnsupportedCompositionError,
+    printable,
 )
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -100,7 +102,7 @@ class _Group(TyperGroup):
                 # a usage error (unknown command or option, missing argument)
                 ctx = getattr(err, "ctx", None)
                 where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-                typer.echo(f"error: {_one_line(err.format_message())}{where}", err=True)
+                typer.echo(f"error: {printable(_one_line(err.format_message()))}{where}", err=True)
                 result = getattr(err, "exit_code", EXIT_INVALID)
             else:
                 raise
@@ -150,10 +152,10 @@ def _errors() -> Iterator[None]:
         raise
     except _CommandError as err:
         _fail(str(err), err.code)
+    except InvalidParameterError as err:  # also UnknownDatasetError and a malformed ledger URL
+        _fail(str(err), EXIT_INVALID)
     except (BudgetExceededError, UnsupportedCompositionError, LedgerError) as err:
         _fail(str(err), EXIT_REFUSED)
-    except InvalidParameterError as err:  # also UnknownDatasetError
-        _fail(str(err), EXIT_INVALID)
     except ImportError as err:
         _fail(str(err), EXIT_REFUSED)
     except Exception as err:
@@ -163,7 +165,7 @@ def _errors() -> Iterator[None]:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"error: {_one_line(message)}", err=True)
+    typer.echo(f"error: {printable(_one_line(redact_text(message)))}", err=True)
     raise typer.Exit(code)
 
 
@@ -191,7 +193,8 @@ def _open(url: str | None, *, create: bool = False, read_only: bool = False) -> 
         path = _sqlite_path(url)
         if path is not None and not path.exists():
             raise _CommandError(
-                f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {url}'", EXIT_INVALID
+                f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {redact_url(url)}'",
+                EXIT_INVALID,
             )
     return PrivacyAccountant(url, create=create, read_only=read_only)
 
@@ -206,12 +209,6 @@ def _sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
-
-
-def _safe_url(url: str) -> str:
-    import sqlalchemy as sa
-
-    return str(sa.engine.make_url(url).render_as_string(hide_password=True))
 
 
 @contextmanager
@@ -286,7 +283,7 @@ def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         table.add_column(name, justify="right" if name == "open" else "left", overflow="fold")
     for row in rows:
         table.add_row(
-            row["dataset"],
+            printable(row["dataset"]),
             _shown(row["budget"]),
             _rule(row["budget"], row["rule"]),
             row["relation"],
@@ -431,11 +428,11 @@ def budget_history(
                 str(e.seq),
                 e.time.strftime("%Y-%m-%d\n%H:%M:%S"),
                 record,
-                e.label or "",
-                e.key or "",
+                printable(e.label or ""),
+                printable(e.key or ""),
                 "" if e.group_size is None else str(e.group_size),
                 amount.strip(),
-                "; ".join(notes),
+                printable("; ".join(notes)),
             )
         _console().print(table)
 
@@ -449,7 +446,7 @@ def ledger_init(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
     with _errors(), _accountant(ledger, create=True) as acct:
         store = acct.store
         revision = store.schema_revision() if hasattr(store, "schema_revision") else None
-        shown = _safe_url(acct.url)
+        shown = printable(redact_url(acct.url))
         if as_json:
             _print_json({"ledger": shown, "schema_revision": revision, "datasets": acct.datasets()})
         else:
@@ -609,7 +606,7 @@ def _mechanism(name: str, params: dict[str, Any]) -> Callable[[], Any]:
 def _plan_item(item: Any, where: str) -> tuple[PrivacyEvent, int, str | None]:
     """One plan entry as (event, group size, label)."""
     if not isinstance(item, dict):
-        raise _CommandError(f"{where} must be a JSON object, got {json.dumps(item)}", EXIT_INVALID)
+        raise _CommandError(f"{where} must be a JSON object, got a JSON {_json_kind(item)}", EXIT_INVALID)
     params = {k: v for k, v in item.items() if k not in _ITEM_KEYS and k != "mechanism"}
     k = item.get("group_size", 1)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -646,11 +643,20 @@ def _plan_item(item: Any, where: str) -> tuple[PrivacyEvent, int, str | None]:
     )
 
 
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number")
+
+
 def _read_plan(source: str) -> list[Any]:
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as err:
         raise _CommandError(f"cannot read the plan {source}: {err.strerror or err}", EXIT_INVALID) from None
+    except UnicodeDecodeError as err:
+        raise _CommandError(
+            f"the plan {source} is not UTF-8 text (byte {err.start} cannot be decoded)", EXIT_INVALID
+        ) from None
 
     def no_constants(name: str) -> NoReturn:
         raise ValueError(f"{name} is not a number")
@@ -659,6 +665,8 @@ def _read_plan(source: str) -> list[Any]:
         data = json.loads(text, parse_constant=no_constants)
     except ValueError as err:
         raise _CommandError(f"the plan {source} is not valid JSON: {err}", EXIT_INVALID) from None
+    except RecursionError:
+        raise _CommandError(f"the plan {source} is nested too deeply to be a plan", EXIT_INVALID) from None
     if not isinstance(data, list) or not data:
         raise _CommandError(f"the plan {source} must be a non-empty JSON list of releases", EXIT_INVALID)
     return data
@@ -719,7 +727,7 @@ def plan_check(
                 table.add_column(name, overflow="fold")
             for i, (e, size, label) in enumerate(items, start=1):
                 shown = e.relation or f"{cost.relation} (dataset's)"
-                table.add_row(str(i), e.kind, label or "", str(size), _amount(e.guarantee), shown)
+                table.add_row(str(i), e.kind, printable(label or ""), str(size), _amount(e.guarantee), shown)
             console = _console()
             console.print(table)
             console.print(f"plan total: {_amount(cost.guarantee)} ({_RULES.get(cost.method, cost.method)})")

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from scipy import optimize, special
 
 from dp_pipeline._validation import check_array, check_real
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.mechanisms.randomized_response import (
     BinaryRandomizedResponse,
     KRandomizedResponse,
@@ -372,9 +372,10 @@ def ldp_mean(reports: Any, mechanism: Any, *, level: float = 0.95, grid: int = 2
     if isinstance(grid, bool) or not isinstance(grid, numbers.Integral) or grid < 3:
         raise InvalidParameterError(f"'grid' must be an integer ≥ 3, got {grid!r}", "grid")
     values = check_array(reports, "reports").ravel()
-    if np.any((values < lower) | (values > upper)):
-        message = f"'reports' must lie in the mechanism's range [{lower}, {upper}]; these are not its outputs"
-        raise InvalidParameterError(message, "reports")
+    outside = int(np.count_nonzero((values < lower) | (values > upper)))
+    if outside:
+        problem = f"outside the mechanism's range [{lower}, {upper}], so not its outputs"
+        raise data_value_error("'reports'", outside, problem, "reports")
     n = values.size
     ts = np.linspace(lower, upper, int(grid))
     g = np.asarray(expected(ts), dtype=float)

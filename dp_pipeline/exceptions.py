@@ -14,6 +14,8 @@ __all__ = [
     "LedgerError",
     "PrivacyLeakWarning",
     "UnsupportedCompositionError",
+    "data_value_error",
+    "printable",
 ]
 
 
@@ -133,3 +135,29 @@ class KeyAlreadyUsedError(LedgerError):
 
 class PrivacyLeakWarning(UserWarning):
     """An operation may leak privacy beyond what is accounted, e.g. bounds computed from the data."""
+
+
+def data_value_error(
+    where: str, count: int, problem: str, parameter: str | None, hint: str = ""
+) -> InvalidParameterError:
+    """The refusal of some values of the data: where they are, how many and what is wrong, never a value.
+
+    Error messages end up in logs and terminals (Airflow serves task logs in its UI), so a refusal of data
+    never quotes what it refuses: ``where`` names the parameter, column or feature, ``count`` says how many
+    values are refused and ``problem`` what kind of problem they have (e.g. "not 0/1"). Raise the result
+    ``from None`` when it replaces another exception, whose message may quote the value.
+    """
+    noun = "value is" if count == 1 else "values are"
+    message = f"{where}: {count} {noun} {problem} (not shown: data values stay private)"
+    return InvalidParameterError(f"{message}; {hint}" if hint else message, parameter)
+
+
+def printable(text: object) -> str:
+    """``text`` with every non-printable character escaped as in a Python literal (``\\x1b``, ``\\u202e``).
+
+    Labels, keys and dataset names are written by users and pipelines; shown raw, an ANSI escape in one
+    could clear a terminal or hide text, a bidirectional override reorder it, a newline fake a table row.
+    Every human-readable output (the command's tables and messages, ``plan check``, the Airflow check
+    command, log lines) shows them through this function. JSON output is left exact.
+    """
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))

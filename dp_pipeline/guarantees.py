@@ -30,6 +30,7 @@ from dp_pipeline._validation import (
     check_array,
     check_positive_int,
     check_real,
+    times_up,
 )
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
@@ -81,20 +82,6 @@ class Guarantee(ValidatedModel, ABC):
 _GROUP_LOG_MARGIN = 1e-11
 
 
-def _group_value(k: int, value: float, name: str) -> float:
-    """k·value rounded up (exactly, for any int k), for group privacy; a clear error past the doubles."""
-    k = check_positive_int(k, "k")
-    exact = k * Fraction(value)
-    if exact <= _LARGEST_DOUBLE:
-        product = float(exact)
-        if Fraction(product) < exact:
-            product = math.nextafter(product, math.inf)
-        if math.isfinite(product):
-            return product
-    raise InvalidParameterError(f"group privacy for this k makes {name!r} overflow a double", "k")
-
-
-_LARGEST_DOUBLE = Fraction(sys.float_info.max)
 
 
 def _log_exprel(y: float) -> float:
@@ -128,7 +115,7 @@ class PureDP(Guarantee):
 
     def group(self, k: int) -> PureDP:
         """kε-DP for groups of ``k``."""
-        return PureDP(_group_value(k, self.epsilon, "epsilon"))
+        return PureDP(times_up(check_positive_int(k, "k"), self.epsilon))
 
     def tradeoff(self, alpha: ArrayLike) -> NDArray[np.float64] | float:
         """f_{ε,0}(α) = max(0, 1 − e^ε α, e^{−ε}(1 − α))."""
@@ -198,7 +185,7 @@ class ApproxDP(Guarantee):
         log k + log exprel(kε) − log exprel(ε), exprel(y) = (e^y − 1)/y, so that neither small ε nor
         large kε loses precision.
         """
-        epsilon = _group_value(k, self.epsilon, "epsilon")
+        epsilon = times_up(check_positive_int(k, "k"), self.epsilon)
         if self.delta == 0.0 or k == 1:
             return ApproxDP(epsilon, self.delta)
         log_sum = math.log(k) + _log_exprel(epsilon) - _log_exprel(self.epsilon)
@@ -257,7 +244,7 @@ class GaussianDP(Guarantee):
 
     def group(self, k: int) -> GaussianDP:
         """kμ-GDP for groups of ``k``."""
-        return GaussianDP(_group_value(k, self.mu, "mu"))
+        return GaussianDP(times_up(check_positive_int(k, "k"), self.mu))
 
     def tradeoff(self, alpha: ArrayLike) -> NDArray[np.float64] | float:
         """G_μ(α) = Φ(Φ⁻¹(1 − α) − μ), vectorised over α."""

@@ -257,6 +257,27 @@ def test_budget_history_lists_every_record(url: str) -> None:
     acct.close()
 
 
+CLEAR = "\x1b[2J"
+
+
+def test_history_and_plan_check_escape_control_characters(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "2", url=url)
+    with PrivacyAccountant(url) as acct:
+        acct.spend("d", PureDP(0.5), label=f"count{CLEAR}", key="k\u202e1\n2")
+    table = ok("budget", "history", "d", url=url).stdout
+    assert "\x1b" not in table and "\u202e" not in table
+    assert "count\\x1b[2J" in table and "k\\u202e1\\n2" in table
+    assert as_json("budget", "history", "d", url=url)[1]["label"] == f"count{CLEAR}"  # JSON stays exact
+    plan = write_plan(tmp_path, [{"epsilon": 0.5, "label": f"mean{CLEAR}"}])
+    out = ok("plan", "check", "d", plan, url=url).stdout
+    assert "\x1b" not in out and "mean\\x1b[2J" in out
+    line = fails(2, "budget", "show", f"typo{CLEAR}", url=url)
+    assert "\x1b" not in line
+    line = fails(2, "budget", f"lst{CLEAR}", url=url)  # a usage error quoting the argument
+    assert "\x1b" not in line and "lst\\x1b[2J" in line
+
+
 # ------------------------------------------------------------------------------------------------ plans
 
 
@@ -388,6 +409,17 @@ def test_plan_check_rejects_bad_plans(url: str, tmp_path: Path, plan: str, match
     fails(2, "plan", "check", "d", write_plan(tmp_path, plan), url=url, match=match)
 
 
+def test_plan_check_refuses_non_utf8_and_deeply_nested_plans(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "1", url=url)
+    (tmp_path / "latin1.json").write_bytes('[{"epsilon": 0.5, "label": "caf\u00e9"}]'.encode("latin-1"))
+    fails(2, "plan", "check", "d", str(tmp_path / "latin1.json"), url=url, match="is not UTF-8 text")
+    deep = "[" * 100_000 + "]" * 100_000
+    fails(2, "plan", "check", "d", "-", url=url, stdin=deep, match="nested too deeply")
+    nested = write_plan(tmp_path, "[" + "[" * 900 + "]" * 900 + "]")
+    fails(2, "plan", "check", "d", nested, url=url, match="must be a JSON object, got a JSON array")
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 
@@ -398,6 +430,29 @@ def test_no_ledger_a_missing_file_and_a_memory_ledger_are_refused(tmp_path: Path
     assert not missing.exists()  # nothing created by a read
     fails(2, "ledger", "init", url="memory://", match="in-memory ledger")
     fails(1, "budget", "list", url="nosuchdb://x", match="cannot use ledger URL")
+
+
+SECRET_PASSWORD = "S3CRET-PASSWORD-42"
+
+
+@pytest.mark.parametrize(
+    ("code", "ledger_url"),
+    [
+        (2, f"postgresql:/alice:{SECRET_PASSWORD}@db.example/ledger"),  # one slash missing
+        (2, f"postgresql//alice:{SECRET_PASSWORD}@db.example/ledger"),
+        (2, f"postgresql://alice:{SECRET_PASSWORD}@db.example:five/ledger"),  # a port that is not a number
+        (1, f"postgresql://alice:{SECRET_PASSWORD}@127.0.0.1:1/ledger?connect_timeout=2"),  # unreachable
+        (1, f"nosuchdb://alice:{SECRET_PASSWORD}@db.example/ledger"),
+    ],
+)
+def test_a_bad_ledger_url_is_refused_without_printing_its_password(code: int, ledger_url: str) -> None:
+    line = fails(code, "budget", "list", url=ledger_url)
+    assert "S3CRET" not in line and "alice:***@" in line
+
+
+def test_a_nul_byte_in_the_ledger_path_is_invalid_input(tmp_path: Path) -> None:
+    fails(2, "ledger", "init", url=f"sqlite:///{tmp_path}/led\x00ger.db", match="NUL byte")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_environment_names_the_ledger_and_the_option_wins(url: str, tmp_path: Path) -> None:

@@ -646,11 +646,32 @@ class Reservation:
 
 
 def _check_name(value: Any, name: str, limit: int = _MAX_NAME) -> str:
+    """A dataset name, key, label or reason that every backend stores as written, or InvalidParameterError.
+
+    A NUL byte (PostgreSQL cannot store one; SQLite would) and a lone surrogate (not UTF-8 at all) are
+    refused, so that every backend accepts exactly the same names.
+    """
     if not isinstance(value, str) or not value or len(value) > limit:
         raise InvalidParameterError(
             f"{name!r} must be a non-empty string of at most {limit} characters, got {value!r}", name
         )
+    if "\x00" in value:
+        raise InvalidParameterError(f"{name!r} must not contain a NUL byte, got {value!r}", name)
+    if not _encodes(value):
+        raise InvalidParameterError(
+            f"{name!r} must be valid Unicode text, got {value!r} with a lone surrogate (often a file name or "
+            "bytes decoded with errors='surrogateescape')",
+            name,
+        )
     return value
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_optional_text(value: Any, name: str, limit: int) -> str | None:
@@ -1242,7 +1263,19 @@ class PrivacyAccountant:
         if not records and self._store.head(dataset) is None:
             raise UnknownDatasetError(dataset)
         ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
-        return [_entry(r, ends) for r in records]
+        entries, unreadable = [], None
+        for r in records:
+            try:
+                entries.append(_entry(r, ends))
+            except (KeyError, TypeError, ValueError) as err:  # incl. InvalidParameterError
+                unreadable = f"{type(err).__name__}: {err}"
+                break
+        if unreadable is not None:  # raised outside the handler: one clear error, no raw chain
+            raise LedgerError(
+                f"dataset {dataset!r}: record seq {r.seq} is unreadable ({unreadable}); the ledger is "
+                "corrupt or was altered (run verify)"
+            )
+        return entries
 
     def open_reservations(self, dataset: str) -> list[LedgerEntry]:
         """Reservations of the dataset that were neither committed nor released (e.g. a process died)."""

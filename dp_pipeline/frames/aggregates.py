@@ -122,7 +122,15 @@ class _Release:
             return np.array([total])
         pandas = require_pandas()
         weights = pandas.Series(np.ones(len(frame)) if values is None else values, index=frame.index)
-        grouped = weights.groupby([frame[c] for c in self.by], observed=True, dropna=False).sum()
+        try:
+            grouped = weights.groupby([frame[c] for c in self.by], observed=True, dropna=False).sum()
+        except TypeError:  # unhashable keys; refused outside the handler, whose message may quote one
+            grouped = None
+        if grouped is None:
+            raise InvalidParameterError(
+                f"column(s) {self.by} hold unhashable values (e.g. lists); only hashable keys can be grouped",
+                "by",
+            )
         assert self.index is not None
         if len(self.by) == 1:
             grouped.index = grouped.index.get_level_values(0) if grouped.index.nlevels > 1 else grouped.index

@@ -18,7 +18,7 @@ from dp_pipeline._release import (
     plan_noise,
     release_rng,
 )
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames._common import check_frame, column_list, numeric_values
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 
@@ -205,12 +205,13 @@ def randomized_response(
             mechanism.tally(values)  # every value must be a declared category
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"'column': column {name!r}: {exc}", "column") from None
-    elif not np.isin(values, (0, 1)).all():
-        found = list(dict.fromkeys(values[~np.isin(values, (0, 1))].tolist()))[:5]
-        raise InvalidParameterError(
-            f"'column': column {name!r} must hold only True/False or 0/1 for a yes/no answer, found {found}; "
-            "declare 'categories' for k-ary randomized response",
+    elif not (answers := np.isin(values, (0, 1))).all():
+        raise data_value_error(
+            f"'column': column {name!r}",
+            int(np.count_nonzero(~answers)),
+            "not True/False or 0/1",
             "column",
+            "declare 'categories' for k-ary randomized response",
         )
     charge(accountant, dataset, mechanism.event, f"randomized_response of {name!r}")
     out = frame.copy()

@@ -27,7 +27,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from scipy import optimize
 
 from dp_pipeline._validation import FiniteFloat, check_array, subtract_up
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
@@ -144,13 +144,15 @@ class _BoundedMechanism(ContinuousMechanism):
 
     def _check_in_range(self, values: Any, name: str) -> NDArray[np.float64]:
         array = check_array(values, name)
-        if np.any((array < self.lower) | (array > self.upper)):
-            outside = array[(array < self.lower) | (array > self.upper)]
-            raise InvalidParameterError(
-                f"{name!r} must lie in the declared range [lower, upper] = [{self.lower}, {self.upper}]; "
-                f"{outside.size} value(s) lie outside (e.g. {outside.flat[0]}). Clip or drop them before "
-                "randomising: the range is part of the privacy guarantee and is never widened from the data",
+        outside = int(np.count_nonzero((array < self.lower) | (array > self.upper)))
+        if outside:
+            raise data_value_error(
+                repr(name),
+                outside,
+                f"outside the declared range [lower, upper] = [{self.lower}, {self.upper}]",
                 name,
+                "clip or drop them before randomising: the range is part of the privacy guarantee and is "
+                "never widened from the data",
             )
         return array
 

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field
 
 from dp_pipeline._validation import FiniteFloat, check_positive_int, times_up
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import Mechanism
@@ -70,8 +70,8 @@ def _check_binary(values: Any, name: str) -> NDArray[Any]:
         raise InvalidParameterError(f"{name!r} must hold 0/1 or booleans, got a string", name)
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError) as exc:
-        message = f"{name!r} must be an array-like of 0/1 or booleans: {exc}"
+    except (TypeError, ValueError):
+        message = f"{name!r} must be an array-like of 0/1 or booleans (a ragged or unreadable sequence)"
         raise InvalidParameterError(message, name) from None
     if array.dtype.kind not in "biuf":
         message = f"{name!r} must hold 0/1 or booleans, got dtype {array.dtype} (no missing values)"
@@ -81,8 +81,7 @@ def _check_binary(values: Any, name: str) -> NDArray[Any]:
     if array.dtype.kind != "b":
         bad = (array != 0) & (array != 1)
         if np.any(bad):
-            found = _shown(np.unique(array[bad]).tolist())
-            raise InvalidParameterError(f"{name!r} must hold only 0/1 or booleans; found {found}", name)
+            raise data_value_error(repr(name), int(np.count_nonzero(bad)), "not 0/1 or booleans", name)
     return array
 
 
@@ -248,6 +247,13 @@ def _check_categories(value: Any) -> tuple[Hashable, ...]:
     return categories
 
 
+def _known(value: Any, index: Mapping[Hashable, int]) -> bool:
+    try:
+        return value in index
+    except TypeError:  # unhashable
+        return False
+
+
 def _is_tuple_like(item: Any) -> bool:
     return isinstance(item, tuple)
 
@@ -373,8 +379,8 @@ class KRandomizedResponse(Mechanism):
         if hasattr(values, "__array__"):
             try:
                 return np.asarray(values)
-            except (TypeError, ValueError) as exc:
-                raise InvalidParameterError(f"{name!r} is not array-like: {exc}", name) from None
+            except (TypeError, ValueError):
+                raise InvalidParameterError(f"{name!r} is not array-like", name) from None
         if self._tuple_categories and isinstance(values, (list, tuple)):
             array = np.empty(len(values), dtype=object)
             for i, v in enumerate(values):
@@ -382,8 +388,8 @@ class KRandomizedResponse(Mechanism):
             return array
         try:
             return np.asarray(values, dtype=object)
-        except (TypeError, ValueError) as exc:
-            raise InvalidParameterError(f"{name!r} is not array-like (ragged?): {exc}", name) from None
+        except (TypeError, ValueError):
+            raise InvalidParameterError(f"{name!r} is not array-like (ragged?)", name) from None
 
     def _indices(self, values: Any, name: str) -> NDArray[np.intp]:
         """Category indices of ``values`` (same shape; 0-d for one category), else InvalidParameterError."""
@@ -399,33 +405,23 @@ class KRandomizedResponse(Mechanism):
         if array.dtype != object:
             uniques, inverse = np.unique(array, return_inverse=True)
             keys = uniques.tolist()
-            codes = np.array([index.get(key, -1) for key in keys], dtype=np.intp)
-            if np.any(codes < 0):
-                self._raise_unknown([key for key, code in zip(keys, codes, strict=True) if code < 0], name)
-            return codes[inverse].reshape(array.shape)
+            found = np.array([index.get(key, -1) for key in keys], dtype=np.intp)[inverse]
+            if np.any(found < 0):
+                self._raise_unknown(int(np.count_nonzero(found < 0)), name)
+            return found.reshape(array.shape)
         flat = array.ravel()
+        codes: NDArray[np.intp] | None
         try:
             codes = np.fromiter(map(index.__getitem__, flat), dtype=np.intp, count=flat.size)
         except (KeyError, TypeError):
-            unknown: list[Any] = []
-            for v in flat:
-                try:
-                    if v in index:
-                        continue
-                except TypeError:
-                    pass
-                unknown.append(v)
-                if len(unknown) > _SHOWN:
-                    break
-            self._raise_unknown(unknown, name)
+            codes = None
+        if codes is None:  # raised outside the handler: the KeyError would quote the value in the chain
+            self._raise_unknown(sum(not _known(v, index) for v in flat), name)
         return codes.reshape(array.shape)
 
-    def _raise_unknown(self, unknown: list[Any], name: str) -> NoReturn:
-        raise InvalidParameterError(
-            f"{name!r} contains values that are not among the {self.k} categories: {_shown(unknown)}; "
-            f"categories are {_shown(self.categories)}",
-            name,
-        )
+    def _raise_unknown(self, count: int, name: str) -> NoReturn:
+        problem = f"not among the {self.k} categories {_shown(self.categories)}"
+        raise data_value_error(repr(name), count, problem, name)
 
     def pmf(self, y: Any, t: Any) -> Any:
         """P(report = y | truth = t): p if y = t else q; y, t are categories or arrays of them, broadcast."""

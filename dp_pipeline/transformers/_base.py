@@ -172,16 +172,19 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     "with a ColumnTransformer)",
                     "X",
                 )
+        array: NDArray[np.float64] | None
         try:
-            array: NDArray[np.float64] = validate_data(
-                self, X, reset=reset, dtype=np.float64, ensure_all_finite=False
-            )
+            array = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
         except (TypeError, ValueError) as exc:
             text = str(exc)
             if isinstance(exc, InvalidParameterError) or not (
                 "convert" in text or "argument must be" in text
             ):
                 raise
-            raise InvalidParameterError(f"X must be numeric: {text}", "X") from exc
+            if not text.startswith("could not convert"):  # a type or a sparse matrix: no value quoted
+                raise InvalidParameterError(f"X must be numeric: {text}", "X") from exc
+            array = None  # refused outside the handler: "could not convert string to float: '…'" quotes it
+        if array is None:
+            raise InvalidParameterError("X must be numeric: some values cannot be read as numbers", "X")
         self._check_missing(array)
         return array

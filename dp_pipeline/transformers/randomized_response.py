@@ -12,7 +12,7 @@ from sklearn.utils import Tags
 from sklearn.utils.validation import validate_data
 
 from dp_pipeline._release import basic_composition, learn_categories, missing_mask
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 from dp_pipeline.transformers._base import DPTransformer
@@ -89,11 +89,9 @@ class _ResponseEncoder(DPTransformer):
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 values = X[:, j][~known[:, j]]
-                what = "missing values" if missing_mask(values).any() else self._unknown
-                shown = list(dict.fromkeys(values.tolist()))[:5]
-                raise InvalidParameterError(
-                    f"X: feature {self._feature_name(j)} contains {what}: {shown}; {self._hint(j)}", "X"
-                )
+                what = "missing" if missing_mask(values).any() else self._unknown
+                where = f"X: feature {self._feature_name(j)}"
+                raise data_value_error(where, values.size, what, "X", self._hint(j))
         return X
 
     def _randomize(self, X: NDArray[Any], rng: np.random.Generator) -> NDArray[Any]:
@@ -200,7 +198,7 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         self.dataset = dataset
         self.random_state = random_state
 
-    _unknown = "values other than 0/1"
+    _unknown = "not 0/1"
     _preserves_dtype = ("float64", "float32")
 
     mechanisms_: list[BinaryRandomizedResponse]
@@ -319,7 +317,7 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         self.dataset = dataset
         self.random_state = random_state
 
-    _unknown = "values that are not declared categories"
+    _unknown = "not a declared category"
     _string_input = True
 
     categories_: list[tuple[Hashable, ...]]
@@ -375,8 +373,10 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         return _object_array(mechanism.categories)[picks]
 
     def _hint(self, j: int) -> str:
-        categories = list(self.mechanisms_[j].categories)[:10]
-        return f"its categories are {categories}. Declare them, or pass handle_unknown='uniform'"
+        categories = list(self.mechanisms_[j].categories)
+        if isinstance(self.categories, str):  # learned from the data in fit: data values, never shown
+            return f"its {len(categories)} categories were learned in fit; pass handle_unknown='uniform'"
+        return f"its categories are {categories[:10]}. Declare them, or pass handle_unknown='uniform'"
 
 
 def _object_array(categories: tuple[Hashable, ...]) -> NDArray[Any]:

@@ -3,6 +3,7 @@ connection conventions, the refusal exception, declared costs, provider info and
 
 from __future__ import annotations
 
+import json
 import pickle
 import subprocess
 import sys
@@ -314,3 +315,27 @@ def test_task_policy_attaches_a_guard_once_and_rejects_double_declarations() -> 
         task_policy(twice)
     with pytest.raises(AirflowClusterPolicyViolation, match="invalid params"):
         task_policy(bad)
+
+
+PW = "S3CRET-PASSWORD-42"
+
+
+@pytest.mark.parametrize(
+    "conn",
+    [
+        f"postgres://alice:{PW}@127.0.0.1:1/ledger?connect_timeout=2",  # unreachable
+        json.dumps({"conn_type": "dpledger", "extra": {"sqlalchemy_url": f"postgresql:/alice:{PW}@db/l"}}),
+        json.dumps({"conn_type": "dpledger", "extra": {"sqlalchemy_url": f"postgresql://alice:{PW}@db:x/l"}}),
+    ],
+)
+def test_test_connection_and_the_dashboard_never_show_the_password(monkeypatch, conn: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from airflow_plugin import PrivacyLedgerHook
+    from airflow_plugin.dashboard import create_app
+
+    monkeypatch.setenv("AIRFLOW_CONN_LEDGER_SECRET", conn)
+    ok, message = PrivacyLedgerHook("ledger_secret").test_connection()
+    assert not ok and "S3CRET" not in message and "alice:***@" in message
+    page = TestClient(create_app(lambda: PrivacyLedgerHook("ledger_secret").get_accountant())).get("/")
+    assert page.status_code == 503 and "S3CRET" not in page.text and "alice:***@" in page.text

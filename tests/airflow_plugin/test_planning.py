@@ -207,3 +207,48 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
     assert report["dags"] == ["dp_patients_by_region"]  # ε = 1.0 fits; dp_patients_report (ε = 1.5) does not
     assert len(report["errors"]) == 1 and "dp_patients_report" in report["errors"][0]
     assert "one run needs ε=1.5 but the whole budget is ε=1" in report["errors"][0]
+
+
+def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path, capsys) -> None:
+    from airflow_plugin.check import main
+
+    (tmp_path / "escape_dag.py").write_text(
+        "import datetime as dt\n"
+        "from airflow.sdk import DAG\n"
+        "from airflow_plugin import PrivacyBudgetOperator\n"
+        "from dp_pipeline.mechanisms import Laplace\n"
+        "with DAG('escapes', schedule=None, start_date=dt.datetime(2026, 1, 1)):\n"
+        "    PrivacyBudgetOperator(\n"
+        "        task_id='count', dataset='pat\\x1b[2Jients', mechanism=Laplace(epsilon=0.5),\n"
+        "        python_callable=len,\n"
+        "    )\n"
+    )
+    assert main([str(tmp_path), "--ledger-url", ledger.url]) == 1  # the dataset has no budget
+    out = capsys.readouterr().out
+    assert "escapes" in out and "\x1b" not in out and "pat\\x1b[2Jients" in out
+
+
+def test_reservation_log_lines_escape_control_characters(caplog) -> None:
+    from airflow_plugin._runtime import reserve_or_refuse
+    from airflow_plugin.costs import DPCost
+    from dp_pipeline import PrivacyAccountant, PureDP
+
+    accountant = PrivacyAccountant("memory://")
+    accountant.set_budget("d", PureDP(1.0))
+    ti = types.SimpleNamespace(dag_id="dag", task_id="t", run_id="manual\x1b[2J", map_index=-1, try_number=1)
+    with caplog.at_level("INFO", logger="airflow_plugin._runtime"):
+        reserve_or_refuse(accountant, DPCost(dataset="d", cost=PureDP(0.5)), {"ti": ti})
+    lines = [record.getMessage() for record in caplog.records]
+    assert any("manual\\x1b[2J" in line for line in lines) and not any("\x1b" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql:/alice:S3CRET-PASSWORD-42@db/ledger", "postgresql://alice:S3CRET-PASSWORD-42@127.0.0.1:1/l"],
+)
+def test_check_command_names_an_unusable_ledger_without_its_password(tmp_path, capsys, url: str) -> None:
+    from airflow_plugin.check import main
+
+    assert main([str(tmp_path), "--ledger-url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot open the ledger") and "alice:***@" in err and "S3CRET" not in err

@@ -94,7 +94,7 @@ def test_unseen_answers_and_missing_values_are_refused_before_any_charge(acct: P
             randomized_response, "blood", categories=["A", "B"], epsilon=1.0, accountant=acct, dataset="d"
         )
     assert info.value.parameter == "column"
-    with pytest.raises(InvalidParameterError, match="column 'smoker' must hold only True/False or 0/1"):
+    with pytest.raises(InvalidParameterError, match="column 'smoker': 1 value is not True/False or 0/1"):
         df.pipe(randomized_response, "smoker", epsilon=1.0, accountant=acct, dataset="d")
     with pytest.raises(InvalidParameterError, match="column 'gap' contains missing values"):
         df.pipe(randomized_response, "gap", epsilon=1.0, accountant=acct, dataset="d")

@@ -441,13 +441,14 @@ def test_krr_rejects_unknown_categories(values: Any) -> None:
     _raises_naming("t", m.pmf, "a", ["b", *values])
 
 
-def test_krr_rejects_empty_and_lists_a_few_unknowns() -> None:
+def test_krr_rejects_empty_and_counts_unknowns() -> None:
     m = KRandomizedResponse(epsilon=1.0, categories=["a", "b"])
     for empty in ([], np.array([]), pd.Series([], dtype=object)):
         _raises_naming("values", m.randomize, empty)
         _raises_naming("reports", m.estimate_counts, empty)
-    with pytest.raises(InvalidParameterError, match=r"'x', 'y'"):
+    with pytest.raises(InvalidParameterError, match=r"2 values are not among") as info:
         m.randomize(["a", "x", "y", "b"])
+    assert "'x'" not in str(info.value)
     _raises_naming("values", m.randomize, ["a", ["b"], ["a", "b", "c"]])  # ragged
     _raises_naming("rng", m.randomize, ["a"], rng="seed")
     _raises_naming("rng", BinaryRandomizedResponse(epsilon=1.0).randomize, [1], rng=-1)

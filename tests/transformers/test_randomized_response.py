@@ -45,9 +45,9 @@ def test_binary_keeps_integer_and_float_dtypes() -> None:
 def test_binary_refuses_other_values_and_missing_ones_naming_the_feature() -> None:
     df = pd.DataFrame({"smoker": [0, 1, 1], "drinks": [1, 2, 0]})
     t = RandomizedResponseEncoder(**OPT_OUT).fit(df)
-    with pytest.raises(InvalidParameterError, match="'drinks' contains values other than 0/1"):
+    with pytest.raises(InvalidParameterError, match="'drinks': 1 value is not 0/1"):
         t.transform(df)
-    with pytest.raises(InvalidParameterError, match="'smoker' contains missing values"):
+    with pytest.raises(InvalidParameterError, match="'smoker': 1 value is missing"):
         t.transform(pd.DataFrame({"smoker": [0.0, np.nan, 1.0], "drinks": [1, 0, 0]}))
 
 
@@ -89,10 +89,10 @@ def test_krr_unseen_category_is_an_error_naming_the_feature_before_any_charge() 
     data = pd.DataFrame({"blood": ["A", "B", "AB"]})
     t = KRandomizedResponseEncoder(categories=["A", "B", "O"], accountant=Refuse(), dataset="d").fit(data)
     with pytest.raises(
-        InvalidParameterError, match="'blood' contains values that are not declared categories"
+        InvalidParameterError, match="'blood': 1 value is not a declared category"
     ):
         t.transform(data)
-    with pytest.raises(InvalidParameterError, match="'blood' contains missing values"):
+    with pytest.raises(InvalidParameterError, match="'blood': 1 value is missing"):
         t.transform(pd.DataFrame({"blood": ["A", None, "O"]}))
 
 

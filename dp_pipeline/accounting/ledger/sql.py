@@ -69,6 +69,7 @@ from dp_pipeline.accounting.ledger.base import (
     next_record,
 )
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
+from dp_pipeline.accounting.ledger.urls import parse_url, redact_text, redact_url
 from dp_pipeline.exceptions import LedgerError
 
 __all__ = ["MIGRATIONS_DIR", "SQLLedger", "known_revisions", "normalize_url"]
@@ -428,7 +429,7 @@ class SQLLedger:
         engine_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url:
-            raise LedgerError(f"a ledger URL must be a non-empty string, got {url!r}")
+            raise LedgerError(f"a ledger URL must be a non-empty string, got {type(url).__name__}")
         if not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
             raise LedgerError(f"the ledger timeout must be a positive number of seconds, got {timeout!r}")
         self.url = normalize_url(url)
@@ -437,11 +438,8 @@ class SQLLedger:
         self._create = create
         self._timeout = float(timeout)
         self._engine_options = dict(engine_options or {})
-        try:
-            self._sa_url = sa.engine.make_url(self.url)
-        except exc.ArgumentError as err:
-            raise LedgerError(f"not a SQLAlchemy database URL: {url!r} ({err})") from None
-        self._shown = self._sa_url.render_as_string(hide_password=True)
+        self._sa_url = parse_url(self.url)
+        self._shown = redact_url(self._sa_url.render_as_string(hide_password=True))
         self._synchronous = "FULL"
         self._memory = False
         self._path: Path | None = None
@@ -524,7 +522,7 @@ class SQLLedger:
         try:
             engine = sa.create_engine(self._sa_url, **options)
         except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as err:
-            raise LedgerError(f"cannot use ledger URL {self._shown}: {err}") from None
+            raise LedgerError(f"cannot use ledger URL {self._shown}: {redact_text(str(err))}") from None
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", functools.partial(_sqlite_connect, self._synchronous))
             event.listen(engine, "begin", _sqlite_begin)
@@ -648,7 +646,7 @@ class SQLLedger:
                     raw.close()
         except LedgerError:
             raise
-        except exc.SQLAlchemyError as err:
+        except (exc.SQLAlchemyError, sqlite3.Error) as err:  # sqlite3: the WAL pragma on a raw connection
             if _sqlite_busy(err):
                 raise
             raise LedgerError(f"cannot open ledger {self._shown}: {_reason(err)}{self._hint(err)}") from None
@@ -792,7 +790,9 @@ class SQLLedger:
             names = set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
             # a dataset whose head row was deleted still has records; verify() must see it
             names.update(conn.execute(sa.select(RECORDS.c.dataset).distinct()).scalars())
-            return sorted(names)
+        if not all(isinstance(name, str) for name in names):
+            raise LedgerError(f"ledger {self._shown}: a row has no dataset name; the ledger is corrupt")
+        return sorted(names)
 
     def close(self) -> None:
         """Close the connections; every later use raises LedgerError."""
@@ -825,18 +825,23 @@ def _reopen(
 
 def _reason(err: BaseException) -> str:
     orig = getattr(err, "orig", None)
-    return str(orig if orig is not None else err).strip().splitlines()[0]
+    return redact_text(str(orig if orig is not None else err).strip().splitlines()[0])
 
 
 def _sqlite_connect(synchronous: str, dbapi_connection: Any, connection_record: Any) -> None:
     # Let SQLAlchemy emit BEGIN (see _sqlite_begin) instead of the sqlite3 driver's legacy handling.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
+    problem = None
     try:
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
+    except UnicodeDecodeError as err:  # SQLAlchemy wraps the driver's errors, but not this one
+        problem = str(err)
     finally:
         cursor.close()
+    if problem is not None:
+        raise LedgerError(f"the SQLite file is corrupt: its schema is not UTF-8 text ({problem})")
 
 
 def _sqlite_busy(err: BaseException) -> bool:
