@@ -43,7 +43,7 @@ def test_plan_of_the_example_dag_exceeds_a_budget_for_two(ledger) -> None:
     assert (check.dataset, check.total.epsilon, check.budget.epsilon) == ("patients", 1.5, 1.0)
     assert not check.fits_budget and not check.ok
     assert "one run needs ε=1.5 but the whole budget is ε=1" in check.problems[0]
-    assert not ledger.history("patients")[1:]  # planning charged nothing
+    assert not ledger.records("patients")[1:]  # planning charged nothing
 
     ledger.set_budget("patients", PureDP(1.5))
     (check,) = check_dag(plan, ledger)

@@ -195,7 +195,7 @@ def test_every_function_charges_once_and_a_refusal_charges_nothing(func: Any, ar
     acct.set_budget("d", PureDP(1.0))
     func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
     assert len(charges(acct)) == 1 and acct.spent("d").epsilon == pytest.approx(0.75)
-    before = acct.history("d")
+    before = acct.records("d")
     with pytest.raises(BudgetExceededError):
         func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
-    assert acct.history("d") == before
+    assert acct.records("d") == before
