@@ -49,6 +49,7 @@ from dp_pipeline._release import (
     plan_noise,
     release_rng,
 )
+from dp_pipeline._validation import check_positive_int
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
@@ -75,7 +76,8 @@ class _Release:
 
     ``arguments`` are the aggregate's own (its ``locals()`` on entry): every aggregate takes the options they
     share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
-    ``max_contributions``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under these names.
+    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under
+    these names.
     """
 
     def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
@@ -101,6 +103,7 @@ class _Release:
             raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
         self.max_contributions = arguments["max_contributions"]
         self.privacy_unit = arguments["privacy_unit"]
+        self.group_size = check_positive_int(arguments["group_size"], "group_size")
         self.rng = release_rng(arguments["random_state"], owner)
 
     def rows(self) -> pd.DataFrame:
@@ -128,7 +131,7 @@ class _Release:
         return plan_noise(self.noise, sensitivities, epsilon=self.epsilon, delta=self.delta)
 
     def charge(self, plan: NoisePlan, label: str) -> None:
-        charge(self.accountant, self.dataset, plan.event, label)
+        charge(self.accountant, self.dataset, plan.event, label, self.group_size)
 
     def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
         return {
@@ -138,6 +141,7 @@ class _Release:
             "noise_std": plan.noise_std.tolist(),
             "level": self.level,
             "max_contributions": self.m,
+            "group_size": self.group_size,
             "cost": plan.event.to_dict(),
             **extra,
         }
@@ -189,6 +193,7 @@ def dp_count(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.Series | pd.DataFrame:
@@ -218,6 +223,10 @@ def dp_count(
         Laplace noise (ε-DP) or Gaussian noise ((ε, δ)-DP, needs ``delta``).
     delta : float, optional
         δ for Gaussian noise.
+    group_size : int
+        k ≥ 1: charge the release for groups of k rows (a person with up to k rows, when no
+        ``privacy_unit`` column bounds contributions); the ledger prices the group exactly (Laplace and
+        Gaussian: sensitivity ×k). Shown in refusals and the history.
     level : float
         Coverage of the interval, 0.95 by default.
     random_state : None, int or numpy.random.Generator
@@ -263,6 +272,7 @@ def dp_histogram(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.DataFrame:
@@ -313,6 +323,7 @@ def dp_sum(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.Series | pd.DataFrame:
@@ -367,6 +378,7 @@ def dp_mean(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.Series | pd.DataFrame:
