@@ -12,7 +12,7 @@ refused by the guard is charged nothing. Keys are ``dag_id/task_id/run_id/map_in
 Examples
 --------
 >>> BashOperator(task_id="export", bash_command="./export.sh",               # doctest: +SKIP
-...              pre_execute=dp_guard("patients", Laplace(epsilon=0.5)))
+...              pre_execute=dp_guard("patients", Laplace(epsilon=0.5, sensitivity=1.0)))
 >>> attach_guard(existing_operator, dp_guard("patients", PureDP(0.2)))       # doctest: +SKIP
 """
 

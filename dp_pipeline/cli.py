@@ -22,7 +22,7 @@ A plan file is a JSON list of releases, each one of::
 
     {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}
     {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-6, "sensitivity": 1}
-    {"mechanism": "gaussian", "mu": 0.5}
+    {"mechanism": "gaussian", "mu": 0.5, "sensitivity": 1}
     {"epsilon": 0.5, "delta": 1e-6}          a release known by its guarantee ("delta" optional)
     {"mu": 0.5}                              a μ-GDP release
 

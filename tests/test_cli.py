@@ -134,10 +134,10 @@ def test_budget_set_show_and_list_match_the_accountant(url: str) -> None:
     ok("budget", "set", "mixed", "--epsilon", "2", "--delta", "1e-5", "--method", "gdp", url=url)
     acct = PrivacyAccountant(url)
     acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count")
-    acct.spend("patients", Gaussian(epsilon=0.5, delta=1e-7))
+    acct.spend("patients", Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0))
     acct.reserve("patients", PureDP(0.1), key="open")
-    acct.spend("genomes", Gaussian.from_mu(0.6))
-    acct.spend("mixed", Gaussian.from_mu(0.3))
+    acct.spend("genomes", Gaussian.from_mu(0.6, sensitivity=1.0))
+    acct.spend("mixed", Gaussian.from_mu(0.3, sensitivity=1.0))
     for name in ("patients", "genomes", "mixed"):
         out = as_json("budget", "show", name, url=url)
         spent, remaining = acct.spent(name), acct.remaining(name)
@@ -199,7 +199,9 @@ def test_budget_history_lists_one_row_per_release(url: str) -> None:
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "2", url=url)
     acct = PrivacyAccountant(url)
-    acct.spend("d", Laplace(epsilon=0.5), label="count [bold]rows[/bold]", key="k1", group_size=2)
+    acct.spend(
+        "d", Laplace(epsilon=0.5, sensitivity=1.0), label="count [bold]rows[/bold]", key="k1", group_size=2
+    )
     acct.reserve("d", PureDP(0.25), key="k2")
     acct.reserve("d", PureDP(0.05), key="k3")
     acct.release("d", "k3", "worker died before reading data")
@@ -238,7 +240,10 @@ def test_budget_history_fits_80_columns(url: str) -> None:
     acct = PrivacyAccountant(url)
     for i in range(3):
         acct.spend(
-            "d", Gaussian(epsilon=0.5, delta=1e-7), label=f"mean age by region, quarter {i}", group_size=4
+            "d",
+            Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0),
+            label=f"mean age by region, quarter {i}",
+            group_size=4,
         )
     acct.close()
     table = run("budget", "history", "d", url=url, env={"COLUMNS": "80"}).stdout
@@ -263,8 +268,8 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
     ok("budget", "set", "d", "--epsilon", "3", "--delta", "1e-6", url=url)
     items = [
         {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1, "label": "count"},
-        {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-7},
-        {"mechanism": "staircase", "epsilon": 0.25},
+        {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-7, "sensitivity": 1},
+        {"mechanism": "staircase", "epsilon": 0.25, "sensitivity": 1},
         {"mechanism": "randomized_response", "epsilon": 1.0, "categories": 3},
         {"epsilon": 0.25},
         {"epsilon": 0.1, "delta": 1e-8},
@@ -274,8 +279,8 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
     acct = PrivacyAccountant(url)
     events = [
         Laplace(epsilon=0.5, sensitivity=1.0),
-        Gaussian(epsilon=0.5, delta=1e-7),
-        Staircase(epsilon=0.25),
+        Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0),
+        Staircase(epsilon=0.25, sensitivity=1.0),
         KRandomizedResponse(epsilon=1.0, categories=[0, 1, 2]),
         PureDP(0.25),
         ApproxDP(0.1, 1e-8),
@@ -304,7 +309,9 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
 def test_plan_check_of_a_pure_plan_leaves_delta_alone(url: str, tmp_path: Path) -> None:
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "3", "--delta", "1e-6", url=url)
-    plan = write_plan(tmp_path, [{"mechanism": "laplace", "epsilon": 0.5}] * 2 + [{"epsilon": 0.25}])
+    plan = write_plan(
+        tmp_path, [{"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}] * 2 + [{"epsilon": 0.25}]
+    )
     out = as_json("plan", "check", "d", plan, url=url)
     assert out["cost"] == {"guarantee": g(ApproxDP(1.25, 0.0)), "method": "basic"}
 
@@ -330,17 +337,23 @@ def test_plan_check_on_a_gdp_budget_with_group_sizes(url: str, tmp_path: Path) -
     initialised(url)
     ok("budget", "set", "g", "--mu", "1", url=url)
     same = write_plan(
-        tmp_path, [{"mu": 0.3, "group_size": 2}, {"mechanism": "gaussian", "mu": 0.2, "group_size": 2}]
+        tmp_path,
+        [
+            {"mu": 0.3, "group_size": 2},
+            {"mechanism": "gaussian", "mu": 0.2, "sensitivity": 1, "group_size": 2},
+        ],
     )
     mixed = write_plan(
-        tmp_path, [{"mu": 0.3}, {"mechanism": "gaussian", "mu": 0.2, "group_size": 3}], "m.json"
+        tmp_path,
+        [{"mu": 0.3}, {"mechanism": "gaussian", "mu": 0.2, "sensitivity": 1, "group_size": 3}],
+        "m.json",
     )
     acct = PrivacyAccountant(url)
     out = as_json("plan", "check", "g", same, url=url)
-    expected = acct.plan_cost("g", [GaussianDP(0.3), Gaussian.from_mu(0.2)], group_size=2)
+    expected = acct.plan_cost("g", [GaussianDP(0.3), Gaussian.from_mu(0.2, sensitivity=1.0)], group_size=2)
     assert out["cost"]["guarantee"] == g(expected.guarantee) and out["fits"] is True
     out = as_json("plan", "check", "g", mixed, url=url)
-    grouped = [group_event(Gaussian.from_mu(0.2).event, 3)]
+    grouped = [group_event(Gaussian.from_mu(0.2, sensitivity=1.0).event, 3)]
     expected = acct.plan_cost("g", [GaussianDP(0.3), *grouped])
     assert out["cost"]["guarantee"] == g(expected.guarantee)
     assert out["cost"]["guarantee"]["mu"] == pytest.approx((0.3**2 + 0.6**2) ** 0.5)
@@ -365,9 +378,12 @@ def test_plan_check_reads_standard_input(url: str) -> None:
         ('{"epsilon": 1}', "non-empty JSON list"),
         ("[1.5]", "plan item 1 must be a JSON object"),
         ('[{"epsilon": 0.1}, {"mechanism": "lapl", "epsilon": 1}]', 'plan item 2: unknown mechanism "lapl"'),
-        ('[{"mechanism": "laplace", "epsilon": 1, "sensitivty": 1}]', "invalid parameter 'sensitivty'"),
-        ('[{"mechanism": "laplace", "epsilon": -1}]', "invalid parameter 'epsilon'"),
-        ('[{"mechanism": "laplace", "epsilon": "1"}]', "invalid parameter 'epsilon'"),
+        (
+            '[{"mechanism": "laplace", "epsilon": 1, "sensitivity": 1, "sensitivty": 1}]',
+            "invalid parameter 'sensitivty'",
+        ),
+        ('[{"mechanism": "laplace", "epsilon": -1, "sensitivity": 1}]', "invalid parameter 'epsilon'"),
+        ('[{"mechanism": "laplace", "epsilon": "1", "sensitivity": 1}]', "invalid parameter 'epsilon'"),
         ('[{"epsilon": 1, "mu": 1}]', "expected a 'mechanism'"),
         ('[{"epsilon": 1, "group_size": 0}]', "'group_size' must be a positive integer"),
         ('[{"epsilon": 1, "group_size": 1.5}]', "'group_size' must be a positive integer"),
@@ -407,7 +423,7 @@ def test_budget_set_keeps_the_delta_when_only_epsilon_changes(url: str) -> None:
     initialised(url)
     ok("budget", "set", "survey", "--epsilon", "2", "--delta", "1e-6", url=url)
     acct = PrivacyAccountant(url)
-    acct.spend("survey", Gaussian(epsilon=1.0, delta=1e-6))  # all of δ is spent
+    acct.spend("survey", Gaussian(epsilon=1.0, delta=1e-6, sensitivity=1.0))  # all of δ is spent
     raised = as_json("budget", "set", "survey", "--epsilon", "3", url=url)
     assert raised["budget"] == g(ApproxDP(3.0, 1e-6))
     assert acct.budget("survey").guarantee == ApproxDP(3.0, 1e-6)

@@ -364,7 +364,7 @@ def test_krr_from_tally_rejects_bad_counts(counts: Any) -> None:
     _raises_naming("counts", krr_counts_from_tally, counts, KRR)
 
 
-@given(mechanism=st.sampled_from([None, "rr", 1.0, KRR, BINARY, Laplace(epsilon=1.0)]))
+@given(mechanism=st.sampled_from([None, "rr", 1.0, KRR, BINARY, Laplace(epsilon=1.0, sensitivity=1.0)]))
 def test_estimators_reject_the_wrong_mechanism(mechanism: Any) -> None:
     if not isinstance(mechanism, BinaryRandomizedResponse):
         _raises_naming("mechanism", rr_share, [0, 1], mechanism)

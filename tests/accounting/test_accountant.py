@@ -251,7 +251,7 @@ def test_budget_changes(acct: PrivacyAccountant) -> None:
 
 def test_group_sizes(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(10.0, 1e-3))
-    acct.spend("d", Laplace(epsilon=0.5), group_size=3)
+    acct.spend("d", Laplace(epsilon=0.5, sensitivity=1.0), group_size=3)
     assert acct.spent("d").epsilon == 1.5
     acct.spend("d", ApproxDP(0.1, 1e-6), group_size=4)  # (kε, k e^{(k−1)ε} δ)
     spent = acct.spent("d")
@@ -328,7 +328,9 @@ def event_mu(event: PrivacyEvent) -> float:
 def test_gdp_rule_on_approx_budget_keeps_pure_basic_route(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(3.0, 1e-6), method="gdp")
     for _ in range(3):
-        acct.spend("d", Laplace(epsilon=1.0))  # pure: Σε = 3 fits exactly; μ-GDP alone would refuse
+        acct.spend(
+            "d", Laplace(epsilon=1.0, sensitivity=1.0)
+        )  # pure: Σε = 3 fits exactly; μ-GDP alone would refuse
     spent = acct.spent("d")
     assert (spent.epsilon, spent.delta, spent.method) == (3.0, 0.0, "basic")
     with pytest.raises(BudgetExceededError):
@@ -377,7 +379,7 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
     acct.set_budget("d", ApproxDP(10.0, 1e-5))
     acct.spend("d", ApproxDP(0.5, 4e-6))  # the plan is composed at the remaining δ = 6e-6
     sigmas, scales = [4.0] * 6, [10.0] * 8
-    plan = [gaussian(s) for s in sigmas] + [Laplace(epsilon=1 / b) for b in scales]
+    plan = [gaussian(s) for s in sigmas] + [Laplace(epsilon=1 / b, sensitivity=1.0) for b in scales]
     cost = acct.plan_cost("d", plan)
     reference = _dp_accounting_epsilon(sigmas, scales, 6e-6)
     assert cost.method == "pld" and cost.delta == pytest.approx(6e-6, rel=1e-12)

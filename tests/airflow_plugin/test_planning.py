@@ -65,11 +65,17 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     ledger.set_budget("other", PureDP(1.0))
     with DAG("dp_plan", schedule=None, start_date=START, catchup=False) as dag:
         PrivacyBudgetOperator.partial(
-            task_id="per_site", dataset="cohort", mechanism=Laplace(epsilon=0.1), python_callable=len
+            task_id="per_site",
+            dataset="cohort",
+            mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
+            python_callable=len,
         ).expand(op_args=[[i] for i in range(40)])
         source = PythonOperator(task_id="sites", python_callable=lambda: [[1], [2]])
         PrivacyBudgetOperator.partial(
-            task_id="per_runtime_site", dataset="other", mechanism=Laplace(epsilon=0.1), python_callable=len
+            task_id="per_runtime_site",
+            dataset="other",
+            mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
+            python_callable=len,
         ).expand(op_args=source.output)
         BashOperator(task_id="export", bash_command="true", pre_execute=dp_guard("other", PureDP(0.2)))
         BashOperator(
