@@ -66,15 +66,15 @@ def tour_accountant() -> None:
         acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}")
         acct.set_budget("patients", ApproxDP(1.0, 1e-6))
         plan = [Laplace(epsilon=0.3, sensitivity=1.0)] * 3
-        print(f"  plan of three Laplace(ε=0.3) releases costs {acct.plan_cost('patients', plan)}")
+        print(f"  three Laplace(ε=0.3) releases, {acct.plan_cost('patients', plan)}")
         acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count diabetics")
         acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count smokers")
         try:
             acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count both")
         except BudgetExceededError as exc:
             print(f"  refused: {exc}")
-        print(f"  spent: {acct.spent('patients')}")
-        print(f"  remaining: {acct.remaining('patients')}")
+        print(f"  {acct.spent('patients')}")
+        print(f"  {acct.remaining('patients')}")
         acct.close()
 
 

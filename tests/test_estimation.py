@@ -297,8 +297,9 @@ def test_ldp_mean_refuses_when_the_mean_report_does_not_identify_the_mean() -> N
     m = BoundedStaircase(epsilon=1.0, lower=0.0, upper=10.0, gamma=0.3)
     g = np.array([_mean_output_by_quadrature(m, t) for t in (0.0, 1.0)])
     assert g[1] < g[0]
-    with pytest.raises(InvalidParameterError, match="mechanism"):
+    with pytest.raises(InvalidParameterError, match=r"at ε = 1 use gamma ≥ 0\.41, or BoundedLaplace") as info:
         ldp_mean(m.randomize(np.full(100, 5.0), rng=1), m)
+    assert info.value.parameter == "mechanism"
     monotone = BoundedStaircase(epsilon=1.0, lower=0.0, upper=10.0, gamma=0.5)
     est = ldp_mean(monotone.randomize(np.full(100_000, 3.0), rng=2), monotone)
     assert abs(est.value - 3.0) < 4.5 * est.std_error

@@ -409,7 +409,7 @@ class BudgetReport:
         )
         method = {
             "basic": "basic composition",
-            "gdp": "μ-GDP composition",
+            "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
         }.get(self.method, self.method)
         text = f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)})"
