@@ -662,7 +662,22 @@ def plan_check(
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Whether a plan fits what remains of a dataset's budget, at its tight total; exit 1 if not."""
+    """Whether a plan fits what remains of a dataset's budget, at its tight total; exit 1 if not.
+
+    PLAN.json is a JSON list of releases (not a DAG folder: for DAGs use the DAG check,
+    'airflow dp-pipeline check-dags'). Each item is one of:
+
+      {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}
+      {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-6, "sensitivity": 1}
+      {"mechanism": "gaussian", "mu": 0.5, "sensitivity": 1}
+      {"mechanism": "randomized_response", "epsilon": 1, "categories": 3}
+      {"epsilon": 0.5, "delta": 1e-6}    a release known by its guarantee
+      {"mu": 0.5}                        a μ-GDP release
+
+    Mechanisms: laplace, gaussian, staircase, randomized_response, bounded_laplace, bounded_staircase.
+    Their other keys are the mechanism's parameters ("categories": a list or a count, for k-ary RR).
+    Every item may add "group_size" (k ≥ 1) and "label".
+    """
     from dp_pipeline.accounting.composition import group_event
 
     with _errors():

@@ -503,3 +503,9 @@ def test_a_missing_cli_extra_names_the_install_command() -> None:
     code = "import sys; sys.modules['typer'] = None; import dp_pipeline.cli"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0 and 'pip install "dp-pipeline[cli]"' in done.stderr
+
+
+def test_plan_check_help_documents_the_plan_format() -> None:
+    out = run("plan", "check", "--help").stdout
+    assert '{"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}' in out
+    assert '"group_size"' in out and "check-dags" in out
