@@ -13,7 +13,12 @@ from airflow_plugin.exceptions import (
     PrivacyBudgetSkipped,
     PrivacyCostError,
 )
-from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedCompositionError
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    KeyAlreadyUsedError,
+    UnsupportedCompositionError,
+)
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -24,6 +29,7 @@ __all__ = [
     "attempt_label",
     "check_on_exhausted",
     "reserve_or_refuse",
+    "resumption",
     "task_name",
 ]
 
@@ -35,8 +41,9 @@ OnExhausted = Literal["fail", "skip"]
 def attempt_key(context: Mapping[str, Any]) -> str:
     """The idempotency key of one task attempt: ``dag_id/task_id/run_id/map_index/try_number``.
 
-    Every attempt has its own key, so a retry is charged again (it redraws noise), while the same attempt
-    reserving twice is charged once. Mapped tasks are charged per map index.
+    Every attempt has its own key, so a retry is charged again (it redraws noise), while a second
+    delivery of the same attempt is refused (the key pays for one release). Mapped tasks are charged per
+    map index.
     """
     ti = context["ti"]
     return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{ti.map_index}/{ti.try_number}"
@@ -56,6 +63,30 @@ def task_name(context: Mapping[str, Any]) -> str:
     ti = context["ti"]
     suffix = f"[{ti.map_index}]" if ti.map_index is not None and ti.map_index >= 0 else ""
     return f"{ti.dag_id}.{ti.task_id}{suffix}"
+
+
+def resumption(context: Mapping[str, Any]) -> str | None:
+    """How this run resumes an attempt that already ran its ``pre_execute``, or None for a first run.
+
+    Airflow 3 runs ``pre_execute`` again, with the same try number, when an attempt comes back:
+
+    - from a deferral: the run context carries the ``next_method`` the trigger resumes;
+    - from a reschedule (a sensor in ``mode="reschedule"``, or ``AirflowRescheduleException``): the
+      context's ``task_reschedule_count`` counts this try's reschedules (Airflow deletes them when a new
+      try starts, so a retry counts from zero again).
+
+    A first run has neither, so a second delivery of it is not a resumption.
+    """
+    ti = context["ti"]
+    # the Task SDK keeps the server's run context (with next_method) on the runtime task instance only
+    server = getattr(ti, "_ti_context_from_server", None)
+    next_method = getattr(server, "next_method", None)
+    if next_method:
+        return f"resumes from a deferral into {next_method}()"
+    reschedules = context.get("task_reschedule_count") or 0
+    if reschedules > 0:
+        return f"resumes after reschedule {reschedules}"
+    return None
 
 
 def reserve_or_refuse(
@@ -88,7 +119,8 @@ def reserve_or_refuse(
     PrivacyBudgetExhausted, PrivacyBudgetSkipped
         The cost does not fit; nothing was charged.
     AttemptAlreadyChargedError
-        This attempt's key already has a committed reservation (the attempt is executed twice).
+        This attempt's key already has a reservation (open: another delivery of the attempt is running
+        or died; committed or released: the attempt already ran). Its ``status`` names the state.
     PrivacyCostError
         The cost cannot be charged to this dataset at all (no budget, wrong currency).
     """
@@ -108,19 +140,14 @@ def reserve_or_refuse(
         )
         log.error("privacy budget refused %s: %s", name, refusal)
         raise refusal from exc
+    except KeyAlreadyUsedError as exc:
+        raise AttemptAlreadyChargedError.from_error(exc, task=name) from exc
     except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
         raise PrivacyCostError(
             f"Task {name}: its cost {cost.describe()} cannot be charged: {str(exc).rstrip('.')}. Retrying "
             "cannot help; give the dataset a budget on the ledger ('dp-pipeline budget set') or fix the "
             "declared cost."
         ) from exc
-    status = getattr(reservation, "status", "open")
-    if status != "open":
-        raise AttemptAlreadyChargedError(
-            f"Task {name}: the ledger already holds a {status} reservation for this attempt (key {key}); "
-            "running the same attempt again would release data without a new charge, so it does not run. "
-            "A retry is a new attempt with a key of its own."
-        )
     log.info("reserved %s for %s (key %s)", cost.describe(), name, key)
     return reservation
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from dp_pipeline.exceptions import BudgetExceededError
+from dp_pipeline.exceptions import BudgetExceededError, KeyAlreadyUsedError
 
 __all__ = ["AttemptAlreadyChargedError", "PrivacyBudgetExhausted", "PrivacyBudgetSkipped", "PrivacyCostError"]
 
@@ -107,9 +107,33 @@ class PrivacyCostError(AirflowFailException):
 
 
 class AttemptAlreadyChargedError(AirflowException):
-    """The ledger already holds a finished reservation under this attempt's key.
+    """The ledger already holds a reservation under this attempt's key; this run does not run the task.
 
-    The same attempt is being executed a second time. Its reservation cannot charge again (the same key
-    charges once), so this execution does not run the task's code; Airflow's retry gives the next attempt
-    a key of its own, which is charged normally.
+    The same attempt is delivered a second time: while its first delivery runs (the reservation is
+    open) or after it ran (committed or released). The key pays for one release, so this delivery would
+    release data that nobody paid for. Airflow's retry gives the next attempt a key of its own, which is
+    charged normally. (A guarded attempt that *resumes* after a deferral or a reschedule continues under
+    its committed reservation instead; see :mod:`airflow_plugin.guards`.)
+
+    Attributes
+    ----------
+    dataset, key : str
+        The dataset and the attempt's key.
+    status : str
+        The state of the attempt's reservation: ``"open"``, ``"committed"`` or ``"released"``.
     """
+
+    dataset: str = ""
+    key: str = ""
+    status: str = ""
+
+    @classmethod
+    def from_error(cls, error: KeyAlreadyUsedError, *, task: str) -> AttemptAlreadyChargedError:
+        """Wrap the accountant's refusal of a reused key, naming the task and keeping the state."""
+        refusal = cls(
+            f"Task {task}: the ledger already holds a {error.status} reservation for this attempt (key "
+            f"{error.key}); running the same attempt again would release data without a new charge, so it "
+            "does not run. A retry is a new attempt with a key of its own."
+        )
+        refusal.dataset, refusal.key, refusal.status = error.dataset, error.key, error.status
+        return refusal

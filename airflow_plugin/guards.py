@@ -9,6 +9,15 @@ operator's ``execute``, so the guard commits its reservation as soon as it holds
 passes the guard is charged (the operator is about to read data, and a retry redraws noise); an attempt
 refused by the guard is charged nothing. Keys are ``dag_id/task_id/run_id/map_index/try_number``.
 
+Resumed attempts: Airflow runs ``pre_execute`` again, with the same try number, when a deferrable
+operator resumes after its trigger fires and when a sensor in ``mode="reschedule"`` pokes again. Such a
+run (``next_method`` set in its run context, or ``task_reschedule_count > 0``; see
+:func:`airflow_plugin._runtime.resumption`) continues under the attempt's *committed* reservation and is
+charged nothing more: one attempt, one charge. Any other run that finds the key already used (a second
+delivery of a first run, while it runs or after it ran) is refused with
+:class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing. Airflow's Execution API
+starts a task instance only from the queued state, so it does not deliver one resumption twice.
+
 Examples
 --------
 >>> BashOperator(task_id="export", bash_command="./export.sh",               # doctest: +SKIP
@@ -18,16 +27,26 @@ Examples
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from airflow_plugin._runtime import OnExhausted, check_on_exhausted, reserve_or_refuse, task_name
+from airflow_plugin._runtime import (
+    OnExhausted,
+    attempt_key,
+    check_on_exhausted,
+    reserve_or_refuse,
+    resumption,
+    task_name,
+)
 from airflow_plugin.costs import CostLike, DPCost, as_cost
-from airflow_plugin.exceptions import PrivacyCostError
+from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
 from airflow_plugin.hooks import DEFAULT_CONN_ID, PrivacyLedgerHook
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
+
+log = logging.getLogger(__name__)
 
 PreExecuteHook = Callable[[Any], Any]
 
@@ -55,7 +74,11 @@ class PrivacyBudgetGuard:
         self.on_exhausted = check_on_exhausted(on_exhausted)
 
     def __call__(self, context: Mapping[str, Any]) -> None:
-        """Reserve the attempt's cost and commit it; raise the refusal when it does not fit."""
+        """Reserve the attempt's cost and commit it; raise the refusal when it does not fit.
+
+        A run that resumes the attempt (after a deferral or a reschedule) continues under the attempt's
+        committed reservation; any other second run of the attempt is refused.
+        """
         task = context.get("task")
         if getattr(task, "dp_cost", None) is not None:
             raise PrivacyCostError(
@@ -63,7 +86,19 @@ class PrivacyBudgetGuard:
                 "remove one of them so that the attempt is charged exactly once."
             )
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
-        reservation = reserve_or_refuse(accountant, self.cost, context, on_exhausted=self.on_exhausted)
+        try:
+            reservation = reserve_or_refuse(accountant, self.cost, context, on_exhausted=self.on_exhausted)
+        except AttemptAlreadyChargedError as refused:
+            resumed = resumption(context)
+            if refused.status != "committed" or resumed is None:
+                raise
+            log.info(
+                "%s %s: it continues under its committed reservation (key %s), charged once",
+                task_name(context),
+                resumed,
+                attempt_key(context),
+            )
+            return
         reservation.commit()
 
     def __eq__(self, other: object) -> bool:

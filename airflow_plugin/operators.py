@@ -11,6 +11,8 @@ Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/t
 - An attempt whose process dies between reservation and commit leaves the reservation pending; the ledger
   keeps counting it (fail closed) until an operator releases it with a reason.
 - A refusal (:class:`~airflow_plugin.exceptions.PrivacyBudgetExhausted`) charges nothing and is not retried.
+- A second delivery of the same attempt (its key is already reserved: the first delivery runs, ran or was
+  released) raises :class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing.
 
 Mapped tasks (``.partial(...).expand(...)``) are charged once per map index.
 """

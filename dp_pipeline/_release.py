@@ -53,6 +53,7 @@ __all__ = [
     "composed_event",
     "declared_bounds",
     "declared_sensitivity",
+    "kept_rng",
     "learn_categories",
     "missing_mask",
     "per_feature",
@@ -121,38 +122,27 @@ def charge(
 
 
 def release_rng(random_state: Any, owner: str) -> np.random.Generator:
-    """The generator of a release's noise: fresh OS entropy for None, else seeded, with a PrivacyLeakWarning.
+    """The generator of one release: fresh OS entropy for None, new at every call.
 
-    A seed makes the noise reproducible: anyone who knows it can regenerate the noise and subtract it, and two
-    releases seeded alike (two fits, or clones in a grid search) add the same noise, so their difference shows
-    the data's. A Generator passed in is copied with the transformer, with the same effect on the copies.
-    Seeds are for tests; real releases leave ``random_state=None``.
+    An int seed or an unlabelled numpy Generator warns (PrivacyLeakWarning): anyone who knows the seed can
+    regenerate the noise and subtract it, and releases seeded alike add the same noise, so their difference
+    shows the data's. ``secure_rng(seed)`` and ``fast_rng(seed)`` are the labelled choices and do not warn
+    (see :mod:`dp_pipeline.mechanisms._sampling`).
     """
-    try:
-        rng = _sampling.make_rng(random_state)
-    except InvalidParameterError:
-        raise InvalidParameterError(
-            "'random_state' must be None, a non-negative int or a numpy.random.Generator, "
-            f"got {random_state!r}",
-            "random_state",
-        ) from None
-    if isinstance(random_state, np.random.Generator):
-        warnings.warn(
-            f"seeded noise: {owner}(random_state=<a Generator>) draws from a generator whose state is "
-            "copied with the object (clone, GridSearchCV, pickling), so copies add the same noise and their "
-            "releases share it. Leave random_state=None (fresh OS entropy) for real releases",
-            PrivacyLeakWarning,
-            stacklevel=3,
-        )
-    elif random_state is not None:
-        warnings.warn(
-            f"seeded noise: {owner}(random_state={random_state!r}) draws reproducible noise, which anyone "
-            "who knows the seed can subtract, and releases seeded alike share their noise. Use seeds in "
-            "tests only; leave random_state=None (fresh OS entropy) for real releases",
-            PrivacyLeakWarning,
-            stacklevel=3,
-        )
-    return rng
+    return _sampling.label_rng(random_state, owner, "random_state", stacklevel=3)
+
+
+def kept_rng(random_state: Any, owner: str) -> np.random.Generator | None:
+    """The generator a fitted object keeps for its releases: None for ``random_state=None``.
+
+    With None nothing is kept: each release draws its own generator from :func:`release_rng`, keyed from OS
+    entropy at release time, so copies of the object (pickling, ``deepcopy``, joblib workers, ``n_jobs > 1``)
+    never share noise. Any other ``random_state`` is kept, with a PrivacyLeakWarning: every copy of the
+    object repeats its noise. Seeds are for tests; real releases leave ``random_state=None``.
+    """
+    if random_state is None:
+        return None
+    return _sampling.label_rng(random_state, owner, "random_state", kept=True, stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -5,9 +5,12 @@ Every error fails closed and explains itself: what was asked, what is known, and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "BudgetExceededError",
     "InvalidParameterError",
+    "KeyAlreadyUsedError",
     "LedgerError",
     "PrivacyLeakWarning",
     "UnsupportedCompositionError",
@@ -101,6 +104,49 @@ class UnsupportedCompositionError(ValueError):
 
 class LedgerError(RuntimeError):
     """The ledger cannot be used: corrupt, tampered, written by a newer schema, or inconsistent."""
+
+
+class KeyAlreadyUsedError(LedgerError):
+    """A spend or reservation reused an idempotency key that its dataset already holds; nothing was written.
+
+    A key pays for exactly one release. A second call with the key would let its caller draw fresh noise
+    (a second, independent release) that the ledger never charged, so every call after the first is
+    refused, whatever the first reservation's state.
+
+    Attributes
+    ----------
+    dataset, key : str
+        The dataset and the reused key.
+    status : str
+        The first reservation's state: ``"open"`` (its call is running, or died before committing),
+        ``"committed"`` (it paid for a release) or ``"released"`` (returned to the budget).
+    """
+
+    _ADVICE: ClassVar[dict[str, str]] = {
+        "open": (
+            "another call holding this key is running or died before committing. Its holder commits or "
+            "releases it; an operator may release it with PrivacyAccountant.release(dataset, key, reason) "
+            "only if that call certainly read no data"
+        ),
+        "committed": (
+            "it already paid for a release. A retry would draw new noise that nobody paid for: use the "
+            "first call's result; if that result was lost, a new release needs a new key and costs again"
+        ),
+        "released": "it was returned to the budget; a new attempt needs a new key",
+    }
+
+    def __init__(self, dataset: str, key: str, status: str) -> None:
+        self.dataset = dataset
+        self.key = key
+        self.status = status
+        advice = self._ADVICE.get(status, "a new release needs a new key")
+        super().__init__(
+            f"the key {key!r} on dataset {dataset!r} already has a {status} reservation, so this call was "
+            f"refused and nothing was charged: {advice}."
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset, self.key, self.status))
 
 
 class PrivacyLeakWarning(UserWarning):

@@ -28,6 +28,7 @@ from dp_pipeline.mechanisms import (
     BoundedStaircase,
     KRandomizedResponse,
     Laplace,
+    secure_rng,
 )
 
 Z95 = stats.norm.ppf(0.975)
@@ -172,7 +173,7 @@ def test_share_interval_covers_95_percent_in_simulation() -> None:
     rng = np.random.default_rng(99)
     m = BinaryRandomizedResponse(epsilon=1.0, variant="spinner_coin")
     truth = rng.random((n, sims)) < pi
-    est = rr_share(m.randomize(truth, rng=5), m)  # one estimate per column
+    est = rr_share(m.randomize(truth, rng=secure_rng(5)), m)  # one estimate per column
     hits = int(np.count_nonzero((est.ci_low <= pi) & (pi <= est.ci_high)))
     low, high = _coverage_bounds(hits, sims)
     assert low <= 0.95 <= high, (hits / sims, low, high)
@@ -188,7 +189,8 @@ def test_share_interval_covers_95_percent_in_simulation() -> None:
 def test_krr_counts_match_the_mechanism_and_the_seed_formula() -> None:
     m = KRandomizedResponse(epsilon=1.2, categories=["A", "B", "C", "D"])
     rng = np.random.default_rng(3)
-    reports = m.randomize(rng.choice(["A", "B", "C", "D"], size=5000, p=[0.5, 0.3, 0.15, 0.05]), rng=4)
+    answers = rng.choice(["A", "B", "C", "D"], size=5000, p=[0.5, 0.3, 0.15, 0.05])
+    reports = m.randomize(answers, rng=secure_rng(4))
     est = krr_counts(reports, m)
     tally = np.array([np.count_nonzero(reports == c) for c in "ABCD"])
     e = math.exp(1.2)
@@ -234,7 +236,7 @@ def test_krr_counts_unbiased_through_randomize_for_fixed_respondents() -> None:
     true_counts = np.array([400_000, 300_000, 200_000, 100_000])
     values = np.empty(true_counts.sum(), dtype=object)
     values[:] = [c for c, n in zip(categories, true_counts, strict=True) for _ in range(n)]
-    est = krr_counts(m.randomize(values, rng=17), m)
+    est = krr_counts(m.randomize(values, rng=secure_rng(17)), m)
     # exact variance for fixed respondents: Σ over truth groups of binomial variances
     p, q = m.pmf(categories[0], categories[0]), m.pmf(categories[1], categories[0])
     n = true_counts.sum()
@@ -250,7 +252,7 @@ def test_krr_interval_covers_95_percent_in_simulation() -> None:
     share = np.array([0.5, 0.35, 0.15])
     m = KRandomizedResponse(epsilon=1.5, categories=categories)
     rng = np.random.default_rng(41)
-    reports = m.randomize(rng.choice(3, size=(sims, n), p=share), rng=8)
+    reports = m.randomize(rng.choice(3, size=(sims, n), p=share), rng=secure_rng(8))
     hits = np.zeros(3, dtype=int)
     for row in reports:
         est = krr_counts(row, m)
@@ -272,7 +274,7 @@ def _mean_output_by_quadrature(m: Any, t: float) -> float:
 
 def test_ldp_mean_matches_the_mean_report_through_the_exact_density() -> None:
     m = BoundedLaplace(epsilon=1.0, lower=0.0, upper=10.0)
-    reports = m.randomize(np.full(200_000, 7.0), rng=21)
+    reports = m.randomize(np.full(200_000, 7.0), rng=secure_rng(21))
     est = ldp_mean(reports, m)
     # θ̂ solves E[Y | θ] = ȳ, with E[Y | θ] integrated from the pdf here (independent of expected_output)
     assert _mean_output_by_quadrature(m, est.value) == pytest.approx(reports.mean(), abs=1e-9)
@@ -288,7 +290,7 @@ def test_ldp_mean_is_unbiased_for_populations_symmetric_about_the_middle() -> No
     m = BoundedLaplace(epsilon=2.0, lower=-1.0, upper=1.0)
     rng = np.random.default_rng(5)
     truth = np.concatenate([x := rng.uniform(-1.0, 1.0, 150_000), -x])
-    est = ldp_mean(m.randomize(truth, rng=6), m)
+    est = ldp_mean(m.randomize(truth, rng=secure_rng(6)), m)
     assert abs(est.value) < 4.5 * est.std_error
 
 
@@ -298,10 +300,10 @@ def test_ldp_mean_refuses_when_the_mean_report_does_not_identify_the_mean() -> N
     g = np.array([_mean_output_by_quadrature(m, t) for t in (0.0, 1.0)])
     assert g[1] < g[0]
     with pytest.raises(InvalidParameterError, match=r"at ε = 1 use gamma ≥ 0\.41, or BoundedLaplace") as info:
-        ldp_mean(m.randomize(np.full(100, 5.0), rng=1), m)
+        ldp_mean(m.randomize(np.full(100, 5.0), rng=secure_rng(1)), m)
     assert info.value.parameter == "mechanism"
     monotone = BoundedStaircase(epsilon=1.0, lower=0.0, upper=10.0, gamma=0.5)
-    est = ldp_mean(monotone.randomize(np.full(100_000, 3.0), rng=2), monotone)
+    est = ldp_mean(monotone.randomize(np.full(100_000, 3.0), rng=secure_rng(2)), monotone)
     assert abs(est.value - 3.0) < 4.5 * est.std_error
 
 

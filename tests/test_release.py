@@ -37,7 +37,7 @@ def test_release_rng_warns_for_a_seed_and_names_random_state_when_invalid() -> N
     release_rng(None, "X")  # fresh entropy: no warning (pytest turns PrivacyLeakWarning into an error)
     with pytest.warns(PrivacyLeakWarning, match=r"seeded noise: X\(random_state=3\)"):
         release_rng(3, "X")
-    with pytest.warns(PrivacyLeakWarning, match="copies add the same noise"):
+    with pytest.warns(PrivacyLeakWarning, match="every copy of the generator repeats"):
         release_rng(np.random.default_rng(), "X")
     with pytest.raises(InvalidParameterError) as info:
         release_rng("seed", "X")

@@ -44,6 +44,7 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
+    KeyAlreadyUsedError,
     LedgerError,
     UnsupportedCompositionError,
 )
@@ -975,8 +976,9 @@ class PrivacyAccountant:
     **Ledger.** Every change is a new, hash-chained record (budget, reserve, commit, release). Check
     and reserve run in one locked transaction; a refusal writes nothing. A reservation stays counted
     until committed or released; one whose process died stays counted (fail closed) until an operator
-    calls :meth:`release` with a reason, which is recorded. Idempotency keys: reserving again with a key
-    the dataset already has returns the existing reservation and charges nothing.
+    calls :meth:`release` with a reason, which is recorded. Idempotency keys: a key pays for exactly one
+    release per dataset; any later spend or reservation with it is refused with
+    :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing (see :meth:`spend`).
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
     charges land in the one ledger configured. Pickling carries the URL (an SQL ledger reopens the same
@@ -1216,8 +1218,15 @@ class PrivacyAccountant:
         label : str, optional
             Shown in the history.
         key : str, optional
-            Idempotency key: a retry with the same key charges nothing more and returns the first
-            reservation (committing it if it was open). Reusing a key for a different cost is an error.
+            Idempotency key; it pays for exactly one release on the dataset. The first call with a key
+            charges it and returns the reservation. Every later call with that key (a retry, a duplicate,
+            a racing process), whatever the first reservation's state and whether or not its result
+            reached the caller, costs nothing, writes nothing and returns nothing: it raises
+            :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` naming that state, since a retry that
+            released again would draw fresh noise nobody paid for. Keep and reuse the first call's
+            result; if it was lost, a new release needs a new key and is charged again. A later call
+            asking for a different cost raises InvalidParameterError instead. Without a key, a random
+            one is made (every call is a new release).
 
         Returns
         -------
@@ -1228,6 +1237,8 @@ class PrivacyAccountant:
         ------
         BudgetExceededError
             The spend does not fit; nothing was written.
+        KeyAlreadyUsedError
+            The key already has a reservation (open, committed or released); nothing was written.
         UnsupportedCompositionError
             The spend cannot be expressed in the budget's currency (e.g. (ε, δ > 0) against μ-GDP).
         UnknownDatasetError, InvalidParameterError
@@ -1247,8 +1258,12 @@ class PrivacyAccountant:
         """Check and reserve one release; commit it later (or use the result as a context manager).
 
         The reservation counts as spent from now on. See :class:`Reservation` for the context-manager
-        rule (it commits even when the block raises) and :meth:`spend` for the parameters. Without a
-        ``key`` a random one is made.
+        rule (it commits even when the block raises) and :meth:`spend` for the parameters and errors.
+
+        The key follows :meth:`spend`'s contract: a second ``reserve`` (or ``spend``) with a key the
+        dataset already holds raises :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges
+        nothing, also while the first reservation is still open. Only the first call's
+        :class:`Reservation` commits or releases it.
         """
         return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=False)
 
@@ -1307,7 +1322,11 @@ class PrivacyAccountant:
         group_size: int = 1,
         delta: float | None = None,
     ) -> Reservation:
-        """Check and charge a whole plan at its tight total, as one record (see :meth:`plan_cost`)."""
+        """Check and charge a whole plan at its tight total, as one record (see :meth:`plan_cost`).
+
+        ``key`` pays for one plan, under :meth:`spend`'s contract: reusing it raises
+        :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing.
+        """
         events = _to_events(costs)
         plan_delta = self._check_plan_delta(delta)
         return self._reserve(dataset, events, group_size, label, key, True, plan_delta, commit=True)
@@ -1423,7 +1442,7 @@ class PrivacyAccountant:
         if plan:
             _, budget, totals = self._read(dataset)
             if given_key is None or self._store.reservation(dataset, key=given_key) is None:
-                price = _price(budget, events, k, plan, plan_delta, totals)
+                price = _price(budget, events, k, plan, plan_delta, totals)  # a used key is refused unpriced
         elif dataset in self._budgets:
             price = _price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
         where = f"dataset {dataset!r}"
@@ -1431,31 +1450,15 @@ class PrivacyAccountant:
         def request() -> str:
             return canonical_json({"events": event_dicts, "group_size": k, "plan": plan, "delta": plan_delta})
 
-        def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee | None]:
+        def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee]:
             head = tx.head
             if head is None:
                 raise UnknownDatasetError(dataset)  # named in full by _atomic
             # a random key cannot exist yet: look up only keys the caller chose
             found = None if given_key is None else tx.reservation(key=key)
-            if found is not None:
+            if found is not None:  # a key pays for one release: every later call is refused
                 _check_same_request(dataset, key, found, request())
-                if found.status == "released":
-                    raise LedgerError(
-                        f"the reservation with key {key!r} on dataset {dataset!r} was released "
-                        f"({found.end.body.get('reason') if found.end else ''}); a new attempt needs a new "
-                        "key"
-                    )
-                if commit and found.status == "open":
-                    t = _Totals.from_json(head.state.totals, where).committed().to_json()
-                    closing = tx.append(
-                        "commit",
-                        {"totals": t},
-                        DatasetState(head.state.budget, head.state.method, t),
-                        key=key,
-                        reservation=found.reserve.seq,
-                    )
-                    return ReservationRecords(found.reserve, closing), None
-                return found, None
+                raise KeyAlreadyUsedError(dataset, key, found.status)
             current = _budget_of(head.state, where)
             totals = _Totals.from_json(head.state.totals, where)
             p = price

@@ -230,8 +230,9 @@ def dp_count(
     level : float
         Coverage of the interval, 0.95 by default.
     random_state : None, int or numpy.random.Generator
-        The contribution sampling and the noise: None (default) for fresh OS entropy; a seed raises
-        PrivacyLeakWarning (reproducible noise is for tests only).
+        The contribution sampling and the noise: None (default) for fresh OS entropy at every call; a
+        bare seed or numpy Generator raises PrivacyLeakWarning (reproducible noise is for tests only);
+        ``secure_rng(seed)`` seeds on purpose, without the warning.
 
     Returns
     -------

@@ -77,7 +77,8 @@ def add_noise(
         k ≥ 1: charge the release for groups of k rows (a person with up to k rows); shown in refusals and
         the history.
     random_state : None, int or numpy.random.Generator
-        None (default) for fresh OS entropy; a seed raises PrivacyLeakWarning (for tests only).
+        None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
+        PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
 
     Returns
     -------
@@ -152,7 +153,8 @@ def randomized_response(
         k ≥ 1: charge the release for groups of k rows (a person with up to k rows); shown in refusals and
         the history.
     random_state : None, int or numpy.random.Generator
-        None (default) for fresh OS entropy; a seed raises PrivacyLeakWarning (for tests only).
+        None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
+        PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
 
     Returns
     -------

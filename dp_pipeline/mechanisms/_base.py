@@ -156,11 +156,12 @@ class ContinuousMechanism(Mechanism):
             rounded to the nearest integer, as int64 (a scalar gives an int).
         rng : None, int or numpy.random.Generator
             ``None`` (default): secure path with a fresh AES-128 counter CSPRNG keyed from the operating
-            system. An int: the same generator, seeded (reproducible, only as secret as the seed). A
-            Generator: used as the randomness of the secure path. A
+            system. :func:`~dp_pipeline.mechanisms.secure_rng` ``(seed)``: the same generator, seeded on
+            purpose (reproducible, only as secret as the seed). A
             :class:`~dp_pipeline.mechanisms._sampling.FastGenerator` from
             :func:`~dp_pipeline.mechanisms.fast_rng`: the fast path, textbook float noise that is
-            **not floating-point safe**.
+            **not floating-point safe**. A bare int seed (as ``secure_rng(seed)``) or another numpy
+            Generator (used as the randomness of the secure path) raises PrivacyLeakWarning.
         """
         generator = _sampling.make_rng(rng)
         if self.integer_queries and _is_integer_input(values):

@@ -7,6 +7,12 @@ A transformer's ``transform`` is a release. It runs in this order, which is the 
 2. charge the release's cost to ``accountant`` under ``dataset`` — a refusal raises BudgetExceededError, and
    nothing is randomised or returned;
 3. draw the noise and return the noisy data.
+
+With ``random_state=None`` a fitted transformer holds no random state: each ``transform`` draws its noise
+from a generator keyed from OS entropy at that moment, so copies of the transformer (pickling, ``deepcopy``,
+``clone``, joblib workers, ``ColumnTransformer``/``FeatureUnion`` with ``n_jobs > 1``, one saved pipeline
+loaded twice) never add the same noise. A seeded transformer (an int or a Generator) keeps its generator
+from ``fit``, with a PrivacyLeakWarning: every copy of it repeats its noise.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp_pipeline._release import charge, check_ledger, missing_mask, release_rng
+from dp_pipeline._release import charge, check_ledger, kept_rng, missing_mask, release_rng
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
@@ -45,7 +51,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     group_size: Any
     random_state: Any
     cost_: PrivacyEvent
-    _rng: np.random.Generator
+    _rng: np.random.Generator | None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -88,7 +94,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_positive_int(self.group_size, "group_size")
         array = self._validate_input(X, reset=True)
         self._fit_release(array)
-        self._rng = release_rng(self.random_state, type(self).__name__)
+        self._rng = kept_rng(self.random_state, type(self).__name__)
         return self
 
     def transform(self, X: Any) -> Any:
@@ -115,7 +121,13 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_ledger(self.accountant, self.dataset)
         array = self._prepare(self._validate_input(X, reset=False))
         charge(self.accountant, self.dataset, self.cost_, self._label(), self.group_size)
-        return self._randomize(array, self._rng)
+        return self._randomize(array, self._release_rng())
+
+    def _release_rng(self) -> np.random.Generator:
+        """The kept generator of a seeded transformer, else a fresh one keyed from OS entropy now."""
+        if self.random_state is not None and self._rng is not None:
+            return self._rng
+        return release_rng(None, type(self).__name__)
 
     def _label(self) -> str:
         return f"{type(self).__name__}.transform ({self.n_features_in_} feature(s))"

@@ -39,9 +39,11 @@ _SHARED_PARAMETERS = """lower, upper : float, array-like of shape (n_features,) 
     dataset : str
         The dataset (the budget) the releases are charged to.
     random_state : None, int or numpy.random.Generator
-        The generator is created in ``fit``; every ``transform`` draws fresh noise from it. None (default):
-        fresh OS entropy. A seed or a Generator makes the noise reproducible and raises PrivacyLeakWarning
-        (anyone with the seed can remove the noise; copies share it): for tests only."""
+        None (default): every ``transform`` draws from a generator keyed from OS entropy at that moment, and
+        the fitted transformer holds no random state, so its copies (pickling, ``deepcopy``, joblib workers,
+        ``n_jobs > 1``) never share noise. A seed or a Generator is kept from ``fit`` and raises
+        PrivacyLeakWarning: the noise is reproducible (anyone with the seed can remove it) and every copy
+        of the fitted transformer repeats it. For tests only."""
 
 _SHARED_ATTRIBUTES = """lower_, upper_ : ndarray of shape (n_features,)
         The bounds in use (±inf where none was declared).

@@ -27,8 +27,10 @@ _LEDGER_PARAMETERS = """group_size : int, default 1
     dataset : str
         The dataset (the budget) the releases are charged to.
     random_state : None, int or numpy.random.Generator
-        The generator is created in ``fit``; every ``transform`` draws fresh randomness from it. None
-        (default): fresh OS entropy. A seed or a Generator raises PrivacyLeakWarning: for tests only."""
+        None (default): every ``transform`` draws from a generator keyed from OS entropy at that moment, and
+        the fitted encoder holds no random state, so its copies (pickling, ``deepcopy``, joblib workers,
+        ``n_jobs > 1``) never share randomness. A seed or a Generator is kept from ``fit`` and raises
+        PrivacyLeakWarning: every copy of the fitted encoder repeats its reports. For tests only."""
 
 _RELEASE_NOTES = """The privacy unit is one row (one person). Each ``transform`` is one release: X is checked,
     the cost ``cost_`` is charged to ``accountant`` under ``dataset``, and only then is X randomised. A bad X

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
+from dp_pipeline.exceptions import KeyAlreadyUsedError
 
 
 def warm_up(_: int) -> int:
@@ -32,14 +33,18 @@ def spend_until_refused(url: str, dataset: str, epsilon: float, start_at: float)
         acct.close()
 
 
-def spend_with_shared_key(url: str, dataset: str, key: str, start_at: float) -> int:
-    """Every worker retries the same attempt: the key must charge once. Returns the reservation's seq."""
+def spend_with_shared_key(url: str, dataset: str, key: str, start_at: float) -> str:
+    """Every worker retries the same attempt: the key must charge once. Returns ``"charged"`` or the state
+    of the reservation that refused this worker."""
     acct = PrivacyAccountant(url)
     time.sleep(max(0.0, start_at - time.time()))
     try:
-        return acct.spend(dataset, PureDP(0.5), key=key).seq
+        acct.spend(dataset, PureDP(0.5), key=key)
+    except KeyAlreadyUsedError as refused:
+        return refused.status
     finally:
         acct.close()
+    return "charged"
 
 
 def reserve_and_hang(url: str, dataset: str, key: str, ready: str) -> None:

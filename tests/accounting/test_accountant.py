@@ -23,7 +23,12 @@ from dp_pipeline import (
 )
 from dp_pipeline.accounting import UnknownDatasetError
 from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
+from dp_pipeline.exceptions import (
+    InvalidParameterError,
+    KeyAlreadyUsedError,
+    LedgerError,
+    UnsupportedCompositionError,
+)
 from dp_pipeline.mechanisms import Laplace
 from tests.accounting.conftest import dump_rows
 
@@ -396,7 +401,9 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
     assert spent.epsilon == pytest.approx(0.5 + cost.epsilon, rel=1e-12) and spent.delta == pytest.approx(
         1e-5
     )
-    assert acct.spend_plan("d", plan, key="dag-run-1").seq == done.seq  # a retry charges nothing
+    with pytest.raises(KeyAlreadyUsedError, match="committed"):  # a retry charges and releases nothing
+        acct.spend_plan("d", plan, key="dag-run-1")
+    assert len(acct.records("d")) == records_before + 2
 
 
 def test_plan_of_pure_spends_is_exact_basic_sum(acct: PrivacyAccountant) -> None:
@@ -505,20 +512,106 @@ def test_plan_input_errors(acct: PrivacyAccountant) -> None:
 def test_idempotency_keys(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(1.0, 0.0))
     first = acct.spend("d", PureDP(0.4), key="job-1")
-    again = acct.spend("d", PureDP(0.4), key="job-1", label="retry")
-    assert again.seq == first.seq and acct.spent("d").epsilon == 0.4
-    r = acct.reserve("d", PureDP(0.3), key="job-2")
-    assert acct.reserve("d", PureDP(0.3), key="job-2").seq == r.seq
-    assert acct.spent("d").epsilon == 0.7
-    assert acct.spend("d", PureDP(0.3), key="job-2").status == "committed"  # a retry commits the open one
-    assert acct.spent("d").epsilon == 0.7
+    assert first.status == "committed" and acct.spent("d").epsilon == 0.4
+    acct.set_budget("e", ApproxDP(1.0, 0.0))
+    acct.spend("e", PureDP(0.4), key="job-1")  # keys are per dataset
+    assert acct.spent("e").epsilon == 0.4
     with pytest.raises(InvalidParameterError, match="different cost"):
         acct.spend("d", PureDP(0.2), key="job-1")
     with pytest.raises(InvalidParameterError, match="different cost"):
         acct.spend("d", PureDP(0.4), key="job-1", group_size=2)
-    acct.set_budget("e", ApproxDP(1.0, 0.0))
-    acct.spend("e", PureDP(0.4), key="job-1")  # keys are per dataset
-    assert acct.spent("e").epsilon == 0.4
+    assert acct.spent("d").epsilon == 0.4 and len(acct.records("d")) == 3
+    acct.verify()
+
+
+def _caller_releases(acct: PrivacyAccountant, key: str) -> float:
+    """What a caller does with a spend: charge, then draw the noise that the charge paid for."""
+    acct.spend("d", Laplace(epsilon=0.5, sensitivity=1.0), key=key)
+    return float(Laplace(epsilon=0.5, sensitivity=1.0).randomize(408.0))
+
+
+def test_a_key_pays_for_one_release_only(acct: PrivacyAccountant) -> None:
+    """Three calls with one key: one release is made and charged; the retries draw no noise."""
+    acct.set_budget("d", ApproxDP(5.0, 0.0))
+    releases = []
+    for _ in range(3):
+        try:
+            releases.append(_caller_releases(acct, "job-1"))
+        except KeyAlreadyUsedError as error:
+            assert (error.dataset, error.key, error.status) == ("d", "job-1", "committed")
+            assert "new key" in str(error) and "nothing was charged" in str(error)
+    # the privacy loss is the sum over the releases made (basic composition of pure Laplace, Dwork & Roth
+    # Thm 3.16), and that is what the ledger records
+    assert len(releases) == 1
+    assert acct.spent("d").epsilon == pytest.approx(0.5 * len(releases), abs=0)
+    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "commit"]
+
+
+@pytest.mark.parametrize("call", ["spend", "reserve"])
+@pytest.mark.parametrize("first", ["open", "committed", "released"])
+def test_every_reuse_of_a_key_is_refused_and_writes_nothing(
+    acct: PrivacyAccountant, call: str, first: str
+) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    reservation = acct.reserve("d", PureDP(0.3), key="k")
+    if first == "committed":
+        reservation.commit()
+    elif first == "released":
+        reservation.release("the attempt read no data")
+    before = acct.records("d")
+    with pytest.raises(KeyAlreadyUsedError) as refused:
+        getattr(acct, call)("d", PureDP(0.3), key="k")
+    assert (refused.value.dataset, refused.value.key, refused.value.status) == ("d", "k", first)
+    assert isinstance(refused.value, LedgerError) and first in str(refused.value)
+    copied = pickle.loads(pickle.dumps(refused.value))
+    assert (type(copied), str(copied)) == (KeyAlreadyUsedError, str(refused.value))
+    assert acct.records("d") == before
+    acct.verify()
+
+
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(["k1", "k2", "k3", None]), st.sampled_from(["spend", "reserve", "plan"])),
+        max_size=12,
+    )
+)
+def test_each_key_pays_for_at_most_one_release(calls: list[tuple[str | None, str]]) -> None:
+    """Any interleaving of spends, reservations and plans: a call that returns is one release, each key
+    returns at most once, and the ledger records exactly the releases that were returned."""
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", ApproxDP(100.0, 0.0))
+    first_call: dict[str, bool] = {}  # key -> whether its first call was a plan
+    returned = 0
+    for key, call in calls:
+        try:
+            if call == "plan":
+                acct.spend_plan("d", [PureDP(0.125)], key=key)
+            else:
+                getattr(acct, call)("d", PureDP(0.125), key=key)
+        except KeyAlreadyUsedError:
+            assert key in first_call and first_call[key] == (call == "plan")
+            continue
+        except InvalidParameterError:  # the key was first used for a plan, or for a single release
+            assert key in first_call and first_call[key] != (call == "plan")
+            continue
+        assert key is None or key not in first_call
+        if key is not None:
+            first_call[key] = call == "plan"
+        returned += 1
+    assert acct.spent("d").epsilon == 0.125 * returned  # exact in binary: 1/8 per returned release
+    acct.verify()
+
+
+def test_the_first_reservation_still_ends_after_a_refused_retry(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 0.0))
+    r = acct.reserve("d", PureDP(0.3), key="job-2")
+    with pytest.raises(KeyAlreadyUsedError, match="open"):
+        acct.spend("d", PureDP(0.3), key="job-2")  # would release fresh noise on the open key's charge
+    assert acct.spent("d").epsilon == 0.3 and r.commit().status == "committed"
+    r2 = acct.reserve("d", PureDP(0.2), key="job-3")
+    with pytest.raises(KeyAlreadyUsedError, match="open"):
+        acct.reserve("d", PureDP(0.2), key="job-3")
+    assert r2.release("nothing read").status == "released" and acct.spent("d").epsilon == 0.3
     acct.verify()
 
 

@@ -65,8 +65,8 @@ def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: s
         pool.submit(_workers.spend_with_shared_key, url, "shared", "dag/task/run/1", start_at)
         for _ in range(WORKERS)
     ]
-    seqs = {f.result(timeout=240) for f in futures}
-    assert len(seqs) == 1
+    outcomes = sorted(f.result(timeout=240) for f in futures)
+    assert outcomes == ["charged"] + ["committed"] * (WORKERS - 1)  # one release; the others draw no noise
     assert acct.spent("shared").epsilon == 0.5
     assert [e.kind for e in acct.records("shared")] == ["budget", "reserve", "commit"]
     acct.close()

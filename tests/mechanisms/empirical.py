@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
+
+from dp_pipeline.mechanisms import secure_rng
 
 
 def clopper_pearson(count: NDArray[np.int64], n: int, alpha: float) -> tuple[NDArray[np.float64], ...]:
@@ -64,3 +67,8 @@ def assert_empirically_dp(
     ratio = max_certified_ratio(out_a, out_b, bins)
     assert ratio <= math.exp(epsilon), f"certified ratio {ratio} exceeds e^ε = {math.exp(epsilon)}"
     return ratio
+
+
+def seeded(mechanism: Any) -> Callable[[NDArray[np.float64], int], NDArray[np.float64]]:
+    """``release(values, seed)`` for :func:`assert_empirically_dp`: ``randomize`` with secure_rng(seed)."""
+    return lambda values, seed: mechanism.randomize(values, rng=secure_rng(seed))

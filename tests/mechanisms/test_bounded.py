@@ -21,8 +21,8 @@ from numpy.typing import NDArray
 from scipy import integrate, stats
 
 from dp_pipeline import InvalidParameterError, PureDP
-from dp_pipeline.mechanisms import BoundedLaplace, BoundedStaircase, staircase_cdf, staircase_pdf
-from tests.mechanisms.empirical import assert_empirically_dp
+from dp_pipeline.mechanisms import BoundedLaplace, BoundedStaircase, secure_rng, staircase_cdf, staircase_pdf
+from tests.mechanisms.empirical import assert_empirically_dp, seeded
 
 GAMMAS = [float(g) for g in np.linspace(0.0, 1.0, 11)]
 EPSILONS = [0.2, 1.0, 5.0]
@@ -271,11 +271,11 @@ def test_pdf_and_moments_broadcast_and_return_floats_for_scalars() -> None:
 def test_randomize_is_vectorised_reproducible_and_inside_the_range() -> None:
     for m in (STAIRCASES[0], LAPLACES[0]):
         x = np.linspace(m.lower, m.upper, 12).reshape(3, 4)
-        a, b = m.randomize(x, rng=5), m.randomize(x, rng=5)
+        a, b = m.randomize(x, rng=secure_rng(5)), m.randomize(x, rng=secure_rng(5))
         assert a.shape == (3, 4)
         np.testing.assert_array_equal(a, b)
-        assert isinstance(m.randomize(m.lower, rng=1), float)
-        out = m.randomize(np.full(10_000, m.upper), rng=np.random.default_rng(2))
+        assert isinstance(m.randomize(m.lower, rng=secure_rng(1)), float)
+        out = m.randomize(np.full(10_000, m.upper), rng=secure_rng(2))
         assert np.all((out >= m.lower) & (out <= m.upper))
         assert not np.any(np.isnan(out))
 
@@ -296,7 +296,7 @@ def reference_cdf(m: BoundedStaircase | BoundedLaplace, t: float) -> Callable[[A
 def test_samples_follow_the_exact_distribution(m: BoundedStaircase | BoundedLaplace) -> None:
     width = m.upper - m.lower
     for t in (m.lower, m.lower + 0.37 * width, m.upper):
-        out = m.randomize(np.full(100_000, t), rng=17)
+        out = m.randomize(np.full(100_000, t), rng=secure_rng(17))
         cdf = reference_cdf(m, t)
         assert stats.kstest(out, cdf).pvalue > 1e-4, t
 
@@ -306,7 +306,7 @@ def test_empirical_ratio_of_the_bounded_staircase() -> None:
     lower, upper = 10.0, 20.0
     m = BoundedStaircase(epsilon=1.0, lower=lower, upper=upper, gamma=0.3)
     bins = np.linspace(lower, upper, 41)
-    release = lambda v, seed: m.randomize(v, rng=seed)  # noqa: E731
+    release = seeded(m)
     # the neighbouring inputs at the two ends of the range: the true ratio is e^ε̂ there
     ratio = assert_empirically_dp(release, lower, upper, 1.0, bins)
     assert ratio > 0.9 * math.exp(m.epsilon_hat)
@@ -315,20 +315,18 @@ def test_empirical_ratio_of_the_bounded_staircase() -> None:
     assert ratio > 0.9 * math.exp(1.0)
     loose = BoundedStaircase(epsilon=1.5, lower=lower, upper=upper, gamma=0.3)
     with pytest.raises(AssertionError, match="exceeds"):
-        assert_empirically_dp(
-            lambda v, seed: loose.randomize(v, rng=seed), lower, (lower + upper) / 2, 1.0, bins
-        )
+        assert_empirically_dp(seeded(loose), lower, (lower + upper) / 2, 1.0, bins)
 
 
 @pytest.mark.slow
 def test_empirical_ratio_of_the_bounded_laplace() -> None:
     m = BoundedLaplace(epsilon=1.0, lower=0.0, upper=10.0)
     bins = np.linspace(0.0, 10.0, 41)
-    ratio = assert_empirically_dp(lambda v, seed: m.randomize(v, rng=seed), 0.0, 10.0, 1.0, bins)
+    ratio = assert_empirically_dp(seeded(m), 0.0, 10.0, 1.0, bins)
     assert ratio > 0.85 * math.exp(1.0)
     loose = BoundedLaplace(epsilon=1.5, lower=0.0, upper=10.0)
     with pytest.raises(AssertionError, match="exceeds"):
-        assert_empirically_dp(lambda v, seed: loose.randomize(v, rng=seed), 0.0, 10.0, 1.0, bins)
+        assert_empirically_dp(seeded(loose), 0.0, 10.0, 1.0, bins)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -416,7 +414,7 @@ def test_randomize_rejects_bad_values(values: object, which: str) -> None:
         else BoundedLaplace(epsilon=1.0, lower=0.0, upper=1.0)
     )
     with pytest.raises(InvalidParameterError, match="values") as info:
-        m.randomize(values, rng=0)
+        m.randomize(values, rng=secure_rng(0))
     assert info.value.parameter == "values"
 
 

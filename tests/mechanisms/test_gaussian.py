@@ -16,8 +16,8 @@ from scipy import integrate, stats
 
 from dp_pipeline import ApproxDP, GaussianDP, InvalidParameterError
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.mechanisms import Gaussian
-from tests.mechanisms.empirical import assert_empirically_dp, clopper_pearson
+from dp_pipeline.mechanisms import Gaussian, secure_rng
+from tests.mechanisms.empirical import assert_empirically_dp, clopper_pearson, seeded
 
 mpmath.mp.dps = 50
 
@@ -248,19 +248,19 @@ def test_pdf_is_a_normal_density_with_the_stated_variance() -> None:
 def test_randomize_is_vectorised_and_reproducible() -> None:
     m = Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     x = np.arange(12.0).reshape(3, 4)
-    a, b = m.randomize(x, rng=7), m.randomize(x, rng=7)
+    a, b = m.randomize(x, rng=secure_rng(7)), m.randomize(x, rng=secure_rng(7))
     assert a.shape == (3, 4)
     np.testing.assert_array_equal(a, b)
-    assert not np.array_equal(a, m.randomize(x, rng=8))
-    assert isinstance(m.randomize(5.0, rng=1), float)
-    assert isinstance(m.randomize(5, rng=1), int)  # an integer query gets integer noise
+    assert not np.array_equal(a, m.randomize(x, rng=secure_rng(8)))
+    assert isinstance(m.randomize(5.0, rng=secure_rng(1)), float)
+    assert isinstance(m.randomize(5, rng=secure_rng(1)), int)  # an integer query gets integer noise
     assert m.randomize([1, 2, 3]).shape == (3,)
 
 
 @pytest.mark.slow
 def test_noise_is_normal_with_sigma() -> None:
     m = Gaussian(epsilon=0.8, delta=1e-6, sensitivity=2.0)
-    noise = m.randomize(np.zeros(200_000), rng=3)
+    noise = m.randomize(np.zeros(200_000), rng=secure_rng(3))
     assert stats.kstest(noise, stats.norm(scale=m.sigma).cdf).pvalue > 1e-3
 
 
@@ -283,14 +283,14 @@ def test_empirical_ratio_within_exp_epsilon_where_the_loss_is_at_most_epsilon() 
     eps, delta, sens = 1.0, 1e-5, 1.0
     m = Gaussian(epsilon=eps, delta=delta, sensitivity=sens)
     bins = central_bins(m, eps, sens, 1.0)
-    ratio = assert_empirically_dp(lambda v, seed: m.randomize(v, rng=seed), 0.0, sens, eps, bins=bins)
+    ratio = assert_empirically_dp(seeded(m), 0.0, sens, eps, bins=bins)
     # the bins separate the two inputs: the largest ratio inside them is e^ε, reached only at the edges
     # where few samples fall, so the certified ratio is well above 1 but below e^ε
     assert ratio > 1.5
     # the same bins catch a mechanism with half the noise
     half = Gaussian(epsilon=eps, delta=delta, sensitivity=sens * 0.5)
     with pytest.raises(AssertionError, match="exceeds"):
-        assert_empirically_dp(lambda v, seed: half.randomize(v, rng=seed), 0.0, sens, eps, bins=bins)
+        assert_empirically_dp(seeded(half), 0.0, sens, eps, bins=bins)
 
 
 def certified_hockey_stick(
@@ -319,13 +319,19 @@ def test_empirical_hockey_stick_divergence_within_delta() -> None:
     eps, delta, sens, n = 0.5, 0.05, 1.0, 1_000_000
     m = Gaussian(epsilon=eps, delta=delta, sensitivity=sens)
     bins = np.concatenate([[-np.inf], np.linspace(-5 * m.sigma, 5 * m.sigma + sens, 41), [np.inf]])
-    out_a, out_b = m.randomize(np.zeros(n), rng=21), m.randomize(np.full(n, sens), rng=22)
+    out_a, out_b = (
+        m.randomize(np.zeros(n), rng=secure_rng(21)),
+        m.randomize(np.full(n, sens), rng=secure_rng(22)),
+    )
     certified = certified_hockey_stick(out_a, out_b, bins, eps)
     assert certified <= delta
     assert certified > 0.5 * delta  # the bound is close to the exact δ(ε): the check has power
     # and it catches noise calibrated for a 40% larger sensitivity than it is used with
     weak = Gaussian(epsilon=eps, delta=delta, sensitivity=sens / 1.4)
-    out_a, out_b = weak.randomize(np.zeros(n), rng=23), weak.randomize(np.full(n, sens), rng=24)
+    out_a, out_b = (
+        weak.randomize(np.zeros(n), rng=secure_rng(23)),
+        weak.randomize(np.full(n, sens), rng=secure_rng(24)),
+    )
     assert certified_hockey_stick(out_a, out_b, bins, eps) > delta
 
 
@@ -403,7 +409,7 @@ def test_rejects_missing_parameters_and_mu_outside_gdp() -> None:
 )
 def test_randomize_rejects_bad_values(bad: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).randomize(bad, rng=0)
+        Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).randomize(bad, rng=secure_rng(0))
     assert info.value.parameter == "values"
 
 

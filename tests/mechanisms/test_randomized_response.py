@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from dp_pipeline import InvalidParameterError, PrivacyEvent, PureDP
-from dp_pipeline.mechanisms import BinaryRandomizedResponse, KRandomizedResponse
-from tests.mechanisms.empirical import assert_empirically_dp, max_certified_ratio
+from dp_pipeline.mechanisms import BinaryRandomizedResponse, KRandomizedResponse, secure_rng
+from tests.mechanisms.empirical import assert_empirically_dp, max_certified_ratio, seeded
 
 EPSILONS = [0.05, 0.5, 1.0, math.log(3.0), 2.0, 5.0, 12.0]
 
@@ -136,7 +136,7 @@ def test_extreme_epsilon_stays_finite() -> None:
     assert tiny.p == pytest.approx(5e-13, rel=1e-9)  # tanh(ε/2) without cancellation
     huge = KRandomizedResponse(epsilon=5000.0, categories=["a", "b", "c"])
     assert (huge.p, huge.q) == (1.0, 0.0)
-    assert huge.randomize(["a", "b", "c"], rng=0).tolist() == ["a", "b", "c"]
+    assert huge.randomize(["a", "b", "c"], rng=secure_rng(0)).tolist() == ["a", "b", "c"]
     small = KRandomizedResponse(epsilon=1e-10, categories=list(range(4)))
     assert small.p_minus_q == pytest.approx(1e-10 / 4, rel=1e-6)
     assert all(math.isfinite(v) for v in small.event.parameters.values() if isinstance(v, float))
@@ -234,7 +234,7 @@ def test_multiple_choice_cost_is_the_worst_ratio_over_items(changed: int) -> Non
 def test_models_are_frozen_hashable_and_compare_by_value() -> None:
     a = KRandomizedResponse(epsilon=1.0, categories=["a", "b"])
     b = KRandomizedResponse(epsilon=1.0, categories=("a", "b"))
-    a.randomize(["a"], rng=0)  # fills the caches; equality must not depend on them
+    a.randomize(["a"], rng=secure_rng(0))  # fills the caches; equality must not depend on them
     assert a == b and hash(a) == hash(b)
     assert isinstance(a.categories, tuple)
     with pytest.raises(Exception):  # noqa: B017  (pydantic's frozen-instance error)
@@ -252,38 +252,39 @@ def test_binary_randomize_keeps_shape_and_dtype() -> None:
     m = BinaryRandomizedResponse(epsilon=1.0)
     for values in (np.array([[True, False], [False, True]]), np.array([0, 1, 1], dtype=np.int8),
                    np.array([0.0, 1.0]), np.zeros((2, 3, 4), dtype=np.uint16)):
-        out = m.randomize(values, rng=5)
+        out = m.randomize(values, rng=secure_rng(5))
         assert out.shape == values.shape and out.dtype == values.dtype
         assert set(np.unique(out).tolist()) <= {0, 1}
-    assert isinstance(m.randomize(True, rng=1), bool)
-    assert isinstance(m.randomize(1, rng=1), int)
-    out = m.randomize(pd.Series([True, False, True]), rng=2)
+    assert isinstance(m.randomize(True, rng=secure_rng(1)), bool)
+    assert isinstance(m.randomize(1, rng=secure_rng(1)), int)
+    out = m.randomize(pd.Series([True, False, True]), rng=secure_rng(2))
     assert isinstance(out, np.ndarray) and out.dtype == bool
-    np.testing.assert_array_equal(m.randomize([0, 1] * 50, rng=9), m.randomize([0, 1] * 50, rng=9))
+    again = m.randomize([0, 1] * 50, rng=secure_rng(9))
+    np.testing.assert_array_equal(m.randomize([0, 1] * 50, rng=secure_rng(9)), again)
 
 
 def test_krr_randomize_handles_any_hashable_categories() -> None:
     strings = KRandomizedResponse(epsilon=1.0, categories=["a", "b", "c"])
-    out = strings.randomize(np.array([["a", "b"], ["c", "a"]]), rng=1)
+    out = strings.randomize(np.array([["a", "b"], ["c", "a"]]), rng=secure_rng(1))
     assert out.shape == (2, 2) and set(out.ravel().tolist()) <= {"a", "b", "c"}
     assert out.dtype.kind == "U"
-    assert strings.randomize("a", rng=1) in {"a", "b", "c"}
-    series = strings.randomize(pd.Series(["a", "b", "c", "a"]), rng=2)
+    assert strings.randomize("a", rng=secure_rng(1)) in {"a", "b", "c"}
+    series = strings.randomize(pd.Series(["a", "b", "c", "a"]), rng=secure_rng(2))
     assert series.shape == (4,)
 
     ints = KRandomizedResponse(epsilon=1.0, categories=[10, 20, 30])
-    assert ints.randomize([[10, 20, 30]], rng=3).dtype == np.int64
-    assert ints.randomize(np.int64(20), rng=3) in {10, 20, 30}
+    assert ints.randomize([[10, 20, 30]], rng=secure_rng(3)).dtype == np.int64
+    assert ints.randomize(np.int64(20), rng=secure_rng(3)) in {10, 20, 30}
 
     mixed = KRandomizedResponse(epsilon=1.0, categories=["a", 1, (2, 3), None, 2.5])
     values = ["a", 1, (2, 3), None, 2.5, (2, 3)]
-    out = mixed.randomize(values, rng=4)
+    out = mixed.randomize(values, rng=secure_rng(4))
     assert out.shape == (6,) and out.dtype == object
     assert all(v in mixed.categories for v in out)
-    assert mixed.randomize((2, 3), rng=4) in mixed.categories
+    assert mixed.randomize((2, 3), rng=secure_rng(4)) in mixed.categories
     # huge ε: the report is the truth, whatever its type
     exact = KRandomizedResponse(epsilon=800.0, categories=["a", 1, (2, 3), None, 2.5])
-    assert exact.randomize(values, rng=0).tolist() == values
+    assert exact.randomize(values, rng=secure_rng(0)).tolist() == values
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -296,11 +297,11 @@ def test_krr_randomize_handles_any_hashable_categories() -> None:
 def test_binary_empirical_ratio_within_exp_epsilon(variant: str) -> None:
     epsilon = 1.0
     m = BinaryRandomizedResponse(epsilon=epsilon, variant=variant)
-    ratio = assert_empirically_dp(lambda v, seed: m.randomize(v, rng=seed), 0.0, 1.0, epsilon, bins=None)
+    ratio = assert_empirically_dp(seeded(m), 0.0, 1.0, epsilon, bins=None)
     assert ratio > 0.97 * math.exp(epsilon)  # the check has power: it certifies close to e^ε
     leaky = BinaryRandomizedResponse(epsilon=1.12, variant=variant)  # a larger p than ε = 1 allows
     with pytest.raises(AssertionError, match="exceeds"):
-        assert_empirically_dp(lambda v, seed: leaky.randomize(v, rng=seed), 0.0, 1.0, epsilon, bins=None)
+        assert_empirically_dp(seeded(leaky), 0.0, 1.0, epsilon, bins=None)
 
 
 @pytest.mark.slow
@@ -312,7 +313,7 @@ def test_krr_empirical_ratio_within_exp_epsilon() -> None:
 
     def release(mech: KRandomizedResponse) -> Any:
         def run(v: np.ndarray, seed: int) -> np.ndarray:
-            codes = mech.randomize(categories[v.astype(int)], rng=seed)
+            codes = mech.randomize(categories[v.astype(int)], rng=secure_rng(seed))
             return np.searchsorted(categories, codes)
         return run
 
@@ -334,7 +335,7 @@ def test_randomize_frequencies_fit_the_pmf() -> None:
     categories = ["a", "b", "c", "d", "e"]
     m = KRandomizedResponse(epsilon=0.8, categories=categories)
     truth = rng.choice(5, size=n, p=[0.4, 0.3, 0.15, 0.1, 0.05])
-    reports = m.randomize(np.array(categories, dtype=object)[truth], rng=7)
+    reports = m.randomize(np.array(categories, dtype=object)[truth], rng=secure_rng(7))
     observed = np.array([np.count_nonzero(reports == c) for c in categories])
     true_counts = np.bincount(truth, minlength=5)
     column = np.array(categories, dtype=object)[:, None]
@@ -348,7 +349,7 @@ def test_randomize_frequencies_fit_the_pmf() -> None:
     for variant in ("spinner", "spinner_coin"):
         b = BinaryRandomizedResponse(epsilon=0.5, variant=variant)
         for t in (0, 1):
-            out = b.randomize(np.full(n, t, dtype=np.int8), rng=10 + t)
+            out = b.randomize(np.full(n, t, dtype=np.int8), rng=secure_rng(10 + t))
             counts = np.array([np.count_nonzero(out == 0), np.count_nonzero(out == 1)])
             expected = n * np.array([b.pmf(0, t), b.pmf(1, t)])
             assert stats.chisquare(counts, expected).pvalue > 1e-3
@@ -453,6 +454,6 @@ def test_krr_rejects_empty_and_lists_a_few_unknowns() -> None:
 @given(values=st.lists(st.booleans(), min_size=1, max_size=50), epsilon=st.floats(1e-6, 50.0))
 def test_binary_randomize_output_is_always_binary(values: list[bool], epsilon: float) -> None:
     m = BinaryRandomizedResponse(epsilon=epsilon, variant="spinner_coin")
-    out = m.randomize(np.array(values, dtype=float), rng=0)
+    out = m.randomize(np.array(values, dtype=float), rng=secure_rng(0))
     assert out.shape == (len(values),)
     assert np.all((out == 0) | (out == 1))  # no NaN can pass this

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy import stats
 
-from dp_pipeline import InvalidParameterError
+from dp_pipeline import InvalidParameterError, PrivacyLeakWarning
 from dp_pipeline.mechanisms import (
     BinaryRandomizedResponse,
     BoundedLaplace,
@@ -37,10 +39,14 @@ def test_default_and_seeded_generators_are_aes_counter() -> None:
     from randomgen import AESCounter
 
     assert isinstance(_sampling.make_rng(None).bit_generator, AESCounter)
-    assert isinstance(_sampling.make_rng(3).bit_generator, AESCounter)
+    assert isinstance(secure_rng(3).bit_generator, AESCounter)
+    with pytest.warns(PrivacyLeakWarning, match=r"seeded noise: randomize\(rng=3\)"):
+        assert isinstance(_sampling.make_rng(3).bit_generator, AESCounter)
     own = np.random.default_rng(1)
-    assert _sampling.make_rng(own) is own
-    assert _sampling.is_fast(fast_rng(1)) and not _sampling.is_fast(own)
+    with pytest.warns(PrivacyLeakWarning, match="unlabelled randomness"):
+        view = _sampling.make_rng(own)
+    assert view.bit_generator is own.bit_generator  # a view: drawing from it advances the caller's generator
+    assert _sampling.is_fast(fast_rng(1)) and not _sampling.is_fast(own) and not _sampling.is_fast(view)
     assert isinstance(fast_rng(1).bit_generator, np.random.PCG64)
     with pytest.raises(InvalidParameterError, match="seed"):
         fast_rng(-1)
@@ -48,11 +54,46 @@ def test_default_and_seeded_generators_are_aes_counter() -> None:
         secure_rng(True)
 
 
+MECHANISMS = [
+    Laplace(epsilon=1.0, sensitivity=1.0),
+    Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0),
+    Staircase(epsilon=1.0, sensitivity=1.0),
+    BoundedLaplace(epsilon=1.0, lower=0.0, upper=1.0),
+    BoundedStaircase(epsilon=1.0, lower=0.0, upper=1.0, gamma=0.3),
+    BinaryRandomizedResponse(epsilon=1.0),
+    KRandomizedResponse(epsilon=1.0, categories=[0, 1, 2]),
+]
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=lambda m: type(m).__name__)
+def test_a_bare_seed_or_generator_warns_on_every_mechanism_and_the_wrappers_do_not(mechanism: Any) -> None:
+    values = np.array([0, 1, 1, 0] * 50)
+    with pytest.warns(PrivacyLeakWarning, match=r"seeded noise: randomize\(rng=7\)") as caught:
+        seeded = mechanism.randomize(values, rng=7)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    # the same noise as the labelled opt-in, which does not warn (warnings are errors in this suite)
+    np.testing.assert_array_equal(seeded, mechanism.randomize(values, rng=secure_rng(7)))
+    mechanism.randomize(values, rng=fast_rng(7))
+    mechanism.randomize(values)
+    with pytest.warns(PrivacyLeakWarning, match=r"randomize\(rng=<a numpy Generator>\)"):
+        mechanism.randomize(values, rng=np.random.default_rng(7))
+
+
+@pytest.mark.parametrize("copy_of", [copy.deepcopy, lambda g: pickle.loads(pickle.dumps(g))])
+@pytest.mark.parametrize("make", [fast_rng, secure_rng])
+def test_copies_of_a_labelled_generator_keep_their_label_and_state(make: Any, copy_of: Any) -> None:
+    original = make(4)
+    duplicate = copy_of(original)
+    assert type(duplicate) is type(original)  # numpy's own pickling would drop the fast path's class
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
+    np.testing.assert_array_equal(m.randomize(np.zeros(50), duplicate), m.randomize(np.zeros(50), original))
+
+
 def test_unseeded_noise_differs_and_seeded_noise_repeats() -> None:
     m = Laplace(epsilon=1.0, sensitivity=1.0)
     x = np.zeros(1000)
     assert not np.array_equal(m.randomize(x), m.randomize(x))
-    np.testing.assert_array_equal(m.randomize(x, rng=5), m.randomize(x, rng=5))
+    np.testing.assert_array_equal(m.randomize(x, rng=secure_rng(5)), m.randomize(x, rng=secure_rng(5)))
     np.testing.assert_array_equal(m.randomize(x, rng=fast_rng(5)), m.randomize(x, rng=fast_rng(5)))
 
 
@@ -118,8 +159,8 @@ def _on_lattice(y: NDArray[np.float64], step: float) -> NDArray[np.bool_]:
 def test_mironov_attack_fails_against_the_default_path(t: float) -> None:
     m = Laplace(epsilon=1.0, sensitivity=1.0)
     step = m.lattice
-    out_t = m.randomize(np.full(4000, t), rng=2)
-    out_neighbour = m.randomize(np.full(4000, t + 1.0), rng=3)
+    out_t = m.randomize(np.full(4000, t), rng=secure_rng(2))
+    out_neighbour = m.randomize(np.full(4000, t + 1.0), rng=secure_rng(3))
     # every output of either input lies on the same fixed lattice λ(ℤ + ½), whose every point both inputs
     # reach with positive probability (the noise has full support): nothing is unreachable
     assert _on_lattice(out_t, step).all() and _on_lattice(out_neighbour, step).all()
@@ -138,7 +179,7 @@ def test_other_additive_mechanisms_release_on_a_fixed_lattice(mechanism: Gaussia
         mechanism.sigma if isinstance(mechanism, Gaussian) else mechanism.sensitivity
     )
     for t in (0.0, 0.3, -7.25):
-        assert _on_lattice(mechanism.randomize(np.full(2000, t), rng=5), step).all()
+        assert _on_lattice(mechanism.randomize(np.full(2000, t), rng=secure_rng(5)), step).all()
 
 
 def test_integer_queries_get_integer_noise() -> None:
@@ -148,27 +189,30 @@ def test_integer_queries_get_integer_noise() -> None:
         Staircase(epsilon=1.0, sensitivity=1.0),
     ):
         counts = np.array([3, 10, 0, 7], dtype=np.int32)
-        out = m.randomize(counts, rng=1)
+        out = m.randomize(counts, rng=secure_rng(1))
         assert out.dtype == np.int64 and out.shape == (4,)
         fast = m.randomize(counts, rng=fast_rng(1))
         assert fast.dtype == np.int64
-        assert isinstance(m.randomize(4, rng=1), int)
+        assert isinstance(m.randomize(4, rng=secure_rng(1)), int)
     with pytest.raises(InvalidParameterError, match="values"):
         Laplace(epsilon=1.0, sensitivity=1.0).randomize(np.array([2**63 - 1]))
 
 
 def test_negative_inputs_mirror_positive_ones() -> None:
     m = Laplace(epsilon=1.0, sensitivity=1.0)
-    negative, positive = m.randomize(np.full(50, -2.5), rng=8), m.randomize(np.full(50, 2.5), rng=8)
+    negative, positive = (
+        m.randomize(np.full(50, -2.5), rng=secure_rng(8)),
+        m.randomize(np.full(50, 2.5), rng=secure_rng(8)),
+    )
     np.testing.assert_array_equal(negative, -positive)
 
 
 def test_huge_inputs_are_released_exactly() -> None:
     m = Laplace(epsilon=1.0, sensitivity=1.0)
     x = np.array([1e300, -3e20, 2.0**60])
-    out = m.randomize(x, rng=1)
+    out = m.randomize(x, rng=secure_rng(1))
     assert np.all(np.abs(out - x) <= 1e-3 * np.abs(x))
-    assert np.isfinite(m.randomize(np.array([1.7e308]), rng=1)).all()
+    assert np.isfinite(m.randomize(np.array([1.7e308]), rng=secure_rng(1))).all()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -448,11 +492,13 @@ def test_forced_exact_path_has_the_right_law(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_mechanisms_default_to_the_secure_path() -> None:
-    rr = BinaryRandomizedResponse(epsilon=1.0).randomize(np.zeros(100_000, dtype=int), rng=1)
+    rr = BinaryRandomizedResponse(epsilon=1.0).randomize(np.zeros(100_000, dtype=int), rng=secure_rng(1))
     assert stats.binomtest(int(rr.sum()), rr.size, 1 / (1 + math.e)).pvalue > 1e-4
     krr = KRandomizedResponse(epsilon=1.0, categories=("a", "b", "c"))
-    out = krr.randomize(np.array(["a"] * 60_000), rng=2)
+    out = krr.randomize(np.array(["a"] * 60_000), rng=secure_rng(2))
     counts = [np.count_nonzero(out == c) for c in "abc"]
     assert stats.chisquare(counts, np.array([krr.p, krr.q, krr.q]) * 60_000).pvalue > 1e-4
-    b = BoundedStaircase(epsilon=1.0, lower=10.0, upper=20.0, gamma=0.3).randomize(np.full(1000, 18.0), rng=3)
+    b = BoundedStaircase(epsilon=1.0, lower=10.0, upper=20.0, gamma=0.3).randomize(
+        np.full(1000, 18.0), rng=secure_rng(3)
+    )
     assert b.min() >= 10.0 and b.max() <= 20.0

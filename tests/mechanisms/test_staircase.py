@@ -14,8 +14,8 @@ from scipy import integrate, optimize, stats
 
 from dp_pipeline import InvalidParameterError, PureDP
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.mechanisms import Staircase, staircase_cdf, staircase_pdf
-from tests.mechanisms.empirical import assert_empirically_dp
+from dp_pipeline.mechanisms import Staircase, secure_rng, staircase_cdf, staircase_pdf
+from tests.mechanisms.empirical import assert_empirically_dp, seeded
 
 
 def reference_pdf(x: float, eps: float, sens: float, gamma: float) -> float:
@@ -203,12 +203,12 @@ def test_guarantee_event_and_gamma() -> None:
 def test_randomize_is_vectorised_and_reproducible() -> None:
     m = Staircase(epsilon=1.0, sensitivity=1.0)
     x = np.arange(12.0).reshape(3, 4)
-    a, b = m.randomize(x, rng=7), m.randomize(x, rng=7)
+    a, b = m.randomize(x, rng=secure_rng(7)), m.randomize(x, rng=secure_rng(7))
     assert a.shape == (3, 4)
     np.testing.assert_array_equal(a, b)
-    assert not np.array_equal(a, m.randomize(x, rng=8))
-    assert isinstance(m.randomize(5.0, rng=1), float)
-    assert isinstance(m.randomize(5, rng=1), int)  # an integer query gets integer noise
+    assert not np.array_equal(a, m.randomize(x, rng=secure_rng(8)))
+    assert isinstance(m.randomize(5.0, rng=secure_rng(1)), float)
+    assert isinstance(m.randomize(5, rng=secure_rng(1)), int)  # an integer query gets integer noise
     assert m.randomize([1, 2, 3]).shape == (3,)
 
 
@@ -218,7 +218,7 @@ def test_randomize_is_vectorised_and_reproducible() -> None:
 )
 def test_sampler_follows_the_staircase_distribution(eps: float, sens: float, gamma: float | None) -> None:
     m = Staircase(epsilon=eps, sensitivity=sens, gamma=gamma)
-    noise = m.randomize(np.zeros(200_000), rng=5)
+    noise = m.randomize(np.zeros(200_000), rng=secure_rng(5))
     g = m.effective_gamma
     assert stats.kstest(noise, lambda v: staircase_cdf(v, eps, sens, g)).pvalue > 1e-3
     assert np.var(noise) == pytest.approx(m.variance, rel=0.03)
@@ -228,13 +228,13 @@ def test_sampler_follows_the_staircase_distribution(eps: float, sens: float, gam
 def test_empirical_ratio_within_exp_epsilon() -> None:
     m = Staircase(epsilon=1.0, sensitivity=1.0)
     bins = np.linspace(-6, 7, 66)
-    ratio = assert_empirically_dp(lambda v, seed: m.randomize(v, rng=seed), 0.0, 1.0, 1.0, bins=bins)
+    ratio = assert_empirically_dp(seeded(m), 0.0, 1.0, 1.0, bins=bins)
     # outside [0, Δ) the true ratio is e^ε everywhere, so the certified ratio gets close to it
     assert ratio > np.exp(1.0) * 0.85
     # and the check catches noise for twice the claimed ε
     weak = Staircase(epsilon=2.0, sensitivity=1.0)
     with pytest.raises(AssertionError, match="exceeds"):
-        assert_empirically_dp(lambda v, seed: weak.randomize(v, rng=seed), 0.0, 1.0, 1.0, bins=bins)
+        assert_empirically_dp(seeded(weak), 0.0, 1.0, 1.0, bins=bins)
 
 
 # --- rejection of bad input ---------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_density_functions_reject_bad_parameters(which: str, bad: Any, function:
 )
 def test_randomize_rejects_bad_values(bad: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Staircase(epsilon=1.0, sensitivity=1.0).randomize(bad, rng=0)
+        Staircase(epsilon=1.0, sensitivity=1.0).randomize(bad, rng=secure_rng(0))
     assert info.value.parameter == "values"
 
 
