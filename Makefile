@@ -8,14 +8,28 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: env system-deps lint typecheck pytest test demo examples benchmarks clean
+# The demo installs only what it runs (dp-pipeline with the airflow and cli extras); `make test` installs
+# everything else (all extras, the test and lint tools) into the same .venv. The demo's sync is
+# --inexact, so running it after `make test` removes nothing the tests need.
+DEMO_EXTRAS := --extra airflow --extra cli
+ENSURE_UV := command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || \
+	python3 -m pip install --quiet "uv==$(UV_VERSION)"
+
+.PHONY: env demo-env system-deps lint typecheck pytest test demo examples benchmarks clean
 
 env: $(VENV)/.synced
+demo-env: $(VENV)/.synced-demo
 
 $(VENV)/.synced: uv.lock pyproject.toml
-	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || \
-		python3 -m pip install --quiet "uv==$(UV_VERSION)"
-	$(UV) sync --frozen --all-extras
+	@$(ENSURE_UV)
+	@echo "installing the development environment into $(VENV) (all extras, test and lint tools; first time: a few minutes)"
+	@$(UV) sync --frozen --all-extras --quiet
+	@touch $@ $(VENV)/.synced-demo
+
+$(VENV)/.synced-demo: uv.lock pyproject.toml
+	@$(ENSURE_UV)
+	@echo "installing what the demo runs into $(VENV) (dp-pipeline[airflow,cli]; first time: about a minute)"
+	@$(UV) sync --frozen --inexact $(DEMO_EXTRAS) --quiet
 	@touch $@
 
 # Debian packages the tests use: a PostgreSQL server for the ledger tests, Chromium for the UI test.
@@ -39,7 +53,7 @@ pytest: env system-deps
 
 test: lint typecheck pytest
 
-demo: env
+demo: demo-env
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/airflow_demo.py
 

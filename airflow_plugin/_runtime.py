@@ -145,8 +145,9 @@ def reserve_or_refuse(
         raise AttemptAlreadyChargedError.from_error(exc, task=name) from exc
     except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
         raise PrivacyCostError(
-            f"Task {name}: its cost {cost.describe()} cannot be charged: {exc}. Retrying cannot help; "
-            "give the dataset a budget on the ledger (PrivacyAccountant.set_budget) or fix the declared cost."
+            f"Task {name}: its cost {cost.describe()} cannot be charged: {str(exc).rstrip('.')}. Retrying "
+            "cannot help; give the dataset a budget on the ledger ('dp-pipeline budget set') or fix the "
+            "declared cost."
         ) from exc
     log.info("reserved %s for %s (key %s)", cost.describe(), printable(name), printable(key))
     return reservation

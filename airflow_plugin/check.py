@@ -1,24 +1,33 @@
-"""Check the privacy plans of the DAGs in a folder against their budgets, before anything runs.
+"""The DAG check: the privacy plans of the DAGs in a folder against their budgets, before anything runs.
 
-Usage (or ``airflow dp-pipeline check ...`` with the same arguments)::
+Usage (or ``airflow dp-pipeline check-dags ...`` with the same arguments; ``airflow dp-pipeline check`` is
+kept as an alias)::
 
     python -m airflow_plugin.check DAG_FOLDER [--conn-id dp_ledger_default | --ledger-url URL] [--json]
                                               [--against budget|remaining]
 
+Not to be confused with ``dp-pipeline plan check``, which checks a JSON list of releases. Standard output
+carries the report (a table, or JSON with ``--json``) and nothing else: Airflow's and the ledger's logs
+go to standard error.
+
 Exit status: 0 when every DAG's plan fits, 1 when a plan exceeds a budget (or the remaining budget with
-``--against remaining``) or charges a dataset without a budget, 2 when a DAG file fails to import.
+``--against remaining``) or charges a dataset without a budget, 2 when the check could not be made: the
+DAG folder does not exist or holds no DAG, a DAG file fails to import, or the ledger connection is not
+defined.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline.accounting.ledger.urls import redact_text
-from dp_pipeline.exceptions import LedgerError, printable
+from dp_pipeline.exceptions import printable
 
 if TYPE_CHECKING:
     from airflow_plugin.planning import DatasetCheck
@@ -26,11 +35,43 @@ if TYPE_CHECKING:
 
 __all__ = ["airflow_command", "check_folder", "main"]
 
+EXIT_UNCHECKED = 2
+
+
+class _CheckError(Exception):
+    """The check could not be made (exit status 2)."""
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to standard output, by Python or by a log handler holding the stream or
+    the file descriptor, to standard error, so that standard output carries only the report."""
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (e.g. captured)
+        fd = None
+    saved = None if fd is None else os.dup(fd)
+    if fd is not None:
+        os.dup2(sys.stderr.fileno(), fd)
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        if saved is not None and fd is not None:
+            os.dup2(saved, fd)
+            os.close(saved)
+
 
 def _load_dags(folder: str) -> tuple[list[Any], dict[str, str]]:
     from airflow.dag_processing.dagbag import DagBag
 
+    if not os.path.exists(folder):
+        raise _CheckError(f"no DAG folder or file at {folder}")
     bag = DagBag(dag_folder=folder)
+    if not bag.dags and not bag.import_errors:
+        raise _CheckError(f"no DAG found in {folder}")
     return list(bag.dags.values()), dict(bag.import_errors)
 
 
@@ -50,6 +91,11 @@ def check_folder(folder: str, accountant: PrivacyAccountant) -> tuple[list[Datas
         One per DAG and charged dataset.
     import_errors : dict
         File → error for DAG files that failed to import (including cluster-policy refusals).
+
+    Raises
+    ------
+    _CheckError
+        ``folder`` does not exist, or holds no DAG and no DAG file that failed to import.
     """
     from airflow_plugin.planning import check_dag
 
@@ -80,10 +126,34 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
     }
 
 
+def _accountant(args: argparse.Namespace) -> PrivacyAccountant:
+    if args.ledger_url:
+        from dp_pipeline.accounting.accountant import PrivacyAccountant
+
+        return PrivacyAccountant(args.ledger_url, create=False)
+    from airflow_plugin.hooks import PrivacyLedgerHook
+
+    try:
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # pragma: no cover - Airflow 2
+        from airflow.exceptions import AirflowNotFoundException
+    try:
+        return PrivacyLedgerHook(args.conn_id).get_accountant()
+    except AirflowNotFoundException:
+        env = "AIRFLOW_CONN_" + args.conn_id.upper()
+        raise _CheckError(
+            f"no Airflow connection {args.conn_id!r}: define it (e.g. {env}=sqlite:////abs/path/ledger.db "
+            "or 'airflow connections add'), or pass --ledger-url URL"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the check; returns the exit status."""
+    """Run the DAG check; returns the exit status (see the module docstring)."""
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_plugin.check", description="Check DAG privacy plans against their budgets."
+        prog="python -m airflow_plugin.check",
+        description="DAG check: the privacy plans of the DAGs in a folder against their budgets. "
+        "Exit 0: every plan fits; 1: a plan exceeds a budget; 2: the check could not be made (missing "
+        "DAG folder, no DAG, DAG import errors, undefined ledger connection). Logs go to stderr.",
     )
     parser.add_argument("dag_folder", help="a DAG folder or DAG file")
     source = parser.add_mutually_exclusive_group()
@@ -93,22 +163,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
 
-    from airflow_plugin.planning import format_checks
+    with _stdout_to_stderr():  # importing Airflow logs to stdout too
+        from airflow_plugin.hooks import LedgerConnectionError
+        from airflow_plugin.planning import format_checks
+        from dp_pipeline.exceptions import LedgerError
 
-    try:
-        if args.ledger_url:
-            from dp_pipeline.accounting.accountant import PrivacyAccountant
-
-            accountant = PrivacyAccountant(args.ledger_url)
-        else:
-            from airflow_plugin.hooks import PrivacyLedgerHook
-
-            accountant = PrivacyLedgerHook(args.conn_id).get_accountant()
-    except (LedgerError, ValueError) as exc:  # incl. InvalidParameterError, LedgerConnectionError
-        message = redact_text(f"{type(exc).__name__}: {exc}", args.ledger_url)
-        print(f"error: cannot open the ledger: {printable(message)}", file=sys.stderr)
-        return 2
-    checks, errors = check_folder(args.dag_folder, accountant)
+        try:
+            accountant = _accountant(args)
+        except _CheckError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_UNCHECKED
+        except (LedgerConnectionError, LedgerError, ValueError) as exc:  # incl. InvalidParameterError
+            message = redact_text(f"{type(exc).__name__}: {exc}", args.ledger_url)
+            print(f"error: cannot open the ledger: {printable(message)}", file=sys.stderr)
+            return EXIT_UNCHECKED
+        try:
+            checks, errors = check_folder(args.dag_folder, accountant)
+        except (_CheckError, LedgerError) as err:
+            print(f"error: {printable(str(err))}", file=sys.stderr)
+            return EXIT_UNCHECKED
     if args.json:
         print(json.dumps({"checks": [_as_dict(c) for c in checks], "import_errors": errors}, indent=2))
     else:
@@ -117,13 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             shown = "\n".join(printable(line) for line in str(error).splitlines())
             print(f"import error in {printable(path)}:\n{shown}", file=sys.stderr)
     if errors:
-        return 2
+        return EXIT_UNCHECKED
     failing = [c for c in checks if not c.ok or (args.against == "remaining" and not c.fits_remaining)]
     return 1 if failing else 0
 
 
 def airflow_command(args: Any) -> None:
-    """``airflow dp-pipeline check``: the same check, from the Airflow CLI's parsed arguments."""
+    """``airflow dp-pipeline check-dags`` (alias ``check``): the DAG check, from Airflow CLI arguments."""
     argv = [args.dag_folder, "--against", args.against]
     argv += ["--ledger-url", args.ledger_url] if args.ledger_url else ["--conn-id", args.conn_id]
     if args.json:

@@ -72,8 +72,8 @@ class DPCost:
             )
         if not isinstance(self.cost, (Mechanism, PrivacyEvent, Guarantee)):
             raise InvalidParameterError(
-                "a task's cost must be a mechanism (e.g. Laplace(epsilon=0.5)), a PrivacyEvent or a "
-                f"guarantee (PureDP, ApproxDP, GaussianDP); got {type(self.cost).__name__}",
+                "a task's cost must be a mechanism (e.g. Laplace(epsilon=0.5, sensitivity=1.0)), a "
+                f"PrivacyEvent or a guarantee (PureDP, ApproxDP, GaussianDP); got {type(self.cost).__name__}",
                 "mechanism",
             )
         if self.label is not None and not isinstance(self.label, str):

@@ -21,7 +21,7 @@ starts a task instance only from the queued state, so it does not deliver one re
 Examples
 --------
 >>> BashOperator(task_id="export", bash_command="./export.sh",               # doctest: +SKIP
-...              pre_execute=dp_guard("patients", Laplace(epsilon=0.5)))
+...              pre_execute=dp_guard("patients", Laplace(epsilon=0.5, sensitivity=1.0)))
 >>> attach_guard(existing_operator, dp_guard("patients", PureDP(0.2)))       # doctest: +SKIP
 """
 

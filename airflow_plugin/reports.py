@@ -129,7 +129,7 @@ def summarize(accountant: PrivacyAccountant, dataset: str) -> DatasetSummary:
         spent=spent.guarantee,
         remaining=remaining.guarantee,
         method=str(getattr(spent, "method", "")),
-        history=_history_rows(accountant.history(dataset)),
+        history=_history_rows(accountant.records(dataset)),
     )
 
 

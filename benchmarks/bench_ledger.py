@@ -134,7 +134,7 @@ def measure(url: str, ledger: str, durability: str, processes: int, fit: int) ->
     spent = acct.spent(DATASET).epsilon
     try:
         acct.verify()
-        reserves = [e for e in acct.history(DATASET) if e.kind == "reserve"]
+        reserves = [e for e in acct.records(DATASET) if e.kind == "reserve"]
         verified = len(reserves) == committed and all(e.status == "committed" for e in reserves)
     except Exception as err:
         print(f"verification failed: {err}", file=sys.stderr)

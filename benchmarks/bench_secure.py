@@ -46,7 +46,7 @@ def main() -> None:
     bits = np.zeros(BIG, dtype=np.int8)
     laplace = Laplace(epsilon=1.0, sensitivity=1.0)
     gaussian = Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    staircase = Staircase(epsilon=1.0)
+    staircase = Staircase(epsilon=1.0, sensitivity=1.0)
     rr = BinaryRandomizedResponse(epsilon=1.0)
     rows: list[tuple[str, float, float, float | None]] = []
     cases: list[tuple[str, Any, Any, str | None]] = [

@@ -75,7 +75,7 @@ def main() -> None:
                 calls.append(lambda noise=noise: noise.transform(df))
             seconds = best_seconds(calls)
             rows += [(path, label, s, s / seconds[0]) for label, s in zip(labels, seconds, strict=True)]
-        charges = sum(1 for e in acct.history("bench") if e.kind == "reserve")
+        charges = sum(1 for e in acct.records("bench") if e.kind == "reserve")
         acct.close()
     print(
         f"Transform throughput, {ROWS:,} × {COLUMNS} float64 (best of 5 rounds; {charges} ledger charges)\n"

@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._validation import check_real, divide_down, sqrt_up
+from dp_pipeline._validation import check_positive_int, check_real, divide_down, sqrt_up
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
@@ -78,7 +78,7 @@ M = TypeVar("M", bound=Mechanism)
 
 
 class _Spender(Protocol):
-    def spend(self, dataset: str, cost: Any, *, label: str = "") -> Any: ...
+    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "") -> Any: ...
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -128,12 +128,16 @@ def dataset_relation(accountant: Any, dataset: Any) -> Relation:
     return relation
 
 
-def charge(accountant: Any, dataset: Any, cost: PrivacyEvent | Guarantee, label: str) -> None:
-    """Charge one release to the ledger before its result exists; BudgetExceededError charges nothing."""
+def charge(
+    accountant: Any, dataset: Any, cost: PrivacyEvent | Guarantee, label: str, group_size: Any = 1
+) -> None:
+    """Charge one release (for groups of ``group_size`` rows) to the ledger before its result exists;
+    BudgetExceededError charges nothing."""
+    k = check_positive_int(group_size, "group_size")
     if isinstance(accountant, str) and accountant == UNACCOUNTED:
         return
     spender: _Spender = accountant
-    spender.spend(dataset, cost, label=label)
+    spender.spend(dataset, cost, group_size=k, label=label)
 
 
 def release_rng(random_state: Any, owner: str) -> np.random.Generator:

@@ -7,7 +7,7 @@
     dp-pipeline budget set genomes --mu 1
     dp-pipeline budget show patients [--json]
     dp-pipeline budget list
-    dp-pipeline budget history patients
+    dp-pipeline budget history patients [--limit N] [--since DATE]
     dp-pipeline plan check patients plan.json        exit 1 when the plan does not fit
     dp-pipeline ledger verify [patients]             exit 1 when a record was tampered with
     dp-pipeline ledger release patients KEY --reason "worker died before reading data"
@@ -22,7 +22,7 @@ A plan file is a JSON list of releases, each one of::
 
     {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}
     {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-6, "sensitivity": 1}
-    {"mechanism": "gaussian", "mu": 0.5}
+    {"mechanism": "gaussian", "mu": 0.5, "sensitivity": 1}
     {"epsilon": 0.5, "delta": 1e-6}          a release known by its guarantee ("delta" optional)
     {"mu": 0.5}                              a μ-GDP release
 
@@ -52,6 +52,7 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
         f'the dp-pipeline command needs Typer and Rich: pip install "dp-pipeline[cli]" ({_err})'
     ) from None
 
+from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
@@ -152,7 +153,10 @@ def _errors() -> Iterator[None]:
         raise
     except _CommandError as err:
         _fail(str(err), err.code)
-    except InvalidParameterError as err:  # also UnknownDatasetError and a malformed ledger URL
+    except UnknownDatasetError as err:  # the advice names the command, not the Python call
+        advice = f"To set one: dp-pipeline budget set {err.dataset} --epsilon E [--delta D] (or --mu M)."
+        _fail(str(UnknownDatasetError(err.dataset, err.ledger, err.empty, advice)), EXIT_INVALID)
+    except InvalidParameterError as err:  # also a malformed ledger URL
         _fail(str(err), EXIT_INVALID)
     except (BudgetExceededError, UnsupportedCompositionError, LedgerError) as err:
         _fail(str(err), EXIT_REFUSED)
@@ -189,6 +193,15 @@ def _open(url: str | None, *, create: bool = False, read_only: bool = False) -> 
             "an in-memory ledger lives inside one process; give a database URL, e.g. sqlite:///ledger.db",
             EXIT_INVALID,
         )
+    given = url
+    if "://" not in url:  # a plain path: the SQLite file it names
+        url = f"sqlite:///{Path(url).expanduser().resolve()}"
+    if _sqlite_path(url) is None and not url.startswith(("sqlite", "postgresql")):
+        raise _CommandError(
+            f"--ledger must be a SQLAlchemy URL such as sqlite:///ledger.db or postgresql://user@host/db "
+            f"(or a path to a SQLite file), got {redact_url(url)}",
+            EXIT_INVALID,
+        )
     if not create:
         path = _sqlite_path(url)
         if path is not None and not path.exists():
@@ -196,6 +209,9 @@ def _open(url: str | None, *, create: bool = False, read_only: bool = False) -> 
                 f"no ledger at {path}: create it with 'dp-pipeline ledger init --ledger {redact_url(url)}'",
                 EXIT_INVALID,
             )
+    if given != url:
+        note = f"note: --ledger {printable(given)} is a path, not a URL; using {printable(url)}"
+        typer.echo(note, err=True)
     return PrivacyAccountant(url, create=create, read_only=read_only)
 
 
@@ -297,6 +313,14 @@ def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
 # ------------------------------------------------------------------------------------------------ budget
 
 
+def _kept_delta(acct: Any, dataset: str) -> float:
+    """δ of the dataset's current (ε, δ) budget, kept when only --epsilon changes; 0 for a new budget."""
+    if dataset not in acct.datasets():
+        return 0.0
+    current = acct.budget(dataset).guarantee
+    return current.delta if isinstance(current, ApproxDP) else 0.0
+
+
 @budget_app.command("set")
 def budget_set(
     dataset: DatasetArgument,
@@ -305,7 +329,10 @@ def budget_set(
         typer.Option("--epsilon", metavar="FLOAT", help="ε of an (ε, δ) budget.", show_default=False),
     ] = None,
     delta: Annotated[
-        str | None, typer.Option("--delta", metavar="FLOAT", help="δ of an (ε, δ) budget (default 0).")
+        str | None,
+        typer.Option(
+            "--delta", metavar="FLOAT", help="δ of an (ε, δ) budget (default: the current budget's δ, or 0)."
+        ),
     ] = None,
     mu: Annotated[
         str | None, typer.Option("--mu", metavar="FLOAT", help="μ of a μ-GDP budget.", show_default=False)
@@ -346,12 +373,11 @@ def budget_set(
                     "--delta belongs to an (ε, δ) budget; a μ-GDP budget takes --mu only", EXIT_INVALID
                 )
             budget = GaussianDP(_number(mu, "--mu"))
-        else:
-            assert epsilon is not None
-            budget = ApproxDP(
-                _number(epsilon, "--epsilon"), 0.0 if delta is None else _number(delta, "--delta")
-            )
+        eps = None if epsilon is None else _number(epsilon, "--epsilon")
+        given_delta = None if delta is None else _number(delta, "--delta")
         with _accountant(ledger) as acct:
+            if eps is not None:
+                budget = ApproxDP(eps, _kept_delta(acct, dataset) if given_delta is None else given_delta)
             acct.set_budget(dataset, budget, method=method, relation=relation, reason=reason, actor=actor)
             status = _status(acct, dataset)
         if as_json:
@@ -384,55 +410,86 @@ def budget_list(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
             typer.echo("no datasets have a budget on this ledger")
 
 
-def _entry_json(entry: Any) -> dict[str, Any]:
+def _release_json(entry: Any) -> dict[str, Any]:
     return {
         "seq": entry.seq,
         "time": entry.time.isoformat(),
-        "kind": entry.kind,
-        "status": entry.status,
         "label": entry.label,
         "key": entry.key,
         "group_size": entry.group_size,
-        "guarantee": None if entry.guarantee is None else entry.guarantee.to_dict(),
+        "cost": entry.cost.to_dict(),
         "method": entry.method,
-        "events": [e.to_dict() for e in entry.events],
-        "reservation": entry.reservation,
+        "status": entry.status,
+        "ended": None if entry.ended is None else entry.ended.isoformat(),
         "reason": entry.reason,
         "actor": entry.actor,
-        "hash": entry.hash,
+        "events": [e.to_dict() for e in entry.events],
     }
+
+
+def _since(text: str | None) -> Any:
+    if text is None:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise _CommandError(
+            f"--since must be an ISO date or time, e.g. 2026-01-31 or 2026-01-31T12:00, got {text!r}",
+            EXIT_INVALID,
+        ) from None
 
 
 @budget_app.command("history")
 def budget_history(
-    dataset: DatasetArgument, ledger: LedgerOption = None, as_json: JsonOption = False
+    dataset: DatasetArgument,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, metavar="N", help="Only the latest N releases.", show_default=False),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DATE",
+            help="Only releases from this ISO date or time (UTC) on.",
+            show_default=False,
+        ),
+    ] = None,
+    ledger: LedgerOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Every record of a dataset: budgets, reservations and how they ended."""
-    with _errors(), _accountant(ledger) as acct:
-        entries = acct.history(dataset)
+    """One row per release of a dataset: time, label, group size k, cost and status.
+
+    The raw ledger records (budget changes, commits, releases, hashes) are read with
+    'dp-pipeline ledger verify' and the Python method PrivacyAccountant.records.
+    """
+    with _errors():
+        start = _since(since)
+        with _accountant(ledger) as acct:
+            entries = acct.history(dataset, limit=limit, since=start)
         if as_json:
-            _print_json([_entry_json(e) for e in entries])
+            _print_json([_release_json(e) for e in entries])
             return
-        table = Table(title=f"history of {dataset!r}", title_justify="left")
+        if not entries:
+            typer.echo(f"no releases on {dataset!r}" + (" in that period" if limit or since else ""))
+            return
+        table = Table(title=f"releases on {dataset!r}", title_justify="left")
         table.add_column("seq", justify="right", no_wrap=True)
         table.add_column("time (UTC)", no_wrap=True)
-        table.add_column("record", no_wrap=True)
-        for name in ("label", "key", "k", "amount", "note"):
-            table.add_column(name, overflow="fold")
+        table.add_column("label", overflow="fold", ratio=1)
+        table.add_column("k", justify="right", no_wrap=True)
+        table.add_column("cost", overflow="fold")
+        table.add_column("status", no_wrap=True)
         for e in entries:
-            notes = [f"ends seq {e.reservation}"] if e.reservation is not None else []
-            notes += [text for text in (e.reason, f"by {e.actor}" if e.actor else None) if text]
-            record = f"{e.kind}: {e.status}" if e.kind == "reserve" else e.kind
-            amount = _amount(e.guarantee) + (f" ({e.method})" if e.method else "")
             table.add_row(
                 str(e.seq),
-                e.time.strftime("%Y-%m-%d\n%H:%M:%S"),
-                record,
+                e.time.strftime("%Y-%m-%d %H:%M"),
                 printable(e.label or ""),
-                printable(e.key or ""),
-                "" if e.group_size is None else str(e.group_size),
-                amount.strip(),
-                printable("; ".join(notes)),
+                str(e.group_size),
+                _amount(e.cost),
+                e.status,
             )
         _console().print(table)
 
@@ -690,7 +747,22 @@ def plan_check(
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Whether a plan fits what remains of a dataset's budget, at its tight total; exit 1 if not."""
+    """Whether a plan fits what remains of a dataset's budget, at its tight total; exit 1 if not.
+
+    PLAN.json is a JSON list of releases (not a DAG folder: for DAGs use the DAG check,
+    'airflow dp-pipeline check-dags'). Each item is one of:
+
+      {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}
+      {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-6, "sensitivity": 1}
+      {"mechanism": "gaussian", "mu": 0.5, "sensitivity": 1}
+      {"mechanism": "randomized_response", "epsilon": 1, "categories": 3}
+      {"epsilon": 0.5, "delta": 1e-6}    a release known by its guarantee
+      {"mu": 0.5}                        a μ-GDP release
+
+    Mechanisms: laplace, gaussian, staircase, randomized_response, bounded_laplace, bounded_staircase.
+    Their other keys are the mechanism's parameters ("categories": a list or a count, for k-ary RR).
+    Every item may add "group_size" (k ≥ 1) and "label".
+    """
     from dp_pipeline.accounting.composition import group_event
 
     with _errors():

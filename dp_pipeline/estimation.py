@@ -327,6 +327,22 @@ def krr_counts(reports: Any, mechanism: KRandomizedResponse, *, level: float = 0
 # ------------------------------------------------------------------------------------------------------------
 
 
+def _monotone_advice(mechanism: Any, ts: NDArray[np.float64]) -> str:
+    """For a bounded staircase: the smallest γ (on a 0.01 grid) at the same ε whose E[Y | t] is strictly
+    increasing on the same grid; BoundedLaplace always is."""
+    from dp_pipeline.mechanisms import BoundedStaircase
+
+    if isinstance(mechanism, BoundedStaircase):
+        for step in range(math.ceil(mechanism.gamma * 100), 100):
+            candidate = BoundedStaircase(**{**mechanism.model_dump(), "gamma": step / 100})
+            if np.all(np.diff(np.asarray(candidate.expected_output(ts), dtype=float)) > 0):
+                return (
+                    f"at ε = {mechanism.epsilon:g} use gamma ≥ {step / 100:.2f}, or BoundedLaplace (always "
+                    "supported)"
+                )
+    return "use another mechanism (BoundedLaplace is always supported)"
+
+
 def ldp_mean(reports: Any, mechanism: Any, *, level: float = 0.95, grid: int = 2001) -> Estimate:
     """Mean of the true values behind reports of a bounded mechanism, by matching the mean report.
 
@@ -382,7 +398,7 @@ def ldp_mean(reports: Any, mechanism: Any, *, level: float = 0.95, grid: int = 2
     if not np.all(np.diff(g) > 0):
         raise InvalidParameterError(
             f"E[Y | t] of {type(mechanism).__name__} is not strictly increasing in t on [{lower}, {upper}], "
-            "so the mean report does not identify the mean input; use another γ or mechanism",
+            f"so the mean report does not identify the mean input; {_monotone_advice(mechanism, ts)}",
             "mechanism",
         )
     mean = float(values.mean())

@@ -41,6 +41,10 @@ class BudgetExceededError(RuntimeError):
     requested, spent, remaining, budget : object
         The requested cost, the amount already spent, what remains and the total budget (guarantee
         objects or numbers, in the budget's currency).
+    group_size : int
+        The group size k the request was charged for (``requested`` is the cost for the group).
+    single : object or None
+        For k > 1: what the request would cost one person, shown beside ``requested``.
     """
 
     def __init__(
@@ -51,14 +55,19 @@ class BudgetExceededError(RuntimeError):
         remaining: object,
         budget: object = None,
         detail: str = "",
+        group_size: int = 1,
+        single: object = None,
     ) -> None:
         self.dataset = dataset
         self.requested = requested
         self.spent = spent
         self.remaining = remaining
         self.budget = budget
+        self.group_size = group_size
+        self.single = single
+        group = f" (for a group of k = {group_size}; {single} for one person)" if single is not None else ""
         message = (
-            f"privacy budget of dataset {dataset!r} would be exceeded: requested {requested}, "
+            f"privacy budget of dataset {dataset!r} would be exceeded: requested {requested}{group}, "
             f"spent {spent}, remaining {remaining}"
         )
         if budget is not None:
@@ -74,7 +83,16 @@ class BudgetExceededError(RuntimeError):
     def __reduce__(self) -> tuple[object, ...]:
         return (
             type(self),
-            (self.dataset, self.requested, self.spent, self.remaining, self.budget),
+            (
+                self.dataset,
+                self.requested,
+                self.spent,
+                self.remaining,
+                self.budget,
+                "",
+                self.group_size,
+                self.single,
+            ),
         )
 
 

@@ -29,13 +29,13 @@ def tour_mechanisms() -> None:
     for calibration in ("analytic", "tail_bound"):
         g = Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0, calibration=calibration)
         print(f"  Gaussian ε=1, δ=1e-5 ({calibration}): σ = {g.sigma:.3f}")
-    classic = Gaussian(epsilon=0.9, delta=1e-5, calibration="classic")
+    classic = Gaussian(epsilon=0.9, delta=1e-5, calibration="classic", sensitivity=1.0)
     print(f"  Gaussian (classic, ε=0.9): σ = {classic.sigma:.3f}")
-    from_mu = Gaussian.from_mu(mu=0.5)
+    from_mu = Gaussian.from_mu(mu=0.5, sensitivity=1.0)
     print(f"  Gaussian.from_mu(0.5): σ = {from_mu.sigma:g}, {from_mu.guarantee!r}")
     staircase = Staircase(epsilon=1.0, sensitivity=1.0)
     print(f"  Staircase ε=1: optimal γ = {staircase.effective_gamma:.4f}, variance {staircase.variance:.3f} "
-          f"(Laplace: {Laplace(epsilon=1.0).variance:.3f})")
+          f"(Laplace: {Laplace(epsilon=1.0, sensitivity=1.0).variance:.3f})")
     bl = BoundedLaplace(epsilon=1.0, lower=0.0, upper=10.0)
     print(f"  BoundedLaplace on [0, 10], ε=1: scale {bl.scale:.4f}; 7.5 -> {bl.randomize(7.5):.3f}")
     bs = BoundedStaircase(epsilon=1.0, lower=10.0, upper=20.0, gamma=0.3)
@@ -65,16 +65,16 @@ def tour_accountant() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         acct = PrivacyAccountant(f"sqlite:///{Path(tmp) / 'ledger.db'}", create=True)
         acct.set_budget("patients", ApproxDP(1.0, 1e-6))
-        plan = [Laplace(epsilon=0.3), Laplace(epsilon=0.3), Laplace(epsilon=0.3)]
-        print(f"  plan of three Laplace(ε=0.3) releases costs {acct.plan_cost('patients', plan)}")
-        acct.spend("patients", Laplace(epsilon=0.5), label="count diabetics")
-        acct.spend("patients", Laplace(epsilon=0.5), label="count smokers")
+        plan = [Laplace(epsilon=0.3, sensitivity=1.0)] * 3
+        print(f"  three Laplace(ε=0.3) releases, {acct.plan_cost('patients', plan)}")
+        acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count diabetics")
+        acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count smokers")
         try:
-            acct.spend("patients", Laplace(epsilon=0.5), label="count both")
+            acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count both")
         except BudgetExceededError as exc:
             print(f"  refused: {exc}")
-        print(f"  spent: {acct.spent('patients')}")
-        print(f"  remaining: {acct.remaining('patients')}")
+        print(f"  {acct.spent('patients')}")
+        print(f"  {acct.remaining('patients')}")
         acct.close()
 
 

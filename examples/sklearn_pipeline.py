@@ -49,7 +49,7 @@ def main() -> None:
         except BudgetExceededError as exc:
             print(f"next fit refused: {exc}")
         print(acct.remaining("patients"))
-        print(f"ledger entries: {[e.label for e in acct.history('patients') if e.kind == 'reserve']}")
+        print(f"releases: {[e.label for e in acct.history('patients')]}")
         acct.close()
 
 

@@ -37,7 +37,7 @@ def main() -> None:
             dataset="commute-survey",
         )
         estimate = reports.pipe(
-            krr_frequencies, "transport", epsilon=epsilon, categories=TRANSPORT, normalize=True
+            krr_frequencies, "transport", normalize=True  # ε and categories recorded in reports.attrs
         )
         table = estimate.assign(
             true_share=answers["transport"].value_counts(normalize=True).reindex(TRANSPORT)

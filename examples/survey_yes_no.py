@@ -29,7 +29,7 @@ def main() -> None:
         )
         agree = float((reports["smoker"] == answers["smoker"]).mean())
         print(f"reports that equal the true answer: {agree:.1%} (expected e^ε/(1 + e^ε) = 73.1%)")
-        estimate = reports.pipe(rr_share, "smoker", epsilon=epsilon)
+        estimate = reports.pipe(rr_share, "smoker")  # reads the ε recorded in reports.attrs
         print(f"true share of smokers: {answers['smoker'].mean():.3f} (never published)")
         print(
             f"estimated share of smokers: {estimate['value']:.3f} "

@@ -24,9 +24,19 @@ CATEGORIES = ("a", "b", "c")
 
 # (name, the mechanism, neighbours, the same mechanism with about half the noise)
 CASES: list[tuple[str, Any, tuple[Any, Any], Any]] = [
-    ("laplace", Laplace(epsilon=1.0), (0.0, 1.0), Laplace(epsilon=2.0)),
-    ("gaussian", Gaussian(epsilon=1.0, delta=1e-5), (0.0, 1.0), Gaussian(epsilon=4.0, delta=1e-5)),
-    ("gaussian_mu", Gaussian.from_mu(mu=1.0), (0.0, 1.0), Gaussian.from_mu(mu=2.0)),
+    ("laplace", Laplace(epsilon=1.0, sensitivity=1.0), (0.0, 1.0), Laplace(epsilon=2.0, sensitivity=1.0)),
+    (
+        "gaussian",
+        Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0),
+        (0.0, 1.0),
+        Gaussian(epsilon=4.0, delta=1e-5, sensitivity=1.0),
+    ),
+    (
+        "gaussian_mu",
+        Gaussian.from_mu(mu=1.0, sensitivity=1.0),
+        (0.0, 1.0),
+        Gaussian.from_mu(mu=2.0, sensitivity=1.0),
+    ),
     ("binary_rr", BinaryRandomizedResponse(epsilon=1.0), (0, 1), BinaryRandomizedResponse(epsilon=2.0)),
     (
         "k_rr",
@@ -34,7 +44,12 @@ CASES: list[tuple[str, Any, tuple[Any, Any], Any]] = [
         ("a", "b"),
         KRandomizedResponse(epsilon=2.0, categories=CATEGORIES),
     ),
-    ("staircase", Staircase(epsilon=1.0), (0.0, 1.0), Staircase(epsilon=2.0)),
+    (
+        "staircase",
+        Staircase(epsilon=1.0, sensitivity=1.0),
+        (0.0, 1.0),
+        Staircase(epsilon=2.0, sensitivity=1.0),
+    ),
     (
         "bounded_laplace",
         BoundedLaplace(epsilon=1.0, lower=0.0, upper=10.0),
@@ -81,13 +96,13 @@ def test_audit_catches_a_mechanism_with_half_the_noise(
 
 
 def test_audit_is_deterministic_and_reports_its_claim() -> None:
-    m = Gaussian(epsilon=1.0, delta=1e-5)
+    m = Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     a, b = audit(m, (0.0, 1.0), samples=20_000, seed=4), audit(m, (0.0, 1.0), samples=20_000, seed=4)
     assert a == b
     assert (a.claimed_epsilon, a.claimed_delta) == (1.0, 1e-5)
     assert "claim ε = 1.0000" in str(a)
-    mu = audit(Gaussian.from_mu(mu=1.0), [(0.0, 1.0), (1.0, 2.0)], samples=2_000, delta=1e-3)
-    expected = Gaussian.from_mu(mu=1.0).gdp.to_approx_dp(1e-3)
+    mu = audit(Gaussian.from_mu(mu=1.0, sensitivity=1.0), [(0.0, 1.0), (1.0, 2.0)], samples=2_000, delta=1e-3)
+    expected = Gaussian.from_mu(mu=1.0, sensitivity=1.0).gdp.to_approx_dp(1e-3)
     assert (mu.claimed_epsilon, mu.claimed_delta) == (expected.epsilon, expected.delta)
 
 
@@ -100,7 +115,7 @@ def test_audit_error_probability_is_at_most_alpha() -> None:
 
 
 def test_audit_rejects_bad_arguments() -> None:
-    m = Laplace(epsilon=1.0)
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
     with pytest.raises(InvalidParameterError, match="alpha"):
         audit(m, (0.0, 1.0), alpha=1.5)
     with pytest.raises(InvalidParameterError, match="samples"):
@@ -110,7 +125,14 @@ def test_audit_rejects_bad_arguments() -> None:
 
 
 def test_claims_are_read_from_the_guarantee() -> None:
-    liar = Claiming(Laplace(epsilon=1.0), ApproxDP(1.0, 0.0))
+    liar = Claiming(Laplace(epsilon=1.0, sensitivity=1.0), ApproxDP(1.0, 0.0))
     assert audit(liar, (0.0, 1.0), samples=1000).claimed_delta == 0.0
-    assert audit(Claiming(Laplace(epsilon=1.0), PureDP(3.0)), (0.0, 1.0), samples=1000).claimed_epsilon == 3.0
-    assert np.isfinite(audit(Laplace(epsilon=1.0), (0.0, 1.0), samples=1000).epsilon_lower_bound)
+    assert (
+        audit(
+            Claiming(Laplace(epsilon=1.0, sensitivity=1.0), PureDP(3.0)), (0.0, 1.0), samples=1000
+        ).claimed_epsilon
+        == 3.0
+    )
+    assert np.isfinite(
+        audit(Laplace(epsilon=1.0, sensitivity=1.0), (0.0, 1.0), samples=1000).epsilon_lower_bound
+    )

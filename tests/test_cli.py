@@ -141,14 +141,14 @@ def test_ledger_release_of_an_open_reservation(url: str) -> None:
     assert (out["status"], out["key"]) == ("released", "dag/task/run/1")
     assert out["cost"] == g(ApproxDP(0.25, 0.0))
     assert out["remaining"]["guarantee"] == g(acct.remaining("d").guarantee) == g(ApproxDP(0.5, 0.0))
-    last = acct.history("d")[-1]
+    last = acct.records("d")[-1]
     assert (last.kind, last.key, last.reason) == ("release", "dag/task/run/1", "killed before reading")
     assert last.actor is not None and "@" in last.actor  # user@host by default
     text = ok(
         "ledger", "release", "d", "dag/task/run/1", "--reason", "again", "--actor", "ops", url=url
     ).stdout
     assert "is released" in text  # releasing again changes nothing
-    assert len(acct.history("d")) == 5  # budget, reserve, reserve and commit of "done", release
+    assert len(acct.records("d")) == 5  # budget, reserve, reserve and commit of "done", release
     fails(1, "ledger", "release", "d", "done", "--reason", "oops", url=url, match="is committed")
     fails(1, "ledger", "release", "d", "no-such-key", "--reason", "x", url=url, match="no reservation")
     fails(2, "ledger", "release", "d", "done", url=url, match="Missing option '--reason'")
@@ -167,10 +167,10 @@ def test_budget_set_show_and_list_match_the_accountant(url: str) -> None:
     ok("budget", "set", "mixed", "--epsilon", "2", "--delta", "1e-5", "--method", "gdp", url=url)
     acct = PrivacyAccountant(url)
     acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count")
-    acct.spend("patients", Gaussian(epsilon=0.5, delta=1e-7))
+    acct.spend("patients", Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0))
     acct.reserve("patients", PureDP(0.1), key="open")
-    acct.spend("genomes", Gaussian.from_mu(0.6))
-    acct.spend("mixed", Gaussian.from_mu(0.3))
+    acct.spend("genomes", Gaussian.from_mu(0.6, sensitivity=1.0))
+    acct.spend("mixed", Gaussian.from_mu(0.3, sensitivity=1.0))
     for name in ("patients", "genomes", "mixed"):
         out = as_json("budget", "show", name, url=url)
         spent, remaining = acct.spent(name), acct.remaining(name)
@@ -200,7 +200,7 @@ def test_budget_set_changes_and_refusals(url: str) -> None:
     fails(2, "budget", "set", "d", "--epsilon", "0.5", url=url, match="below what is already spent")
     fails(2, "budget", "set", "d", "--mu", "1", url=url, match="cannot change")
     assert acct.budget("d").guarantee == ApproxDP(2.0, 0.0)  # refusals changed nothing
-    history = acct.history("d")
+    history = acct.records("d")
     assert [e.kind for e in history] == ["budget", "reserve", "commit", "budget"]
     assert history[-1].reason == "new quarter"
     acct.close()
@@ -228,32 +228,42 @@ def test_budget_set_rejects_bad_numbers_and_changes_nothing(url: str, args: list
     assert as_json("budget", "list", url=url) == []
 
 
-def test_budget_history_lists_every_record(url: str) -> None:
+def test_budget_history_lists_one_row_per_release(url: str) -> None:
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "2", url=url)
     acct = PrivacyAccountant(url)
-    acct.spend("d", Laplace(epsilon=0.5), label="count [bold]rows[/bold]", key="k1", group_size=2)
+    acct.spend(
+        "d", Laplace(epsilon=0.5, sensitivity=1.0), label="count [bold]rows[/bold]", key="k1", group_size=2
+    )
     acct.reserve("d", PureDP(0.25), key="k2")
+    acct.reserve("d", PureDP(0.05), key="k3")
+    acct.release("d", "k3", "worker died before reading data")
     acct.spend_plan("d", [PureDP(0.1), PureDP(0.2)], key="plan")
     out = as_json("budget", "history", "d", url=url)
-    entries = acct.history("d")
-    assert [e["seq"] for e in out] == [e.seq for e in entries] == [1, 2, 3, 4, 5, 6]
-    for shown, entry in zip(out, entries, strict=True):
-        assert (shown["kind"], shown["status"], shown["key"], shown["label"], shown["group_size"]) == (
-            entry.kind,
-            entry.status,
-            entry.key,
-            entry.label,
-            entry.group_size,
-        )
-        assert shown["guarantee"] == (None if entry.guarantee is None else g(entry.guarantee))
-        assert shown["hash"] == entry.hash and shown["time"] == entry.time.isoformat()
-    assert out[1]["guarantee"] == g(PureDP(1.0).to_approx_dp()) and out[1]["events"][0]["kind"] == "laplace"
-    assert [e["status"] for e in out if e["kind"] == "reserve"] == ["committed", "open", "committed"]
-    assert len(out[4]["events"]) == 2 and out[5]["reservation"] == 5
+    releases = [e for e in acct.records("d") if e.kind == "reserve"]
+    assert [e["seq"] for e in out] == [e.seq for e in releases]
+    assert [(e["key"], e["status"], e["group_size"]) for e in out] == [
+        ("k1", "committed", 2),
+        ("k2", "open", 1),
+        ("k3", "cancelled", 1),
+        ("plan", "committed", 1),
+    ]
+    for shown, entry in zip(out, releases, strict=True):
+        assert shown["label"] == entry.label and shown["time"] == entry.time.isoformat()
+        assert entry.guarantee is not None and shown["cost"] == g(entry.guarantee)
+    assert out[0]["cost"] == g(PureDP(1.0).to_approx_dp()) and out[0]["events"][0]["kind"] == "laplace"
+    assert out[2]["reason"] == "worker died before reading data" and out[2]["ended"] is not None
     table = ok("budget", "history", "d", url=url).stdout
     assert "count [bold]rows[/bold]" in table  # shown as written, not read as markup
-    assert "open" in table and "ends seq 2" in table
+    assert "cancelled" in table and "open" in table
+    assert [e["key"] for e in as_json("budget", "history", "d", "--limit", "2", url=url)] == ["k3", "plan"]
+    future = as_json("budget", "history", "d", "--since", "2999-01-01", url=url)
+    assert (
+        future == []
+        and "no releases" in ok("budget", "history", "d", "--since", "2999-01-01", url=url).stdout
+    )
+    assert len(as_json("budget", "history", "d", "--since", "2000-01-01", url=url)) == 4
+    fails(2, "budget", "history", "d", "--since", "yesterday", url=url, match="--since must be an ISO date")
     acct.close()
 
 
@@ -267,8 +277,8 @@ def test_history_and_plan_check_escape_control_characters(url: str, tmp_path: Pa
         acct.spend("d", PureDP(0.5), label=f"count{CLEAR}", key="k\u202e1\n2")
     table = ok("budget", "history", "d", url=url).stdout
     assert "\x1b" not in table and "\u202e" not in table
-    assert "count\\x1b[2J" in table and "k\\u202e1\\n2" in table
-    assert as_json("budget", "history", "d", url=url)[1]["label"] == f"count{CLEAR}"  # JSON stays exact
+    assert "count\\x1b[2J" in table
+    assert as_json("budget", "history", "d", url=url)[0]["label"] == f"count{CLEAR}"  # JSON stays exact
     plan = write_plan(tmp_path, [{"epsilon": 0.5, "label": f"mean{CLEAR}"}])
     out = ok("plan", "check", "d", plan, url=url).stdout
     assert "\x1b" not in out and "mean\\x1b[2J" in out
@@ -276,6 +286,26 @@ def test_history_and_plan_check_escape_control_characters(url: str, tmp_path: Pa
     assert "\x1b" not in line
     line = fails(2, "budget", f"lst{CLEAR}", url=url)  # a usage error quoting the argument
     assert "\x1b" not in line and "lst\\x1b[2J" in line
+
+
+def test_budget_history_fits_80_columns(url: str) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "100", "--delta", "1e-5", url=url)
+    acct = PrivacyAccountant(url)
+    for i in range(3):
+        acct.spend(
+            "d",
+            Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0),
+            label=f"mean age by region, quarter {i}",
+            group_size=4,
+        )
+    acct.close()
+    table = run("budget", "history", "d", url=url, env={"COLUMNS": "80"}).stdout
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if "committed" in line]
+    assert len(rows) == 3  # one line per release: nothing folded at 80 columns
+    assert all(" 4 " in row for row in rows)  # k is shown
 
 
 # ------------------------------------------------------------------------------------------------ plans
@@ -292,8 +322,8 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
     ok("budget", "set", "d", "--epsilon", "3", "--delta", "1e-6", url=url)
     items = [
         {"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1, "label": "count"},
-        {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-7},
-        {"mechanism": "staircase", "epsilon": 0.25},
+        {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-7, "sensitivity": 1},
+        {"mechanism": "staircase", "epsilon": 0.25, "sensitivity": 1},
         {"mechanism": "randomized_response", "epsilon": 1.0, "categories": 3},
         {"epsilon": 0.25},
         {"epsilon": 0.1, "delta": 1e-8},
@@ -303,8 +333,8 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
     acct = PrivacyAccountant(url)
     events = [
         Laplace(epsilon=0.5, sensitivity=1.0),
-        Gaussian(epsilon=0.5, delta=1e-7),
-        Staircase(epsilon=0.25),
+        Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0),
+        Staircase(epsilon=0.25, sensitivity=1.0),
         KRandomizedResponse(epsilon=1.0, categories=[0, 1, 2]),
         PureDP(0.25),
         ApproxDP(0.1, 1e-8),
@@ -326,14 +356,16 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
     assert at_delta["cost"]["guarantee"] == g(acct.plan_cost("d", events, delta=5e-7).guarantee)
     table = ok("plan", "check", "d", plan, url=url).stdout
     assert "fits: yes" in table and "tight PLD" in table and "count" in table
-    assert len(acct.history("d")) == 1  # a check charges nothing
+    assert len(acct.records("d")) == 1  # a check charges nothing
     acct.close()
 
 
 def test_plan_check_of_a_pure_plan_leaves_delta_alone(url: str, tmp_path: Path) -> None:
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "3", "--delta", "1e-6", url=url)
-    plan = write_plan(tmp_path, [{"mechanism": "laplace", "epsilon": 0.5}] * 2 + [{"epsilon": 0.25}])
+    plan = write_plan(
+        tmp_path, [{"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}] * 2 + [{"epsilon": 0.25}]
+    )
     out = as_json("plan", "check", "d", plan, url=url)
     assert out["cost"] == {"guarantee": g(ApproxDP(1.25, 0.0)), "method": "basic"}
 
@@ -359,17 +391,23 @@ def test_plan_check_on_a_gdp_budget_with_group_sizes(url: str, tmp_path: Path) -
     initialised(url)
     ok("budget", "set", "g", "--mu", "1", url=url)
     same = write_plan(
-        tmp_path, [{"mu": 0.3, "group_size": 2}, {"mechanism": "gaussian", "mu": 0.2, "group_size": 2}]
+        tmp_path,
+        [
+            {"mu": 0.3, "group_size": 2},
+            {"mechanism": "gaussian", "mu": 0.2, "sensitivity": 1, "group_size": 2},
+        ],
     )
     mixed = write_plan(
-        tmp_path, [{"mu": 0.3}, {"mechanism": "gaussian", "mu": 0.2, "group_size": 3}], "m.json"
+        tmp_path,
+        [{"mu": 0.3}, {"mechanism": "gaussian", "mu": 0.2, "sensitivity": 1, "group_size": 3}],
+        "m.json",
     )
     acct = PrivacyAccountant(url)
     out = as_json("plan", "check", "g", same, url=url)
-    expected = acct.plan_cost("g", [GaussianDP(0.3), Gaussian.from_mu(0.2)], group_size=2)
+    expected = acct.plan_cost("g", [GaussianDP(0.3), Gaussian.from_mu(0.2, sensitivity=1.0)], group_size=2)
     assert out["cost"]["guarantee"] == g(expected.guarantee) and out["fits"] is True
     out = as_json("plan", "check", "g", mixed, url=url)
-    grouped = [group_event(Gaussian.from_mu(0.2).event, 3)]
+    grouped = [group_event(Gaussian.from_mu(0.2, sensitivity=1.0).event, 3)]
     expected = acct.plan_cost("g", [GaussianDP(0.3), *grouped])
     assert out["cost"]["guarantee"] == g(expected.guarantee)
     assert out["cost"]["guarantee"]["mu"] == pytest.approx((0.3**2 + 0.6**2) ** 0.5)
@@ -394,9 +432,12 @@ def test_plan_check_reads_standard_input(url: str) -> None:
         ('{"epsilon": 1}', "non-empty JSON list"),
         ("[1.5]", "plan item 1 must be a JSON object"),
         ('[{"epsilon": 0.1}, {"mechanism": "lapl", "epsilon": 1}]', 'plan item 2: unknown mechanism "lapl"'),
-        ('[{"mechanism": "laplace", "epsilon": 1, "sensitivty": 1}]', "invalid parameter 'sensitivty'"),
-        ('[{"mechanism": "laplace", "epsilon": -1}]', "invalid parameter 'epsilon'"),
-        ('[{"mechanism": "laplace", "epsilon": "1"}]', "invalid parameter 'epsilon'"),
+        (
+            '[{"mechanism": "laplace", "epsilon": 1, "sensitivity": 1, "sensitivty": 1}]',
+            "invalid parameter 'sensitivty'",
+        ),
+        ('[{"mechanism": "laplace", "epsilon": -1, "sensitivity": 1}]', "invalid parameter 'epsilon'"),
+        ('[{"mechanism": "laplace", "epsilon": "1", "sensitivity": 1}]', "invalid parameter 'epsilon'"),
         ('[{"epsilon": 1, "mu": 1}]', "expected a 'mechanism'"),
         ('[{"epsilon": 1, "group_size": 0}]', "'group_size' must be a positive integer"),
         ('[{"epsilon": 1, "group_size": 1.5}]', "'group_size' must be a positive integer"),
@@ -429,7 +470,29 @@ def test_no_ledger_a_missing_file_and_a_memory_ledger_are_refused(tmp_path: Path
     fails(2, "budget", "list", url=f"sqlite:///{missing}", match="create it with 'dp-pipeline ledger init")
     assert not missing.exists()  # nothing created by a read
     fails(2, "ledger", "init", url="memory://", match="in-memory ledger")
-    fails(1, "budget", "list", url="nosuchdb://x", match="cannot use ledger URL")
+    fails(2, "budget", "list", url="nosuchdb://x", match="--ledger must be a SQLAlchemy URL")
+
+
+def test_a_plain_path_names_the_sqlite_file_and_says_so(url: str, tmp_path: Path) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "1", url=url)
+    path = str(tmp_path / "ledger.db")
+    result = run("budget", "show", "d", "--json", url=path)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["budget"] == g(ApproxDP(1.0, 0.0))
+    assert result.stderr.strip() == f"note: --ledger {path} is a path, not a URL; using sqlite:///{path}"
+    fails(2, "budget", "show", "d", url=str(tmp_path / "typo.db"), match="no ledger at")
+
+
+def test_budget_set_keeps_the_delta_when_only_epsilon_changes(url: str) -> None:
+    initialised(url)
+    ok("budget", "set", "survey", "--epsilon", "2", "--delta", "1e-6", url=url)
+    acct = PrivacyAccountant(url)
+    acct.spend("survey", Gaussian(epsilon=1.0, delta=1e-6, sensitivity=1.0))  # all of δ is spent
+    raised = as_json("budget", "set", "survey", "--epsilon", "3", url=url)
+    assert raised["budget"] == g(ApproxDP(3.0, 1e-6))
+    assert acct.budget("survey").guarantee == ApproxDP(3.0, 1e-6)
+    acct.close()
 
 
 SECRET_PASSWORD = "S3CRET-PASSWORD-42"
@@ -442,7 +505,7 @@ SECRET_PASSWORD = "S3CRET-PASSWORD-42"
         (2, f"postgresql//alice:{SECRET_PASSWORD}@db.example/ledger"),
         (2, f"postgresql://alice:{SECRET_PASSWORD}@db.example:five/ledger"),  # a port that is not a number
         (1, f"postgresql://alice:{SECRET_PASSWORD}@127.0.0.1:1/ledger?connect_timeout=2"),  # unreachable
-        (1, f"nosuchdb://alice:{SECRET_PASSWORD}@db.example/ledger"),
+        (2, f"nosuchdb://alice:{SECRET_PASSWORD}@db.example/ledger"),
     ],
 )
 def test_a_bad_ledger_url_is_refused_without_printing_its_password(code: int, ledger_url: str) -> None:
@@ -465,7 +528,18 @@ def test_the_environment_names_the_ledger_and_the_option_wins(url: str, tmp_path
 
 def test_unknown_dataset_corrupt_and_newer_ledgers(url: str, tmp_path: Path) -> None:
     initialised(url)
-    fails(2, "budget", "show", "ghost", url=url, match="dataset 'ghost' has no privacy budget")
+    empty = fails(
+        2,
+        "budget",
+        "show",
+        "ghost",
+        url=url,
+        match=f"dataset 'ghost' has no privacy budget in the ledger {url}",
+    )
+    assert "a new, empty ledger was opened" in empty and "dp-pipeline budget set ghost --epsilon" in empty
+    assert "acct." not in empty  # the command line suggests its command, not Python
+    ok("budget", "set", "d", "--epsilon", "1", url=url)
+    assert "empty ledger" not in fails(2, "budget", "show", "ghost", url=url, match="no privacy budget")
     fails(2, "budget", "history", "ghost", url=url, match="dataset 'ghost' has no privacy budget")
     fails(2, "plan", "check", "ghost", write_plan(tmp_path, [{"epsilon": 1}]), url=url, match="'ghost'")
     garbage = tmp_path / "garbage.db"
@@ -533,3 +607,9 @@ def test_the_relation_is_set_and_shown(url: str, tmp_path: Path) -> None:
     fails(1, "plan", "check", "d", rr, url=url, match="relation='replace_one'")
     bad = ("budget", "set", "r", "--epsilon", "2", "--relation", "swap")
     fails(2, *bad, url=url, match="'relation' must be")
+
+
+def test_plan_check_help_documents_the_plan_format() -> None:
+    out = run("plan", "check", "--help").stdout
+    assert '{"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}' in out
+    assert '"group_size"' in out and "check-dags" in out

@@ -299,8 +299,9 @@ def test_ldp_mean_refuses_when_the_mean_report_does_not_identify_the_mean() -> N
     m = BoundedStaircase(epsilon=1.0, lower=0.0, upper=10.0, gamma=0.3)
     g = np.array([_mean_output_by_quadrature(m, t) for t in (0.0, 1.0)])
     assert g[1] < g[0]
-    with pytest.raises(InvalidParameterError, match="mechanism"):
+    with pytest.raises(InvalidParameterError, match=r"at ε = 1 use gamma ≥ 0\.41, or BoundedLaplace") as info:
         ldp_mean(m.randomize(np.full(100, 5.0), rng=secure_rng(1)), m)
+    assert info.value.parameter == "mechanism"
     monotone = BoundedStaircase(epsilon=1.0, lower=0.0, upper=10.0, gamma=0.5)
     est = ldp_mean(monotone.randomize(np.full(100_000, 3.0), rng=secure_rng(2)), monotone)
     assert abs(est.value - 3.0) < 4.5 * est.std_error
@@ -366,7 +367,7 @@ def test_krr_from_tally_rejects_bad_counts(counts: Any) -> None:
     _raises_naming("counts", krr_counts_from_tally, counts, KRR)
 
 
-@given(mechanism=st.sampled_from([None, "rr", 1.0, KRR, BINARY, Laplace(epsilon=1.0)]))
+@given(mechanism=st.sampled_from([None, "rr", 1.0, KRR, BINARY, Laplace(epsilon=1.0, sensitivity=1.0)]))
 def test_estimators_reject_the_wrong_mechanism(mechanism: Any) -> None:
     if not isinstance(mechanism, BinaryRandomizedResponse):
         _raises_naming("mechanism", rr_share, [0, 1], mechanism)

@@ -13,17 +13,18 @@ import getpass
 import json
 import math
 import os
+import re
 import socket
 import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting.composition import (
@@ -65,10 +66,13 @@ from dp_pipeline.guarantees import (
     least_double_where,
 )
 
+_T = TypeVar("_T")
+
 __all__ = [
     "BudgetReport",
     "LedgerEntry",
     "PrivacyAccountant",
+    "ReleaseEntry",
     "Reservation",
     "UnknownDatasetError",
     "VerifyReport",
@@ -96,6 +100,8 @@ _MAX_KEY = 512
 
 # ------------------------------------------------------------------------------------------------------
 # exact arithmetic helpers
+
+T = TypeVar("T")
 
 
 def _dec(value: float) -> Decimal:
@@ -444,7 +450,7 @@ class BudgetReport:
         )
         method = {
             "basic": "basic composition",
-            "gdp": "μ-GDP composition",
+            "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
         }.get(self.method, self.method)
         text = (
@@ -465,7 +471,7 @@ def _short(g: Guarantee) -> str:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One ledger record as :meth:`PrivacyAccountant.history` shows it.
+    """One ledger record as :meth:`PrivacyAccountant.records` shows it.
 
     Attributes
     ----------
@@ -517,6 +523,51 @@ class LedgerEntry:
 
 
 @dataclass(frozen=True)
+class ReleaseEntry:
+    """One release (a charged reservation) as :meth:`PrivacyAccountant.history` shows it.
+
+    Attributes
+    ----------
+    dataset : str
+    seq : int
+        The seq of the reservation record in the dataset's chain (see :meth:`PrivacyAccountant.records`).
+    time : datetime
+        When it was charged (UTC).
+    label, key : str or None
+        The spend's label and idempotency key.
+    group_size : int
+        The group size k it was charged for.
+    cost : Guarantee
+        What was charged, in the budget's currency (for the group of k).
+    method : str or None
+        How a plan's cost was composed (``"pld"``, ``"basic"`` or ``"gdp"``).
+    events : tuple of PrivacyEvent
+        The mechanisms' events (several for a plan).
+    status : str
+        ``"open"`` (reserved, still counted), ``"committed"`` or ``"cancelled"`` (released back to the
+        budget before data was read).
+    ended : datetime or None
+        When it was committed or cancelled.
+    reason, actor : str or None
+        Why and by whom it was cancelled.
+    """
+
+    dataset: str
+    seq: int
+    time: datetime
+    label: str | None
+    key: str | None
+    group_size: int
+    cost: Guarantee
+    method: str | None
+    events: tuple[PrivacyEvent, ...]
+    status: str
+    ended: datetime | None = None
+    reason: str | None = None
+    actor: str | None = None
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     """The result of a successful :meth:`PrivacyAccountant.verify`: what was checked.
 
@@ -546,19 +597,50 @@ class VerifyReport:
 
 
 class UnknownDatasetError(InvalidParameterError, KeyError):
-    """The dataset has no budget in this ledger (also a KeyError)."""
+    """The dataset has no budget in this ledger (also a KeyError).
 
-    def __init__(self, dataset: str) -> None:
-        super().__init__(
-            f"dataset {dataset!r} has no privacy budget in this ledger. Set one first, e.g. "
-            f"acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or acct.set_budget({dataset!r}, "
-            "GaussianDP(mu)).",
-            "dataset",
+    Attributes
+    ----------
+    dataset : str
+    ledger : str or None
+        The ledger's URL, password hidden.
+    empty : bool
+        The ledger has no dataset at all: it may have just been created at a mistyped path.
+    advice : str or None
+        How to set a budget (default: the Python call; the command line names its command).
+    """
+
+    def __init__(
+        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
+    ) -> None:
+        where = "this ledger" if ledger is None else f"the ledger {ledger}"
+        message = f"dataset {dataset!r} has no privacy budget in {where}."
+        if empty:
+            message += (
+                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
+                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
+            )
+        message += " " + (
+            advice
+            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
+            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
         )
+        super().__init__(message, "dataset")
         self.dataset = dataset
+        self.ledger = ledger
+        self.empty = empty
+        self.advice = advice
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password (a local, minimal redaction)."""
+    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", url)
 
 
 class Reservation:
@@ -1256,26 +1338,52 @@ class PrivacyAccountant:
         _, budget, totals = self._read(dataset)
         return _remaining_report(dataset, budget, totals)
 
-    def history(self, dataset: str) -> list[LedgerEntry]:
-        """Every record of the dataset in order, with time, label, key, group size, cost and status."""
-        dataset = _check_name(dataset, "dataset")
-        records = self._store.records(dataset)
-        if not records and self._store.head(dataset) is None:
-            raise UnknownDatasetError(dataset)
+    def history(
+        self, dataset: str, *, limit: int | None = None, since: datetime | None = None
+    ) -> list[ReleaseEntry]:
+        """One entry per release of the dataset, oldest first: time, label, cost, group size and status.
+
+        Parameters
+        ----------
+        dataset : str
+        limit : int, optional
+            Only the latest ``limit`` releases.
+        since : datetime, optional
+            Only releases charged at or after this time (a naive datetime is read as UTC).
+
+        Budget changes and the commit/release records are in :meth:`records` (the raw hash chain).
+        """
+        records = self._records(dataset)
+        if since is not None:
+            if not isinstance(since, datetime):
+                raise InvalidParameterError(
+                    f"'since' must be a datetime, got {type(since).__name__}", "since"
+                )
+            since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
         ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
-        entries, unreadable = [], None
-        for r in records:
-            try:
-                entries.append(_entry(r, ends))
-            except (KeyError, TypeError, ValueError) as err:  # incl. InvalidParameterError
-                unreadable = f"{type(err).__name__}: {err}"
-                break
-        if unreadable is not None:  # raised outside the handler: one clear error, no raw chain
-            raise LedgerError(
-                f"dataset {dataset!r}: record seq {r.seq} is unreadable ({unreadable}); the ledger is "
-                "corrupt or was altered (run verify)"
-            )
-        return entries
+        releases = _read_all(
+            dataset, [r for r in records if r.kind == "reserve"], lambda r: _release_entry(r, ends.get(r.seq))
+        )
+        if since is not None:
+            releases = [e for e in releases if e.time >= since]
+        if limit is not None:
+            n = check_positive_int(limit, "limit")
+            releases = releases[-n:]
+        return releases
+
+    def records(self, dataset: str) -> list[LedgerEntry]:
+        """Every record of the dataset's hash chain in order: budget changes, reservations, commits and
+        releases, with time, label, key, group size, cost and status."""
+        records = self._records(dataset)
+        ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
+        return _read_all(dataset, records, lambda r: _entry(r, ends))
+
+    def _records(self, dataset: str) -> list[LedgerRecord]:
+        dataset = _check_name(dataset, "dataset")
+        records = list(self._store.records(dataset))
+        if not records and self._store.head(dataset) is None:
+            raise self._unknown(dataset)
+        return records
 
     def open_reservations(self, dataset: str) -> list[LedgerEntry]:
         """Reservations of the dataset that were neither committed nor released (e.g. a process died)."""
@@ -1523,11 +1631,24 @@ class PrivacyAccountant:
             raise InvalidParameterError(f"'delta' must lie in [0, 1), got {value}", "delta")
         return value
 
+    def _atomic(self, dataset: str, fn: Callable[[LedgerTransaction], T]) -> T:
+        """``store.atomic``; an UnknownDatasetError raised inside names the ledger (read after the lock)."""
+        try:
+            return self._store.atomic(dataset, fn)
+        except UnknownDatasetError as err:
+            if err.ledger is not None:
+                raise
+            raise self._unknown(dataset) from None
+
+    def _unknown(self, dataset: str) -> UnknownDatasetError:
+        empty = not any(self._store.head(name) is not None for name in self._store.datasets())
+        return UnknownDatasetError(dataset, _redacted(self.url), empty)
+
     def _read(self, dataset: str) -> tuple[DatasetHead, _Budget, _Totals]:
         dataset = _check_name(dataset, "dataset")
         head = self._store.head(dataset)
         if head is None:
-            raise UnknownDatasetError(dataset)
+            raise self._unknown(dataset)
         where = f"dataset {dataset!r}"
         return head, _budget_of(head.state, where), _Totals.from_json(head.state.totals, where)
 
@@ -1586,7 +1707,7 @@ class PrivacyAccountant:
         def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee]:
             head = tx.head
             if head is None:
-                raise UnknownDatasetError(dataset)
+                raise UnknownDatasetError(dataset)  # named in full by _atomic
             relation = _budget_of(head.state, where).relation
             # every recorded event states its relation: one that states none was charged under the dataset's
             stated = [(e if e.relation is not None else e.under(relation)).to_dict() for e in events]
@@ -1608,13 +1729,16 @@ class PrivacyAccountant:
             if not _fits(current, after):
                 spent = _spent_report(dataset, current, totals)
                 remaining = _remaining_report(dataset, current, totals)
+                single = None if k == 1 else _price(current, events, 1, plan, plan_delta, totals).cost
                 raise BudgetExceededError(
                     dataset,
                     p.cost,
                     spent.guarantee,
                     remaining.guarantee,
                     current.guarantee,
-                    detail=f"Rule: {current.describe()}; the request was composed by {p.method!r}.",
+                    detail=_refusal_detail(current, p),
+                    group_size=k,
+                    single=single,
                 )
             after_json = after.to_json()
             body = {
@@ -1643,7 +1767,7 @@ class PrivacyAccountant:
                 )
             return ReservationRecords(record, end), p.cost
 
-        found, cost = self._store.atomic(dataset, run)
+        found, cost = self._atomic(dataset, run)
         if dataset not in self._budgets:
             head = self._store.head(dataset)
             if head is not None:
@@ -1683,7 +1807,7 @@ class PrivacyAccountant:
         def run(tx: LedgerTransaction) -> str:
             head = tx.head
             if head is None:
-                raise UnknownDatasetError(dataset)
+                raise UnknownDatasetError(dataset)  # named in full by _atomic
             found = tx.reservation(key=key)
             if found is None:
                 raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
@@ -1706,7 +1830,7 @@ class PrivacyAccountant:
                 )
             return "released"
 
-        return self._store.atomic(dataset, run)
+        return self._atomic(dataset, run)
 
     # ------------------------------------------------------------------------------------- lifecycle
 
@@ -1857,6 +1981,54 @@ def _covers(recorded: _Charge, needed: _Charge) -> bool:
         if need is not None and got is not None and got < need and float(got) < float(need):
             return False
     return True
+def _refusal_detail(budget: _Budget, price: _Price) -> str:
+    detail = f"Rule: {budget.describe()}; the request was composed by {price.method!r}."
+    g = budget.guarantee
+    if isinstance(g, ApproxDP) and g.delta == 0 and isinstance(price.cost, ApproxDP) and price.cost.delta > 0:
+        detail += (
+            " The budget has δ = 0 (pure DP): no release with δ > 0 fits it, however large its noise. Use "
+            "pure noise (Laplace, staircase) or set a budget with δ > 0."
+        )
+    return detail
+
+
+def _read_all(
+    dataset: str, records: Sequence[LedgerRecord], read: Callable[[LedgerRecord], _T]
+) -> list[_T]:
+    """``read`` of every record, or one clear LedgerError naming the first record it cannot read."""
+    entries: list[_T] = []
+    unreadable = None
+    for r in records:
+        try:
+            entries.append(read(r))
+        except (KeyError, TypeError, ValueError) as err:  # incl. InvalidParameterError
+            unreadable = f"record seq {r.seq} is unreadable ({type(err).__name__}: {err})"
+            break
+    if unreadable is not None:  # raised outside the handler: one clear error, no raw chain
+        raise LedgerError(
+            f"dataset {dataset!r}: {unreadable}; the ledger is corrupt or was altered (run verify)"
+        )
+    return entries
+
+
+def _release_entry(record: LedgerRecord, end: LedgerRecord | None) -> ReleaseEntry:
+    entry = _entry(record, {} if end is None else {record.seq: end})
+    assert entry.guarantee is not None
+    return ReleaseEntry(
+        dataset=entry.dataset,
+        seq=entry.seq,
+        time=entry.time,
+        label=entry.label,
+        key=entry.key,
+        group_size=int(entry.group_size or 1),
+        cost=entry.guarantee,
+        method=entry.method,
+        events=entry.events,
+        status="cancelled" if entry.status == "released" else entry.status,
+        ended=None if end is None else datetime.fromisoformat(end.time),
+        reason=None if end is None else end.body.get("reason"),
+        actor=None if end is None else end.body.get("actor"),
+    )
 
 
 def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:

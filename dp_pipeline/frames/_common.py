@@ -71,10 +71,17 @@ def column_list(df: pd.DataFrame, columns: Any, name: str) -> list[Hashable]:
 
 
 def numeric_values(df: pd.DataFrame, column: Hashable, name: str) -> NDArray[np.float64]:
-    """A numeric column as a float array; non-numeric dtypes and missing values raise, naming the column."""
+    """A numeric column as a float array; non-numeric dtypes (bools included) and missing values raise,
+    naming the column."""
     series = df[column]
     kind = getattr(series.dtype, "kind", "O")
-    if kind not in "biuf":
+    if kind == "b":
+        raise InvalidParameterError(
+            f"{name!r}: column {column!r} holds bools, not numbers; cast it with .astype(int) if 0/1 is "
+            "meant (e.g. to sum or average a yes/no answer)",
+            name,
+        )
+    if kind not in "iuf":
         raise InvalidParameterError(
             f"{name!r}: column {column!r} has dtype {series.dtype}, not a number", name
         )

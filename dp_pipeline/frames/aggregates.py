@@ -51,7 +51,7 @@ from dp_pipeline._release import (
     release_rng,
     sqrt_up,
 )
-from dp_pipeline._validation import times_up
+from dp_pipeline._validation import check_positive_int, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
@@ -78,7 +78,8 @@ class _Release:
 
     ``arguments`` are the aggregate's own (its ``locals()`` on entry): every aggregate takes the options they
     share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
-    ``max_contributions``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under these names.
+    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under
+    these names.
     """
 
     def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
@@ -105,6 +106,7 @@ class _Release:
         self.max_contributions = arguments["max_contributions"]
         self.privacy_unit = arguments["privacy_unit"]
         self.relation = dataset_relation(self.accountant, self.dataset)
+        self.group_size = check_positive_int(arguments["group_size"], "group_size")
         self.rng = release_rng(arguments["random_state"], owner)
 
     def rows(self) -> pd.DataFrame:
@@ -153,7 +155,7 @@ class _Release:
         )
 
     def charge(self, plan: NoisePlan, label: str) -> None:
-        charge(self.accountant, self.dataset, plan.event, label)
+        charge(self.accountant, self.dataset, plan.event, label, self.group_size)
 
     def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
         return {
@@ -164,6 +166,7 @@ class _Release:
             "level": self.level,
             "max_contributions": self.m,
             "relation": self.relation,
+            "group_size": self.group_size,
             "cost": plan.event.to_dict(),
             **extra,
         }
@@ -244,6 +247,7 @@ def dp_count(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.Series | pd.DataFrame:
@@ -273,6 +277,10 @@ def dp_count(
         Laplace noise (ε-DP) or Gaussian noise ((ε, δ)-DP, needs ``delta``).
     delta : float, optional
         δ for Gaussian noise.
+    group_size : int
+        k ≥ 1: charge the release for groups of k rows (a person with up to k rows, when no
+        ``privacy_unit`` column bounds contributions); the ledger prices the group exactly (Laplace and
+        Gaussian: sensitivity ×k). Shown in refusals and the history.
     level : float
         Coverage of the interval, 0.95 by default.
     random_state : None, int or numpy.random.Generator
@@ -320,6 +328,7 @@ def dp_histogram(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.DataFrame:
@@ -370,6 +379,7 @@ def dp_sum(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.Series | pd.DataFrame:
@@ -424,6 +434,7 @@ def dp_mean(
     max_contributions: int = 1,
     mechanism: str = "laplace",
     delta: float | None = None,
+    group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
 ) -> pd.Series | pd.DataFrame:

@@ -3,7 +3,8 @@
 These functions read reports that were already released (by :func:`~dp_pipeline.frames.randomized_response`,
 a :class:`~dp_pipeline.transformers.RandomizedResponseEncoder`, or respondents' own devices). Estimating from
 them is post-processing: it costs no privacy budget, so these functions take no accountant. They need the ε
-(and categories) the reports were made with; the estimates are wrong if those differ.
+(and categories) the reports were made with: by default they read what randomized_response recorded in
+``df.attrs``, and refuse a given value that differs (the estimate would be biased).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dp_pipeline.estimation import Estimate, krr_counts
 from dp_pipeline.estimation import rr_share as _rr_share
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import check_frame, check_level, column_list, require_pandas, result_frame
+from dp_pipeline.frames.noise import RR_ATTRS
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 
 if TYPE_CHECKING:
@@ -44,8 +46,30 @@ def _as_arrays(estimate: Estimate) -> tuple[Any, Any, Any, Any]:
     )
 
 
+def _recorded(df: Any, name: Any, key: str, given: Any, what: str) -> Any:
+    """The parameter ``key`` of the reports in column ``name``, from what :func:`randomized_response`
+    recorded in ``df.attrs``; a given value must agree with it, and one of the two must exist."""
+    record = df.attrs.get(RR_ATTRS, {}).get(name)
+    if record is not None and key in record:
+        if given is not None and given != record[key]:
+            raise InvalidParameterError(
+                f"{key!r} does not match the reports: column {name!r} was randomised with {key} = "
+                f"{record[key]!r} (recorded in df.attrs), not {given!r}; leave {key!r} out to use the "
+                "recorded value",
+                key,
+            )
+        return record[key]
+    if given is None:
+        raise InvalidParameterError(
+            f"give {key!r}: column {name!r} carries no recorded {key} ({what} made outside "
+            "dp_pipeline.frames.randomized_response, or whose attrs were dropped)",
+            key,
+        )
+    return given
+
+
 def rr_share(
-    df: Any, column: Any, *, epsilon: float, variant: str = "spinner", level: float = 0.95
+    df: Any, column: Any, *, epsilon: float | None = None, variant: str = "spinner", level: float = 0.95
 ) -> pd.Series:
     """Estimate the true share of yes (1/True) behind binary randomized-response reports in ``column``.
 
@@ -55,8 +79,10 @@ def rr_share(
         The reports.
     column : column name
         Reports of True/False or 0/1.
-    epsilon : float
-        The ε the reports were randomised with.
+    epsilon : float, optional
+        The ε the reports were randomised with. Default: the ε that
+        :func:`~dp_pipeline.frames.randomized_response` recorded in ``df.attrs``; a given ε that differs from
+        the recorded one is refused (the estimate would be biased).
     variant : {"spinner", "spinner_coin"}
         The variant they were randomised with (both give the same estimate at the same ε).
     level : float
@@ -78,7 +104,12 @@ def rr_share(
     Warner, "Randomized response", JASA 60(309), 1965.
     """
     name, reports = _reports(df, column)
-    mechanism = BinaryRandomizedResponse(epsilon=epsilon, variant=variant)  # type: ignore[arg-type]
+    if "categories" in df.attrs.get(RR_ATTRS, {}).get(name, {}):
+        raise InvalidParameterError(
+            f"'column': column {name!r} holds k-ary reports; estimate them with krr_frequencies", "column"
+        )
+    eps = _recorded(df, name, "epsilon", epsilon, "reports")
+    mechanism = BinaryRandomizedResponse(epsilon=eps, variant=variant)  # type: ignore[arg-type]
     try:
         estimate = _rr_share(reports, mechanism, axis=None, level=check_level(level))
     except InvalidParameterError as exc:
@@ -93,8 +124,8 @@ def krr_frequencies(
     df: Any,
     column: Any,
     *,
-    epsilon: float,
-    categories: Any,
+    epsilon: float | None = None,
+    categories: Any = None,
     normalize: bool = False,
     level: float = 0.95,
 ) -> pd.DataFrame:
@@ -106,10 +137,12 @@ def krr_frequencies(
         The reports.
     column : column name
         Reports, each one of ``categories``.
-    epsilon : float
-        The ε the reports were randomised with.
-    categories : list
-        The categories they were randomised over, in any order (the result follows it).
+    epsilon : float, optional
+        The ε the reports were randomised with; default, and checked against: the ε recorded in
+        ``df.attrs`` by :func:`~dp_pipeline.frames.randomized_response`.
+    categories : list, optional
+        The categories they were randomised over, in any order (the result follows it); default: the
+        recorded ones (a given list must hold the same categories).
     normalize : bool
         Shares instead of counts (every column divided by the number of reports n), as in
         ``value_counts(normalize=True)``.
@@ -134,8 +167,18 @@ def krr_frequencies(
     """
     pandas = require_pandas()
     name, reports = _reports(df, column)
+    eps = _recorded(df, name, "epsilon", epsilon, "reports")
+    recorded = df.attrs.get(RR_ATTRS, {}).get(name, {}).get("categories")
+    if categories is None:
+        categories = _recorded(df, name, "categories", None, "reports")
+    elif recorded is not None and set(list(categories)) != set(recorded):
+        raise InvalidParameterError(
+            f"'categories' do not match the reports: column {name!r} was randomised over other categories "
+            "(recorded in df.attrs); leave 'categories' out to use the recorded ones",
+            "categories",
+        )
     try:
-        mechanism = KRandomizedResponse(epsilon=epsilon, categories=categories)
+        mechanism = KRandomizedResponse(epsilon=eps, categories=categories)
     except InvalidParameterError as exc:
         raise InvalidParameterError(str(exc), exc.parameter) from None
     try:

@@ -25,6 +25,8 @@ from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse,
 if TYPE_CHECKING:
     import pandas as pd
 
+RR_ATTRS = "randomized_response"  # the key of the ε (and categories) recorded in DataFrame.attrs
+
 __all__ = ["add_noise", "randomized_response"]
 
 _NOISES = ("laplace", "gaussian", "staircase")
@@ -42,6 +44,7 @@ def add_noise(
     sensitivity: Any = None,
     lower: Any = None,
     upper: Any = None,
+    group_size: int = 1,
     random_state: Any = None,
 ) -> pd.DataFrame:
     """Return a copy of ``df`` whose ``columns`` carry noise; one release, charged once, ε-DP per row.
@@ -70,6 +73,9 @@ def add_noise(
     lower, upper : float, list or dict column → float, optional
         Declared bounds; values outside are clipped before the noise. A dict may leave columns out (no bound
         on that side).
+    group_size : int
+        k ≥ 1: charge the release for groups of k rows (a person with up to k rows); shown in refusals and
+        the history.
     random_state : None, int or numpy.random.Generator
         None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
         PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
@@ -104,7 +110,7 @@ def add_noise(
     rng = release_rng(random_state, "add_noise")
     values = np.column_stack([numeric_values(frame, name, "columns") for name in names])
     clipped, _ = clip_columns(values, low, high)
-    charge(accountant, dataset, plan.event, f"add_noise to {labels}")
+    charge(accountant, dataset, plan.event, f"add_noise to {labels}", group_size)
     out = frame.copy()
     for j, name in enumerate(names):
         out[name] = plan.mechanisms[j].randomize(clipped[:, j], rng)
@@ -119,6 +125,7 @@ def randomized_response(
     accountant: Any,
     dataset: str | None = None,
     categories: Any = None,
+    group_size: int = 1,
     random_state: Any = None,
 ) -> pd.DataFrame:
     """Return a copy of ``df`` whose ``column`` holds randomized-response reports; ε-DP per row, charged once.
@@ -142,6 +149,9 @@ def randomized_response(
         response, :class:`~dp_pipeline.mechanisms.BinaryRandomizedResponse`). A list: the declared possible
         answers, k-RR (:class:`~dp_pipeline.mechanisms.KRandomizedResponse`). ``"data"``: the answers found in
         the column, with a PrivacyLeakWarning.
+    group_size : int
+        k ≥ 1: charge the release for groups of k rows (a person with up to k rows); shown in refusals and
+        the history.
     random_state : None, int or numpy.random.Generator
         None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
         PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
@@ -149,7 +159,9 @@ def randomized_response(
     Returns
     -------
     DataFrame
-        A copy of ``df`` with ``column`` replaced by the reports (same dtype for yes/no answers).
+        A copy of ``df`` with ``column`` replaced by the reports (same dtype for yes/no answers). Its
+        ``attrs["randomized_response"][column]`` records ``epsilon`` (and ``categories`` for k-RR), which
+        :func:`~dp_pipeline.frames.rr_share` and :func:`~dp_pipeline.frames.krr_frequencies` read.
 
     Raises
     ------
@@ -213,7 +225,11 @@ def randomized_response(
             "column",
             "declare 'categories' for k-ary randomized response",
         )
-    charge(accountant, dataset, mechanism.event, f"randomized_response of {name!r}")
+    charge(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", group_size)
     out = frame.copy()
     out[name] = mechanism.randomize(values, rng)
+    recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}
+    if isinstance(mechanism, KRandomizedResponse):
+        recorded["categories"] = list(mechanism.categories)
+    out.attrs = {**frame.attrs, RR_ATTRS: {**frame.attrs.get(RR_ATTRS, {}), name: recorded}}
     return out

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import numbers
+import types
+import typing
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -30,6 +33,21 @@ class Mechanism(ValidatedModel, ABC):
     """The neighbouring relation of the event: None (the dataset's, for noise calibrated to a sensitivity the
     user vouches for) or ``"replace_one"`` (a local mechanism, ε-DP over its input domain per row)."""
 
+    def __init__(self, /, *args: Any, **data: Any) -> None:
+        if args:
+            name, required = type(self).__name__, _required(type(self))
+            raise InvalidParameterError(
+                f"{name} takes keyword arguments only, e.g. {name}({', '.join(f'{f}=…' for f in required)}); "
+                f"got {len(args)} positional argument(s)",
+                next(iter(type(self).model_fields)),
+            )
+        super().__init__(**data)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__signature__ = _signature(cls)  # help() shows plain types, not pydantic's validators
+
     @property
     @abstractmethod
     def guarantee(self) -> Guarantee:
@@ -55,6 +73,48 @@ class Mechanism(ValidatedModel, ABC):
     @abstractmethod
     def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
         """Randomise ``values`` (vectorised; the output has the input's shape)."""
+
+
+def _required(cls: type[Mechanism]) -> list[str]:
+    return [name for name, field in cls.model_fields.items() if field.is_required()]
+
+
+def _type_name(annotation: Any) -> str:
+    """``float``, ``float | None``, ``'a' | 'b'``: an annotation without pydantic's validators."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+class _Shown:
+    """An annotation shown as written (``inspect`` quotes plain strings)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _signature(cls: type[Mechanism]) -> inspect.Signature:
+    """The constructor's signature as a reader wants it: keyword-only, plain types, the defaults."""
+    parameters = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if field.is_required() else field.default,
+            annotation=_Shown(_type_name(field.annotation)),
+        )
+        for name, field in cls.model_fields.items()
+    ]
+    return inspect.Signature(parameters, return_annotation=inspect.Signature.empty)
 
 
 class ContinuousMechanism(Mechanism):

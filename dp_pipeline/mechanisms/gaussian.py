@@ -141,7 +141,7 @@ class Gaussian(ContinuousMechanism):
         δ in (0, 1). The Gaussian mechanism is never (ε, 0)-DP, so δ = 0 is refused (use
         :class:`~dp_pipeline.mechanisms.Laplace` or :class:`~dp_pipeline.mechanisms.Staircase` for pure DP).
     sensitivity : float
-        Global L2 sensitivity S > 0 of the query.
+        Global L2 sensitivity S > 0 of the query. Required: there is no default.
     calibration : {"analytic", "tail_bound", "classic", "gdp"}
         How σ is derived from the privacy parameters (see Notes). ``"gdp"`` is what
         :meth:`from_mu` builds; it takes ``mu`` instead of ``epsilon`` and ``delta``.
@@ -202,7 +202,7 @@ class Gaussian(ContinuousMechanism):
 
     Examples
     --------
-    >>> round(Gaussian(epsilon=1.0, delta=1e-5).sigma, 2)
+    >>> round(Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).sigma, 2)
     3.73
     >>> Gaussian.from_mu(mu=0.5, sensitivity=1.0).sigma
     2.0
@@ -214,7 +214,7 @@ class Gaussian(ContinuousMechanism):
     calibration: Calibration = "analytic"
     epsilon: FiniteFloat | None = Field(default=None, validate_default=True)
     delta: FiniteFloat | None = Field(default=None, validate_default=True)
-    sensitivity: FiniteFloat = Field(default=1.0, gt=0.0)
+    sensitivity: FiniteFloat = Field(gt=0.0)
     mu: FiniteFloat | None = Field(default=None, validate_default=True)
 
     _sigma: float = PrivateAttr(default=math.nan)
@@ -291,7 +291,7 @@ class Gaussian(ContinuousMechanism):
         self._sigma = sigma
 
     @classmethod
-    def from_mu(cls, mu: float, sensitivity: float = 1.0) -> Gaussian:
+    def from_mu(cls, mu: float, sensitivity: float) -> Gaussian:
         """The Gaussian mechanism that is exactly μ-GDP: σ = Δ/μ (rounded up), guarantee GaussianDP(μ).
 
         Parameters

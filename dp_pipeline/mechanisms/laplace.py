@@ -22,7 +22,7 @@ class Laplace(ContinuousMechanism):
     epsilon : float
         Privacy-loss bound ε > 0.
     sensitivity : float
-        Global L1 sensitivity Δ > 0 of the query (1 for a count).
+        Global L1 sensitivity Δ > 0 of the query (1 for a count). Required: there is no default.
 
     Notes
     -----
@@ -67,7 +67,7 @@ class Laplace(ContinuousMechanism):
     event_kind = "laplace"
     integer_queries = True
     epsilon: FiniteFloat = Field(gt=0.0)
-    sensitivity: FiniteFloat = Field(default=1.0, gt=0.0)
+    sensitivity: FiniteFloat = Field(gt=0.0)
 
     @property
     def scale(self) -> float:

@@ -135,7 +135,7 @@ class Staircase(ContinuousMechanism):
     epsilon : float
         Privacy-loss bound ε > 0.
     sensitivity : float
-        Global L1 sensitivity Δ > 0 of the query.
+        Global L1 sensitivity Δ > 0 of the query. Required: there is no default.
     gamma : float or None
         γ in [0, 1], the fraction of each step of width Δ spent at the higher level. ``None`` (default)
         takes γ* = 1/(1 + e^{ε/2}) from :func:`optimal_gamma`, which minimises E|X|.
@@ -175,14 +175,14 @@ class Staircase(ContinuousMechanism):
 
     Examples
     --------
-    >>> round(Staircase(epsilon=1.0).effective_gamma, 4)
+    >>> round(Staircase(epsilon=1.0, sensitivity=1.0).effective_gamma, 4)
     0.3775
     """
 
     event_kind = "staircase"
     integer_queries = True
     epsilon: FiniteFloat = Field(gt=0.0)
-    sensitivity: FiniteFloat = Field(default=1.0, gt=0.0)
+    sensitivity: FiniteFloat = Field(gt=0.0)
     gamma: FiniteFloat | None = Field(default=None, ge=0.0, le=1.0)
 
     @property

@@ -27,6 +27,7 @@ from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dp_pipeline._release import charge, check_ledger, kept_rng, missing_mask, release_rng
+from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 
@@ -36,16 +37,18 @@ __all__ = ["DPTransformer"]
 class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Base class: each ``transform`` is one release, charged to the ledger before its output exists.
 
-    Subclasses store their keyword-only parameters in ``__init__`` (which must include ``accountant``,
-    ``dataset`` and ``random_state``) and implement :meth:`_validate_input`, :meth:`_fit_release` (which sets
-    ``cost_``), :meth:`_prepare` and :meth:`_randomize`. A family of subclasses shares docstring sections
-    through ``_doc_sections``: each ``{name}`` marker in a subclass's docstring is replaced by its text.
+    Subclasses store their keyword-only parameters in ``__init__`` (which must include ``group_size``,
+    ``accountant``, ``dataset`` and ``random_state``) and implement :meth:`_validate_input`,
+    :meth:`_fit_release` (which sets ``cost_``), :meth:`_prepare` and :meth:`_randomize`. A family of
+    subclasses shares docstring sections through ``_doc_sections``: each ``{name}`` marker in a subclass's
+    docstring is replaced by its text.
     """
 
     _doc_sections: ClassVar[Mapping[str, str]] = {}
 
     accountant: Any
     dataset: Any
+    group_size: Any
     random_state: Any
     cost_: PrivacyEvent
     _rng: np.random.Generator | None
@@ -88,6 +91,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self
         """
         check_ledger(self.accountant, self.dataset)
+        check_positive_int(self.group_size, "group_size")
         array = self._validate_input(X, reset=True)
         self._fit_release(array)
         self._rng = kept_rng(self.random_state, type(self).__name__)
@@ -116,7 +120,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         check_ledger(self.accountant, self.dataset)
         array = self._prepare(self._validate_input(X, reset=False))
-        charge(self.accountant, self.dataset, self.cost_, self._label())
+        charge(self.accountant, self.dataset, self.cost_, self._label(), self.group_size)
         return self._randomize(array, self._release_rng())
 
     def _release_rng(self) -> np.random.Generator:
@@ -135,6 +139,18 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return tags
 
     # -- helpers for subclasses -------------------------------------------------------------------------
+
+    def _validate_data(self, X: Any, **kwargs: Any) -> NDArray[Any]:
+        """scikit-learn's ``validate_data``; an empty X (no rows or columns) is an InvalidParameterError."""
+        try:
+            array: NDArray[Any] = validate_data(self, X, **kwargs)
+        except ValueError as exc:
+            if isinstance(exc, InvalidParameterError) or not (
+                "0 sample" in str(exc) or "0 feature" in str(exc)
+            ):
+                raise
+            raise InvalidParameterError(f"X is empty: {exc}", "X") from None
+        return array
 
     def _feature_name(self, j: int) -> str:
         names = getattr(self, "feature_names_in_", None)
@@ -174,7 +190,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 )
         array: NDArray[np.float64] | None
         try:
-            array = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+            array = self._validate_data(X, reset=reset, dtype=np.float64, ensure_all_finite=False)
         except (TypeError, ValueError) as exc:
             text = str(exc)
             if isinstance(exc, InvalidParameterError) or not (

@@ -29,6 +29,10 @@ _SHARED_PARAMETERS = """lower, upper : float, array-like of shape (n_features,) 
     bounds : {"declared", "data"}
         ``"declared"`` (default) uses ``lower`` and ``upper``. ``"data"`` takes them from the minimum and
         maximum of the training data in ``fit``; this leaks those values and raises PrivacyLeakWarning.
+    group_size : int, default 1
+        k ≥ 1: one person contributes up to k rows, and every ``transform`` is charged for a group of k
+        (the ledger scales the sensitivity of Laplace and Gaussian noise by k, exact, and uses group privacy
+        otherwise). Shown with the charge in refusals and the history.
     accountant : PrivacyAccountant or "unaccounted"
         The ledger every release is charged to. It is required: ``"unaccounted"`` is the explicit opt-out
         that releases without charging any ledger.

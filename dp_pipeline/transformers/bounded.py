@@ -59,6 +59,7 @@ class BoundedLaplaceNoise(ContinuousNoise):
         upper: Any = None,
         sensitivity: Any = None,
         bounds: str = "declared",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -68,6 +69,7 @@ class BoundedLaplaceNoise(ContinuousNoise):
         self.upper = upper
         self.sensitivity = sensitivity
         self.bounds = bounds
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state
@@ -130,6 +132,7 @@ class BoundedStaircaseNoise(ContinuousNoise):
         upper: Any = None,
         gamma: float | None = None,
         bounds: str = "declared",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -139,6 +142,7 @@ class BoundedStaircaseNoise(ContinuousNoise):
         self.upper = upper
         self.gamma = gamma
         self.bounds = bounds
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._release import NoisePlan, plan_noise
+from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["GaussianNoise", "LaplaceNoise", "StaircaseNoise"]
@@ -62,6 +63,7 @@ class LaplaceNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -71,6 +73,7 @@ class LaplaceNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state
@@ -86,14 +89,17 @@ class GaussianNoise(ContinuousNoise):
 
     Parameters
     ----------
-    epsilon : float
-        ε > 0 of one whole ``transform`` (ignored with ``calibration="gdp"``).
-    delta : float
-        δ in (0, 1) of one whole ``transform`` (ignored with ``calibration="gdp"``).
+    epsilon : float or None
+        ε > 0 of one whole ``transform`` (None: 1.0). Not with ``mu``.
+    delta : float or None
+        δ in (0, 1) of one whole ``transform`` (None: 1e-5). Not with ``mu``.
     mu : float or None
-        μ > 0 of one whole ``transform``, used (and required) with ``calibration="gdp"``.
-    calibration : {"analytic", "tail_bound", "classic", "gdp"}
-        How σ follows from the privacy parameters; see :class:`~dp_pipeline.mechanisms.Gaussian`.
+        μ > 0 of one whole μ-GDP ``transform``; giving it selects ``calibration="gdp"``.
+    calibration : {None, "analytic", "tail_bound", "classic", "gdp"}
+        How σ follows from the privacy parameters; see :class:`~dp_pipeline.mechanisms.Gaussian`. None
+        (default): ``"gdp"`` when ``mu`` is given, else ``"analytic"``. A parameter the calibration does not
+        use (``mu`` with an (ε, δ) calibration, ``epsilon`` or ``delta`` with ``"gdp"``) raises
+        InvalidParameterError in ``fit``, as does ``"gdp"`` without ``mu``.
     sensitivity : float, array-like of shape (n_features,) or None
         Δⱼ > 0, the most one person can change feature j. None (default) takes upper − lower.
     {shared_parameters}
@@ -128,14 +134,15 @@ class GaussianNoise(ContinuousNoise):
     def __init__(
         self,
         *,
-        epsilon: float = 1.0,
-        delta: float = 1e-5,
+        epsilon: float | None = None,
+        delta: float | None = None,
         mu: float | None = None,
-        calibration: str = "analytic",
+        calibration: str | None = None,
         sensitivity: Any = None,
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -148,6 +155,7 @@ class GaussianNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state
@@ -155,11 +163,27 @@ class GaussianNoise(ContinuousNoise):
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
     ) -> NoisePlan:
-        if self.calibration == "gdp":
+        calibration = self.calibration or ("analytic" if self.mu is None else "gdp")
+        if calibration == "gdp":
+            unused = [name for name in ("epsilon", "delta") if getattr(self, name) is not None]
+            if unused:
+                raise InvalidParameterError(
+                    f"GaussianNoise with mu (calibration='gdp') takes no {' or '.join(map(repr, unused))}: "
+                    "a μ-GDP release is fixed by mu alone",
+                    unused[0],
+                )
+            if self.mu is None:
+                raise InvalidParameterError("calibration='gdp' needs 'mu'", "mu")
             return plan_noise("gaussian", sensitivity, mu=self.mu, calibration="gdp")
-        return plan_noise(
-            "gaussian", sensitivity, epsilon=self.epsilon, delta=self.delta, calibration=self.calibration
-        )
+        if self.mu is not None:
+            raise InvalidParameterError(
+                f"'mu' is only used with calibration='gdp' (or no calibration), not {calibration!r}; give "
+                "epsilon and delta, or mu alone",
+                "mu",
+            )
+        epsilon = 1.0 if self.epsilon is None else self.epsilon
+        delta = 1e-5 if self.delta is None else self.delta
+        return plan_noise("gaussian", sensitivity, epsilon=epsilon, delta=delta, calibration=calibration)
 
 
 class StaircaseNoise(ContinuousNoise):
@@ -202,6 +226,7 @@ class StaircaseNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -212,6 +237,7 @@ class StaircaseNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state

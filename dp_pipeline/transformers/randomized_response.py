@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils import Tags
-from sklearn.utils.validation import validate_data
 
 from dp_pipeline._release import basic_composition, learn_categories, missing_mask
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
@@ -19,7 +18,11 @@ from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["KRandomizedResponseEncoder", "RandomizedResponseEncoder"]
 
-_LEDGER_PARAMETERS = """accountant : PrivacyAccountant or "unaccounted"
+_LEDGER_PARAMETERS = """group_size : int, default 1
+        k ≥ 1: one person contributes up to k rows, and every ``transform`` is charged for a group of k
+        (the ledger scales the sensitivity of Laplace and Gaussian noise by k, exact, and uses group privacy
+        otherwise). Shown with the charge in refusals and the history.
+    accountant : PrivacyAccountant or "unaccounted"
         The ledger every release is charged to; ``"unaccounted"`` is the explicit opt-out.
     dataset : str
         The dataset (the budget) the releases are charged to.
@@ -74,7 +77,7 @@ class _ResponseEncoder(DPTransformer):
         raise NotImplementedError  # pragma: no cover
 
     def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
-        array: NDArray[Any] = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite=False)
+        array: NDArray[Any] = self._validate_data(X, reset=reset, dtype=None, ensure_all_finite=False)
         return array
 
     def _fit_release(self, X: NDArray[Any]) -> None:
@@ -187,6 +190,7 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         epsilon: float = 1.0,
         variant: str = "spinner",
         handle_unknown: str = "error",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -194,6 +198,7 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         self.epsilon = epsilon
         self.variant = variant
         self.handle_unknown = handle_unknown
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state
@@ -306,6 +311,7 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         epsilon: float = 1.0,
         categories: Any = None,
         handle_unknown: str = "error",
+        group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
         random_state: Any = None,
@@ -313,6 +319,7 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         self.epsilon = epsilon
         self.categories = categories
         self.handle_unknown = handle_unknown
+        self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
         self.random_state = random_state

@@ -87,7 +87,7 @@ def test_public_contract_lines_work_as_written(tmp_path: Path) -> None:
     assert (spent.epsilon, spent.delta, spent.method) == (1.75, 0.0, "basic")
     assert (remaining.epsilon, remaining.delta) == (1.25, 1e-6)
     assert "spent on 'patients'" in str(spent) and "ε = 1.75" in str(spent)
-    history = acct.history("patients")
+    history = acct.records("patients")
     assert [e.kind for e in history] == ["budget"] + ["reserve", "commit"] * 4
     first = history[1]
     assert first.label == "count diabetics" and first.group_size == 1 and first.status == "committed"
@@ -145,7 +145,7 @@ def test_spends_that_sum_to_the_budget_exactly_fit_and_the_next_is_refused(acct:
     assert err.dataset == "d" and err.requested == ApproxDP(0.125, 0.0)
     assert err.spent == ApproxDP(5.0, 0.0) and err.remaining == ApproxDP(0.0, 0.0)
     assert err.budget == ApproxDP(5.0, 0.0)
-    assert len(acct.history("d")) == 1 + 80
+    assert len(acct.records("d")) == 1 + 80
     acct.spend("d", PureDP(0.0))  # nothing costs nothing, even on an exhausted budget
 
 
@@ -219,7 +219,7 @@ def test_unknown_dataset_error_names_the_dataset_and_the_fix(acct: PrivacyAccoun
     for call in (
         lambda: acct.spent("ghost"),
         lambda: acct.remaining("ghost"),
-        lambda: acct.history("ghost"),
+        lambda: acct.records("ghost"),
         lambda: acct.spend("ghost", PureDP(0.1)),
         lambda: acct.plan_cost("ghost", [PureDP(0.1)]),
     ):
@@ -234,12 +234,12 @@ def test_budget_changes(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(1.0, 1e-6))
     acct.spend("d", PureDP(0.6))
     acct.set_budget("d", ApproxDP(1.0, 1e-6))  # the same budget again writes nothing
-    assert len(acct.history("d")) == 3
+    assert len(acct.records("d")) == 3
     with pytest.raises(InvalidParameterError, match="below what is already spent"):
         acct.set_budget("d", ApproxDP(0.5, 1e-6))
     acct.set_budget("d", ApproxDP(0.6, 1e-6), reason="tighten", actor="alice")  # exactly what is spent
     acct.set_budget("d", ApproxDP(2.0, 1e-6), reason="new release approved")
-    budget_records = [e for e in acct.history("d") if e.kind == "budget"]
+    budget_records = [e for e in acct.records("d") if e.kind == "budget"]
     assert [e.guarantee for e in budget_records] == [
         ApproxDP(1.0, 1e-6),
         ApproxDP(0.6, 1e-6),
@@ -260,14 +260,14 @@ def test_budget_changes(acct: PrivacyAccountant) -> None:
 
 def test_group_sizes(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(10.0, 1e-3))
-    acct.spend("d", Laplace(epsilon=0.5), group_size=3)
+    acct.spend("d", Laplace(epsilon=0.5, sensitivity=1.0), group_size=3)
     assert acct.spent("d").epsilon == 1.5
     acct.spend("d", ApproxDP(0.1, 1e-6), group_size=4)  # (kε, δ·Σᵢ₌₀ᵏ⁻¹ e^{iε})
     spent = acct.spent("d")
     assert spent.epsilon == pytest.approx(1.9, abs=1e-12)
     group_delta = 1e-6 * math.fsum(math.exp(i * 0.1) for i in range(4))
     assert spent.delta >= group_delta * (1 - 1e-15) and spent.delta == pytest.approx(group_delta, rel=1e-9)
-    assert acct.history("d")[-2].group_size == 4
+    assert acct.records("d")[-2].group_size == 4
     acct.set_budget("g", GaussianDP(2.0))
     acct.spend("g", gaussian(sigma=2.0), group_size=3)  # μ = 0.5 per person, 1.5 for the group
     assert acct.spent("g").mu == pytest.approx(1.5, rel=1e-15) and acct.spent("g").mu >= 1.5
@@ -281,7 +281,7 @@ def test_group_size_rejects_bad_values(acct: PrivacyAccountant) -> None:
     for bad in (0, -1, 1.5, True, "2", None):
         with pytest.raises(InvalidParameterError):
             acct.spend("d", PureDP(0.1), group_size=bad)
-    assert len(acct.history("d")) == 1
+    assert len(acct.records("d")) == 1
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -336,7 +336,9 @@ def event_mu(event: PrivacyEvent) -> float:
 def test_gdp_rule_on_approx_budget_keeps_pure_basic_route(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(3.0, 1e-6), method="gdp")
     for _ in range(3):
-        acct.spend("d", Laplace(epsilon=1.0))  # pure: Σε = 3 fits exactly; μ-GDP alone would refuse
+        acct.spend(
+            "d", Laplace(epsilon=1.0, sensitivity=1.0)
+        )  # pure: Σε = 3 fits exactly; μ-GDP alone would refuse
     spent = acct.spent("d")
     assert (spent.epsilon, spent.delta, spent.method) == (3.0, 0.0, "basic")
     with pytest.raises(BudgetExceededError):
@@ -385,17 +387,17 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
     acct.set_budget("d", ApproxDP(10.0, 1e-5))
     acct.spend("d", ApproxDP(0.5, 4e-6))  # the plan is composed at the remaining δ = 6e-6
     sigmas, scales = [4.0] * 6, [10.0] * 8
-    plan = [gaussian(s) for s in sigmas] + [Laplace(epsilon=1 / b) for b in scales]
+    plan = [gaussian(s) for s in sigmas] + [Laplace(epsilon=1 / b, sensitivity=1.0) for b in scales]
     cost = acct.plan_cost("d", plan)
     reference = _dp_accounting_epsilon(sigmas, scales, 6e-6)
     assert cost.method == "pld" and cost.delta == pytest.approx(6e-6, rel=1e-12)
     assert reference * (1 - 1e-6) <= cost.epsilon <= reference * 1.01
     basic_sum = 0.8 + 6 * GaussianDP(0.25).to_approx_dp(1e-6).epsilon  # far looser one by one
     assert cost.epsilon < basic_sum
-    records_before = len(acct.history("d"))
+    records_before = len(acct.records("d"))
     done = acct.spend_plan("d", plan, key="dag-run-1", label="nightly")
     assert done.status == "committed" and done.method == "pld" and done.cost == cost.guarantee
-    history = acct.history("d")
+    history = acct.records("d")
     assert len(history) == records_before + 2  # one reserve, one commit
     assert len(history[-2].events) == 14 and history[-2].label == "nightly"
     spent = acct.spent("d")
@@ -404,7 +406,7 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
     )
     with pytest.raises(KeyAlreadyUsedError, match="committed"):  # a retry charges and releases nothing
         acct.spend_plan("d", plan, key="dag-run-1")
-    assert len(acct.history("d")) == records_before + 2
+    assert len(acct.records("d")) == records_before + 2
 
 
 def test_plan_of_pure_spends_is_exact_basic_sum(acct: PrivacyAccountant) -> None:
@@ -467,9 +469,9 @@ def test_plan_fits_says_what_spend_plan_does(
     acct.set_budget("d", budget, method=method)
     for cost in spent:
         acct.spend("d", cost)
-    records = len(acct.history("d"))
+    records = len(acct.records("d"))
     assert acct.plan_fits("d", plan) is expected
-    assert len(acct.history("d")) == records  # nothing charged by the check
+    assert len(acct.records("d")) == records  # nothing charged by the check
     if expected:
         acct.spend_plan("d", plan)
     else:
@@ -504,7 +506,7 @@ def test_plan_input_errors(acct: PrivacyAccountant) -> None:
             acct.plan_cost("d", bad)
     with pytest.raises(InvalidParameterError):
         acct.plan_cost("d", [PureDP(0.1)], delta=2.0)
-    assert len(acct.history("d")) == 1
+    assert len(acct.records("d")) == 1
 
 
 # ------------------------------------------------------------------------------------- keys and releases
@@ -521,14 +523,14 @@ def test_idempotency_keys(acct: PrivacyAccountant) -> None:
         acct.spend("d", PureDP(0.2), key="job-1")
     with pytest.raises(InvalidParameterError, match="different cost"):
         acct.spend("d", PureDP(0.4), key="job-1", group_size=2)
-    assert acct.spent("d").epsilon == 0.4 and len(acct.history("d")) == 3
+    assert acct.spent("d").epsilon == 0.4 and len(acct.records("d")) == 3
     acct.verify()
 
 
 def _caller_releases(acct: PrivacyAccountant, key: str) -> float:
     """What a caller does with a spend: charge, then draw the noise that the charge paid for."""
-    acct.spend("d", Laplace(epsilon=0.5), key=key)
-    return float(Laplace(epsilon=0.5).randomize(408.0))
+    acct.spend("d", Laplace(epsilon=0.5, sensitivity=1.0), key=key)
+    return float(Laplace(epsilon=0.5, sensitivity=1.0).randomize(408.0))
 
 
 def test_a_key_pays_for_one_release_only(acct: PrivacyAccountant) -> None:
@@ -545,7 +547,7 @@ def test_a_key_pays_for_one_release_only(acct: PrivacyAccountant) -> None:
     # Thm 3.16), and that is what the ledger records
     assert len(releases) == 1
     assert acct.spent("d").epsilon == pytest.approx(0.5 * len(releases), abs=0)
-    assert [e.kind for e in acct.history("d")] == ["budget", "reserve", "commit"]
+    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "commit"]
 
 
 @pytest.mark.parametrize("call", ["spend", "reserve"])
@@ -559,14 +561,14 @@ def test_every_reuse_of_a_key_is_refused_and_writes_nothing(
         reservation.commit()
     elif first == "released":
         reservation.release("the attempt read no data")
-    before = acct.history("d")
+    before = acct.records("d")
     with pytest.raises(KeyAlreadyUsedError) as refused:
         getattr(acct, call)("d", PureDP(0.3), key="k")
     assert (refused.value.dataset, refused.value.key, refused.value.status) == ("d", "k", first)
     assert isinstance(refused.value, LedgerError) and first in str(refused.value)
     copied = pickle.loads(pickle.dumps(refused.value))
     assert (type(copied), str(copied)) == (KeyAlreadyUsedError, str(refused.value))
-    assert acct.history("d") == before
+    assert acct.records("d") == before
     acct.verify()
 
 
@@ -624,7 +626,7 @@ def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> Non
     with acct.reserve("d", PureDP(0.5), key="b") as r2:
         r2.release("source table was empty; nothing was read")
     assert r2.status == "released" and acct.spent("d").epsilon == 0.3
-    release = acct.history("d")[-1]
+    release = acct.records("d")[-1]
     assert release.kind == "release" and release.reason.startswith("source table") and release.actor
     with pytest.raises(LedgerError, match="released"):
         acct.reserve("d", PureDP(0.5), key="b")  # a released attempt's key is not reused
@@ -637,10 +639,10 @@ def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> Non
         acct.release("d", "c", "   ")
     released = acct.release("d", "c", "worker was killed before reading", actor="ops@example")
     assert released.status == "released" and acct.spent("d").epsilon == 0.3
-    entry = acct.history("d")[-1]
+    entry = acct.records("d")[-1]
     assert (entry.actor, entry.reason) == ("ops@example", "worker was killed before reading")
     assert acct.release("d", "c", "again").status == "released"  # idempotent, nothing written
-    assert acct.history("d")[-1].seq == entry.seq
+    assert acct.records("d")[-1].seq == entry.seq
     with pytest.raises(LedgerError, match="no reservation"):
         acct.release("d", "missing", "why")
     acct.verify()
@@ -749,3 +751,84 @@ def test_plan_needing_more_delta_than_is_left_is_refused(acct: PrivacyAccountant
         acct.plan_cost("d", [gaussian(3.0)])  # a μ-GDP event needs some δ
     acct.spend_plan("d", [PureDP(0.5)] * 2)  # pure plans still fit
     assert acct.spent("d").epsilon == pytest.approx(1.1)
+
+
+def test_history_is_one_entry_per_release_and_records_the_raw_chain() -> None:
+    import datetime as dt
+
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(5.0))
+    acct.spend("d", Laplace(epsilon=0.5, sensitivity=1.0), label="count", group_size=3, key="a")
+    acct.reserve("d", PureDP(0.25), key="b")
+    acct.reserve("d", PureDP(0.125), key="c")
+    acct.release("d", "c", "never read data", actor="ops")
+    acct.set_budget("d", PureDP(6.0))
+    records = acct.records("d")
+    assert [e.kind for e in records] == [
+        "budget",
+        "reserve",
+        "commit",
+        "reserve",
+        "reserve",
+        "release",
+        "budget",
+    ]
+    history = acct.history("d")
+    assert [(e.key, e.label, e.group_size, e.status) for e in history] == [
+        ("a", "count", 3, "committed"),
+        ("b", None, 1, "open"),
+        ("c", None, 1, "cancelled"),
+    ]
+    reserves = [e for e in records if e.kind == "reserve"]
+    assert [e.seq for e in history] == [e.seq for e in reserves]
+    assert [e.cost for e in history] == [e.guarantee for e in reserves]
+    assert history[0].cost == PureDP(1.5).to_approx_dp()  # Laplace at k = 3: sensitivity 3, ε = 1.5
+    assert history[0].ended == records[2].time and history[1].ended is None
+    assert (history[2].reason, history[2].actor) == ("never read data", "ops")
+    assert [e.key for e in acct.history("d", limit=2)] == ["b", "c"]
+    assert acct.history("d", since=dt.datetime(2999, 1, 1)) == []
+    assert len(acct.history("d", since=history[1].time)) == 2
+    with pytest.raises(InvalidParameterError):
+        acct.history("d", limit=0)
+    with pytest.raises(UnknownDatasetError):
+        acct.history("ghost")
+
+
+def test_a_refusal_shows_the_group_size_and_the_cost_for_one_person() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(0.3))
+    with pytest.raises(BudgetExceededError) as info:
+        acct.spend("d", Laplace(epsilon=0.1, sensitivity=1.0), group_size=4)
+    text = str(info.value)
+    # Laplace at k = 4: sensitivity 4, so ε = 0.4 for the group; ε = 0.1 for one person
+    assert "requested ε = 0.4, δ = 0 (for a group of k = 4; ε = 0.1, δ = 0 for one person)" in text
+    assert info.value.group_size == 4
+    assert pickle.loads(pickle.dumps(info.value)).group_size == 4
+
+
+def test_a_gaussian_on_a_pure_budget_is_told_the_budget_has_delta_zero() -> None:
+    from dp_pipeline.mechanisms import Gaussian
+
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(5.0))
+    with pytest.raises(BudgetExceededError, match=r"The budget has δ = 0 \(pure DP\)"):
+        acct.spend("d", Gaussian(epsilon=0.1, delta=1e-9, sensitivity=1.0))
+    acct.set_budget("d", ApproxDP(0.05, 1e-6))
+    with pytest.raises(BudgetExceededError) as info:  # a δ > 0 budget: no such note
+        acct.spend("d", Gaussian(epsilon=0.1, delta=1e-9, sensitivity=1.0))
+    assert "δ = 0" not in str(info.value).split("Rule:")[1]
+
+
+def test_an_unknown_dataset_names_the_ledger_and_warns_when_it_is_empty(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    acct = PrivacyAccountant(url, create=True)
+    with pytest.raises(UnknownDatasetError) as info:
+        acct.spend("patients", PureDP(0.1))
+    assert f"in the ledger {url}" in str(info.value)
+    assert "a new, empty ledger was opened" in str(info.value) and info.value.empty
+    acct.set_budget("other", PureDP(1.0))
+    with pytest.raises(UnknownDatasetError) as info:
+        acct.remaining("patients")
+    assert not info.value.empty and "empty ledger" not in str(info.value)
+    assert pickle.loads(pickle.dumps(info.value)).ledger == url
+    acct.close()

@@ -43,7 +43,7 @@ def test_a_pure_release_is_recorded_at_no_less_than_its_float_epsilon(
     charged = recorded(last_charge(acct, "d")["epsilon"])
     assert charged >= Fraction(sensitivity) / Fraction(laplace.scale)  # the noise's own exact ε
     assert charged <= Fraction(epsilon)  # which the scale, rounded up, keeps within the float ε
-    for mechanism in (Staircase(epsilon=epsilon), BinaryRandomizedResponse(epsilon=epsilon)):
+    for mechanism in (Staircase(epsilon=epsilon, sensitivity=1.0), BinaryRandomizedResponse(epsilon=epsilon)):
         acct.spend("d", mechanism)  # their samplers use e^{−ε} of the float ε exactly
         assert recorded(last_charge(acct, "d")["epsilon"]) >= Fraction(epsilon)
 
@@ -64,7 +64,7 @@ def test_a_gaussian_release_is_recorded_at_no_less_than_its_exact_mu(mu: float, 
 def test_an_approx_release_is_recorded_at_no_less_than_its_floats(epsilon: float, delta: float) -> None:
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", ApproxDP(100.0, 0.5))
-    acct.spend("d", Gaussian(epsilon=epsilon, delta=delta, calibration="tail_bound"))
+    acct.spend("d", Gaussian(epsilon=epsilon, delta=delta, calibration="tail_bound", sensitivity=1.0))
     charge = last_charge(acct, "d")
     assert recorded(charge["epsilon"]) >= Fraction(epsilon)
     assert recorded(charge["delta"]) >= Fraction(delta)
@@ -86,18 +86,19 @@ def test_fifty_tenths_exceed_five_so_the_fiftieth_is_refused() -> None:
 
 def test_laplace_noise_is_charged_at_its_exact_loss_so_five_fifths_fit_one() -> None:
     # Laplace(ε = 0.2) has scale 1/0.2 rounded up = 5 exactly, so its noise loses exactly 1/5, below the float
-    assert Laplace(epsilon=0.2).scale == 5.0 and Fraction(0.2) > Fraction(1, 5)
+    assert Laplace(epsilon=0.2, sensitivity=1.0).scale == 5.0 and Fraction(0.2) > Fraction(1, 5)
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", PureDP(1.0))
-    assert acct.plan_cost("d", [Laplace(epsilon=0.2)] * 5).epsilon == 1.0
+    assert acct.plan_cost("d", [Laplace(epsilon=0.2, sensitivity=1.0)] * 5).epsilon == 1.0
     for _ in range(5):
-        acct.spend("d", Laplace(epsilon=0.2))
+        acct.spend("d", Laplace(epsilon=0.2, sensitivity=1.0))
         assert last_charge(acct, "d")["epsilon"] == "0.2"
     assert acct.spent("d").epsilon == 1.0
     with pytest.raises(BudgetExceededError):
-        acct.spend("d", Laplace(epsilon=1e-9))
+        acct.spend("d", Laplace(epsilon=1e-9, sensitivity=1.0))
     acct.set_budget("g", PureDP(1.0))
-    acct.spend("g", Laplace(epsilon=0.2), group_size=5)  # a group of 5: 5 · 1/5, exactly the budget
+    # a group of 5: 5 · 1/5, exactly the budget
+    acct.spend("g", Laplace(epsilon=0.2, sensitivity=1.0), group_size=5)
     assert recorded(last_charge(acct, "g")["epsilon"]) == 1
 
 
@@ -117,7 +118,7 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
         old.spend("d", ApproxDP(0.2, 1e-7))
         old.reserve("d", PureDP(0.1), key="still-open")
         old.spend("g", GaussianDP(0.3))
-        old.spend("m", Gaussian.from_mu(mu=0.3))
+        old.spend("m", Gaussian.from_mu(mu=0.3, sensitivity=1.0))
         old.close()
     accountant_module._price_one.cache_clear()
 
@@ -130,7 +131,7 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
     acct.release("d", "still-open", reason="never read data", actor="test")
     acct.spend("d", PureDP(0.1))
     acct.spend("g", GaussianDP(0.4))
-    acct.spend("m", Gaussian.from_mu(mu=0.4))
+    acct.spend("m", Gaussian.from_mu(mu=0.4, sensitivity=1.0))
     acct.verify()
     # new charges add their exact binary values to the old decimal totals
     assert Fraction(acct.spent("d").epsilon) >= Fraction(Decimal("0.5")) + Fraction(0.1)

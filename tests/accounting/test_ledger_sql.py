@@ -69,7 +69,7 @@ def test_new_sqlite_ledger_has_schema_wal_and_append_only_records(tmp_path: Path
     reopened = PrivacyAccountant(f"sqlite:///{path}")  # data survive the process's handles
     assert reopened.spent("d").epsilon == pytest.approx(0.7) and reopened.spent("d").open_reservations == 1
     assert [e.key for e in reopened.open_reservations("d")] == ["open-one"]
-    assert reopened.verify().records == len(reopened.history("d")) + len(reopened.history("g"))
+    assert reopened.verify().records == len(reopened.records("d")) + len(reopened.records("g"))
 
 
 def test_ledger_written_by_a_newer_schema_is_refused_and_not_written(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def _state(acct: PrivacyAccountant) -> Any:
     url = acct.url
     if url == "memory://":
-        return [(d, acct.history(d)) for d in acct.datasets()]
+        return [(d, acct.records(d)) for d in acct.datasets()]
     return dump_rows(url)
 
 

@@ -148,7 +148,7 @@ ROW_LEVEL = [
 def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_changes(cost: Any) -> None:
     acct = accountant("add_remove")
     acct.spend("d", PureDP(0.25))
-    before = (len(acct.history("d")), acct.spent("d"), acct.remaining("d"))
+    before = (len(acct.records("d")), acct.spent("d"), acct.remaining("d"))
     for attempt in (
         lambda: acct.spend("d", cost),
         lambda: acct.reserve("d", cost),
@@ -158,7 +158,7 @@ def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_cha
     ):
         with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
             attempt()
-    assert (len(acct.history("d")), acct.spent("d"), acct.remaining("d")) == before
+    assert (len(acct.records("d")), acct.spent("d"), acct.remaining("d")) == before
 
 
 @pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
@@ -166,16 +166,16 @@ def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_cha
     "cost",
     [
         Laplace(epsilon=1.0, sensitivity=1.0),
-        Staircase(epsilon=1.0),
+        Staircase(epsilon=1.0, sensitivity=1.0),
         PureDP(1.0),
-        Gaussian(epsilon=1.0, delta=1e-6),
+        Gaussian(epsilon=1.0, delta=1e-6, sensitivity=1.0),
     ],
 )
 def test_events_without_a_relation_cost_what_they_say_under_either_relation(relation: str, cost: Any) -> None:
     acct = accountant(relation)
     acct.spend("d", cost)
     assert acct.spent("d").epsilon == 1.0
-    (entry,) = [e for e in acct.history("d") if e.kind == "reserve"]
+    (entry,) = [e for e in acct.records("d") if e.kind == "reserve"]
     assert entry.events[0].relation == relation == entry.relation  # recorded under the dataset's relation
 
 
@@ -192,7 +192,7 @@ def test_the_relation_is_recorded_shown_and_persisted(tmp_path: Path) -> None:
             assert what("a").relation == "add_remove"
             assert "add_remove" in str(what("a"))
         assert acct.plan_cost("a", [PureDP(0.5)]).relation == "add_remove"
-        assert acct.history("a")[0].relation == "add_remove"
+        assert acct.records("a")[0].relation == "add_remove"
         acct.set_budget("a", PureDP(2.0))  # raising the budget keeps the relation
     with PrivacyAccountant(url) as again:
         assert again.relation("a") == "add_remove" and again.relation("r") == "replace_one"
@@ -216,12 +216,12 @@ def test_a_budget_stored_without_a_relation_reads_as_the_default() -> None:
     )
     acct.store.atomic("old", lambda tx: tx.append("budget", old_body, state))
     assert acct.relation("old") == "replace_one"
-    assert acct.history("old")[0].relation == "replace_one"
+    assert acct.records("old")[0].relation == "replace_one"
     acct.spend("old", BinaryRandomizedResponse(epsilon=0.5))  # a row-level release works on it
     acct.verify("old")
     assert acct.spent("old").epsilon == 0.5
     acct.set_budget("old", PureDP(1.0))  # the same budget again writes nothing
-    assert len(acct.history("old")) == 3
+    assert len(acct.records("old")) == 3
 
 
 def test_the_relation_cannot_change_once_spent_and_must_be_known() -> None:
@@ -229,7 +229,7 @@ def test_the_relation_cannot_change_once_spent_and_must_be_known() -> None:
     acct.set_budget("d", PureDP(1.0), relation="add_remove")  # nothing spent yet: allowed
     assert acct.relation("d") == "add_remove"
     acct.spend("d", PureDP(0.1))
-    records = len(acct.history("d"))
+    records = len(acct.records("d"))
     with pytest.raises(InvalidParameterError, match="cannot change") as info:
         acct.set_budget("d", PureDP(1.0), relation="replace_one")
     assert info.value.parameter == "relation"
@@ -237,7 +237,7 @@ def test_the_relation_cannot_change_once_spent_and_must_be_known() -> None:
         with pytest.raises(InvalidParameterError, match="'relation' must be") as info:
             acct.set_budget("d", PureDP(2.0), relation=bad)  # type: ignore[arg-type]
         assert info.value.parameter == "relation"
-    assert len(acct.history("d")) == records and acct.relation("d") == "add_remove"
+    assert len(acct.records("d")) == records and acct.relation("d") == "add_remove"
 
 
 # ----------------------------------------------------------------------------------- composite events
@@ -262,7 +262,7 @@ def test_composite_events_are_validated_and_stored_like_any_event() -> None:
     assert PrivacyEvent.from_dict(json.loads(json.dumps(whole.to_dict()))) == whole
     acct = accountant(None)
     acct.spend("d", whole)
-    (entry,) = [e for e in acct.history("d") if e.kind == "reserve"]
+    (entry,) = [e for e in acct.records("d") if e.kind == "reserve"]
     assert entry.events == (whole,)
     acct.verify()
 
@@ -283,7 +283,7 @@ def test_a_composite_is_charged_as_the_sum_of_its_parts_under_every_rule() -> No
     assert gdp.spent("d").mu == pytest.approx(total_mu, rel=1e-9) and gdp.spent("d").mu >= total_mu
     mixed = accountant(None, ApproxDP(5.0, 1e-6), method="gdp")
     mixed.spend("d", whole)
-    mixed.spend("d", Gaussian.from_mu(mu=0.5))
+    mixed.spend("d", Gaussian.from_mu(mu=0.5, sensitivity=1.0))
     spent_mu = math.sqrt(total_mu**2 + 0.25)
     assert mixed.spent("d").epsilon == pytest.approx(gaussian_epsilon(spent_mu, 1e-6), rel=1e-6)
 

@@ -19,4 +19,4 @@ def ledger_conn_uri(path: Path) -> str:
 
 def charges(accountant: Any, dataset: str) -> list[tuple[str, str]]:
     """(key, status) of every reservation on the dataset, in ledger order."""
-    return [(entry.key, entry.status) for entry in accountant.history(dataset) if entry.kind == "reserve"]
+    return [(entry.key, entry.status) for entry in accountant.records(dataset) if entry.kind == "reserve"]

@@ -167,7 +167,10 @@ def test_costs_are_declared_without_io_and_validated_at_definition(tmp_path, mon
     monkeypatch.setenv("AIRFLOW_CONN_DP_LEDGER_DEFAULT", "mysql://nowhere/none")
     with DAG("defined_offline", schedule=None):
         op = PrivacyBudgetOperator(
-            task_id="count", dataset="patients", mechanism=Laplace(epsilon=0.5), python_callable=len
+            task_id="count",
+            dataset="patients",
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
+            python_callable=len,
         )
     assert op.dp_cost.dataset == "patients"
     assert op.dp_cost.guarantee.epsilon == 0.5
@@ -177,7 +180,7 @@ def test_costs_are_declared_without_io_and_validated_at_definition(tmp_path, mon
         PrivacyBudgetOperator(
             task_id="bad",
             dataset="patients",
-            mechanism=Laplace(epsilon=0.5),
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
             group_size=0,
             python_callable=len,
         )
@@ -193,7 +196,7 @@ def test_cost_specs_for_params() -> None:
     assert DPCost.from_spec({"dataset": "d", "epsilon": 0.5, "delta": 1e-6}).cost == ApproxDP(0.5, 1e-6)
     assert DPCost.from_spec({"dataset": "d", "mu": 0.3, "group_size": 2}).group_size == 2
     assert DPCost.from_spec({"dataset": "d", "mu": 0.3}).cost == GaussianDP(0.3)
-    event = Laplace(epsilon=0.5).event
+    event = Laplace(epsilon=0.5, sensitivity=1.0).event
     assert DPCost.from_spec({"dataset": "d", "event": event.to_dict()}).cost == event
     bad_specs = (
         {"dataset": "d"},
@@ -266,7 +269,7 @@ def test_attach_guard_chains_hooks_and_refuses_a_second_cost() -> None:
         plain = BashOperator(task_id="plain", bash_command="true", pre_execute=own_hook)
         mapped = BashOperator.partial(task_id="mapped").expand(bash_command=["true", "false"])
         dp_op = PrivacyBudgetOperator(
-            task_id="dp", dataset="d", mechanism=Laplace(epsilon=0.1), python_callable=len
+            task_id="dp", dataset="d", mechanism=Laplace(epsilon=0.1, sensitivity=1.0), python_callable=len
         )
     guard = dp_guard("d", PureDP(0.1))
     attach_guard(plain, guard)
@@ -300,7 +303,7 @@ def test_task_policy_attaches_a_guard_once_and_rejects_double_declarations() -> 
         twice = PrivacyBudgetOperator(
             task_id="twice",
             dataset="d",
-            mechanism=Laplace(epsilon=0.1),
+            mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
             python_callable=len,
             params={"dp_cost": {"dataset": "d", "epsilon": 0.1}},
         )

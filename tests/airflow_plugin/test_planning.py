@@ -9,6 +9,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def test_plan_of_the_example_dag_exceeds_a_budget_for_two(ledger) -> None:
     assert (check.dataset, check.total.epsilon, check.budget.epsilon) == ("patients", 1.5, 1.0)
     assert not check.fits_budget and not check.ok
     assert "one run needs ε=1.5 but the whole budget is ε=1" in check.problems[0]
-    assert not ledger.history("patients")[1:]  # planning charged nothing
+    assert not ledger.records("patients")[1:]  # planning charged nothing
 
     ledger.set_budget("patients", PureDP(1.5))
     (check,) = check_dag(plan, ledger)
@@ -64,11 +65,17 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     ledger.set_budget("other", PureDP(1.0))
     with DAG("dp_plan", schedule=None, start_date=START, catchup=False) as dag:
         PrivacyBudgetOperator.partial(
-            task_id="per_site", dataset="cohort", mechanism=Laplace(epsilon=0.1), python_callable=len
+            task_id="per_site",
+            dataset="cohort",
+            mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
+            python_callable=len,
         ).expand(op_args=[[i] for i in range(40)])
         source = PythonOperator(task_id="sites", python_callable=lambda: [[1], [2]])
         PrivacyBudgetOperator.partial(
-            task_id="per_runtime_site", dataset="other", mechanism=Laplace(epsilon=0.1), python_callable=len
+            task_id="per_runtime_site",
+            dataset="other",
+            mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
+            python_callable=len,
         ).expand(op_args=source.output)
         BashOperator(task_id="export", bash_command="true", pre_execute=dp_guard("other", PureDP(0.2)))
         BashOperator(
@@ -132,44 +139,112 @@ def test_dag_policy_refuses_an_over_budget_dag_at_parse_time(ledger) -> None:
         manager.unregister(name="dp_pipeline_warn_policy")
 
 
-def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger, capsys) -> None:
+def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger, capfd) -> None:
     from airflow_plugin.check import main
     from dp_pipeline import PureDP
 
     ledger.set_budget("patients", PureDP(1.0))
     assert main([str(EXAMPLE_DAGS), "--ledger-url", ledger.url]) == 1
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert "dp_patients_report" in out and "EXCEEDS BUDGET" in out and "ε=1.5" in out
 
     ledger.set_budget("patients", PureDP(1.5))
     assert main([str(EXAMPLE_DAGS), "--json"]) == 0  # through the dp_ledger_default connection
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capfd.readouterr().out)  # standard output is the JSON alone
     patients = next(c for c in report["checks"] if c["dag_id"] == "dp_patients_report")
     assert patients["fits_budget"] and patients["total"] == {"type": "approx", "epsilon": 1.5, "delta": 0.0}
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        [sys.executable, "-m", "airflow_plugin.check"],
-        [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check"],
-    ],
-    ids=["python-m", "airflow-cli"],
-)
-def test_check_command_runs_as_a_module_and_an_airflow_command(ledger, command) -> None:
-    from dp_pipeline import PureDP
+_COMMANDS = {
+    "python-m": [sys.executable, "-m", "airflow_plugin.check"],
+    "airflow-cli": [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check-dags"],
+    "airflow-cli-old-name": [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check"],
+}
 
-    ledger.set_budget("patients", PureDP(1.0))
-    result = subprocess.run(
-        [*command, str(EXAMPLE_DAGS / "dp_patients_report.py")],
+
+def _run_check(command: list[str], *args: str, env: dict[str, str] | None = None) -> Any:
+    import os
+
+    return subprocess.run(
+        [*command, *args],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=180,
         check=False,
+        env={**os.environ, **(env or {})},
     )
+
+
+@pytest.mark.parametrize("name", list(_COMMANDS))
+def test_check_command_runs_as_a_module_and_an_airflow_command(ledger, name) -> None:
+    from dp_pipeline import PureDP
+
+    ledger.set_budget("patients", PureDP(1.0))
+    result = _run_check(_COMMANDS[name], str(EXAMPLE_DAGS / "dp_patients_report.py"))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "EXCEEDS BUDGET" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["python-m", "airflow-cli"])
+def test_check_json_is_all_of_standard_output_and_logs_go_to_stderr(ledger, name) -> None:
+    """Airflow logs "Filling up the DagBag" (and the ledger its migrations) to stdout; the JSON report
+    must be parseable as the whole of standard output."""
+    from dp_pipeline import PureDP
+
+    ledger.set_budget("patients", PureDP(1.5))
+    # INFO: the level at which Airflow logs the DagBag fill; unit-test mode off, as users run it (in that
+    # mode Airflow's own start-up, before any command runs, logs which test configuration it loaded)
+    env = {"AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO", "AIRFLOW__CORE__UNIT_TEST_MODE": "False"}
+    result = _run_check(_COMMANDS[name], str(EXAMPLE_DAGS), "--json", "--ledger-url", ledger.url, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert {c["dag_id"] for c in report["checks"]} >= {"dp_patients_report"}
+    assert report["import_errors"] == {}
+    assert "Filling up the DagBag" in result.stderr
+
+
+def test_check_of_a_missing_folder_or_one_without_dags_is_an_error(ledger, tmp_path) -> None:
+    missing = _run_check(_COMMANDS["python-m"], str(tmp_path / "dgas"), "--ledger-url", ledger.url)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert f"no DAG folder or file at {tmp_path / 'dgas'}" in missing.stderr
+
+    (tmp_path / "empty").mkdir()
+    empty = _run_check(_COMMANDS["python-m"], str(tmp_path / "empty"), "--ledger-url", ledger.url)
+    assert empty.returncode == 2 and "no DAG found in" in empty.stderr
+
+
+def test_check_of_a_folder_with_import_errors_exits_2_with_the_errors_in_json(ledger, tmp_path) -> None:
+    (tmp_path / "broken_dag.py").write_text("from airflow.sdk import DAG\nraise RuntimeError('broken')\n")
+    result = _run_check(_COMMANDS["python-m"], str(tmp_path), "--json", "--ledger-url", ledger.url)
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    (path,) = report["import_errors"]
+    assert path.endswith("broken_dag.py") and "broken" in report["import_errors"][path]
+
+
+@pytest.mark.parametrize("name", ["python-m", "airflow-cli"])
+def test_check_without_a_ledger_connection_is_one_line_naming_it(name) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    result = subprocess.run(
+        [*_COMMANDS[name], str(EXAMPLE_DAGS), "--conn-id", "my_ledger"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: no Airflow connection 'my_ledger': define it (e.g. AIRFLOW_CONN_MY_LEDGER=sqlite:////abs/path/"
+        "ledger.db or 'airflow connections add'), or pass --ledger-url URL"
+    ]
+    assert "Traceback" not in result.stderr
 
 
 def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> None:
@@ -219,7 +294,8 @@ def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path,
         "from dp_pipeline.mechanisms import Laplace\n"
         "with DAG('escapes', schedule=None, start_date=dt.datetime(2026, 1, 1)):\n"
         "    PrivacyBudgetOperator(\n"
-        "        task_id='count', dataset='pat\\x1b[2Jients', mechanism=Laplace(epsilon=0.5),\n"
+        "        task_id='count', dataset='pat\\x1b[2Jients',\n"
+        "        mechanism=Laplace(epsilon=0.5, sensitivity=1.0),\n"
         "        python_callable=len,\n"
         "    )\n"
     )

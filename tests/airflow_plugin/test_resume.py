@@ -99,7 +99,7 @@ def test_a_second_delivery_of_a_running_attempt_is_refused(ledger, tmp_path) -> 
     from airflow_plugin.exceptions import AttemptAlreadyChargedError
     from dp_pipeline.mechanisms import Laplace
 
-    ledger.set_budget("twice", Laplace(epsilon=5.0).event.guarantee)
+    ledger.set_budget("twice", Laplace(epsilon=5.0, sensitivity=1.0).event.guarantee)
     runs = tmp_path / "runs.txt"
 
     def release(**context: Any) -> str:
@@ -114,7 +114,10 @@ def test_a_second_delivery_of_a_running_attempt_is_refused(ledger, tmp_path) -> 
 
     with DAG("dp_twice", schedule=None, start_date=START, catchup=False) as dag:
         PrivacyBudgetOperator(
-            task_id="release", dataset="twice", mechanism=Laplace(epsilon=0.5), python_callable=release
+            task_id="release",
+            dataset="twice",
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
+            python_callable=release,
         )
 
     dag_run = run_dag(dag)

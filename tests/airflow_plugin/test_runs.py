@@ -144,7 +144,7 @@ def test_retry_policy_started_attempts_stay_charged_early_failures_release(ledge
         PrivacyBudgetOperator(
             task_id="read_then_fail",
             dataset="visits",
-            mechanism=Laplace(epsilon=0.5),
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
             python_callable=read_then_fail,
             retries=1,
             retry_delay=dt.timedelta(0),
@@ -152,7 +152,7 @@ def test_retry_policy_started_attempts_stay_charged_early_failures_release(ledge
         PrivacyBudgetOperator(
             task_id="never_starts",
             dataset="claims",
-            mechanism=Laplace(epsilon=0.5),
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
             python_callable=needs_an_argument,
             retries=1,
             retry_delay=dt.timedelta(0),
@@ -170,7 +170,7 @@ def test_retry_policy_started_attempts_stay_charged_early_failures_release(ledge
     claims = charges(ledger, "claims")
     assert [status for _, status in claims] == ["released", "released"]
     assert [key.rsplit("/", 1)[1] for key, _ in claims] == ["1", "2"]
-    releases = [entry.reason for entry in ledger.history("claims") if entry.kind == "release"]
+    releases = [entry.reason for entry in ledger.records("claims") if entry.kind == "release"]
     assert len(releases) == 2 and all("before its callable ran" in (r or "") for r in releases)
     assert ledger.spent("claims").epsilon == 0.0
 
@@ -192,11 +192,12 @@ def test_mapped_tasks_are_charged_per_map_index(ledger) -> None:
         PrivacyBudgetOperator.partial(
             task_id="count_region",
             dataset="regions",
-            mechanism=Laplace(epsilon=0.5),
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
             python_callable=count_region,
         ).expand(op_kwargs=[{"region": "north"}, {"region": "south"}, {"region": "east"}])
 
-        @task.dp(dataset="wards", mechanism=Laplace(epsilon=0.5))  # dp_task, registered by provider info
+        # dp_task, registered by provider info
+        @task.dp(dataset="wards", mechanism=Laplace(epsilon=0.5, sensitivity=1.0))
         def count_ward(ward: int, mechanism: Laplace) -> float:
             return float(mechanism.randomize(float(ward)))
 
@@ -243,12 +244,12 @@ def test_guard_on_plain_python_and_bash_operators(ledger, tmp_path) -> None:
         first = PythonOperator(
             task_id="python_export",
             python_callable=python_export,
-            pre_execute=dp_guard("exports", Laplace(epsilon=0.6)),
+            pre_execute=dp_guard("exports", Laplace(epsilon=0.6, sensitivity=1.0)),
         )
         second = BashOperator(
             task_id="bash_export",
             bash_command=f"echo bash >> {out}",
-            pre_execute=dp_guard("exports", Laplace(epsilon=0.6)),  # 0.6 + 0.6 > 1: refused
+            pre_execute=dp_guard("exports", Laplace(epsilon=0.6, sensitivity=1.0)),  # 0.6 + 0.6 > 1: refused
             retries=2,
             on_failure_callback=failures,
             trigger_rule="all_done",
@@ -287,7 +288,9 @@ def test_guard_on_plain_python_and_bash_operators(ledger, tmp_path) -> None:
     assert out.read_text().splitlines() == ["python", "audit"]  # the refused commands never ran
     assert isinstance(failures.errors["bash_export"], PrivacyBudgetExhausted)
     assert isinstance(failures.errors["no_budget"], PrivacyCostError)  # a missing budget is not retried
-    assert "nobody_set_a_budget" in str(failures.errors["no_budget"])
+    message = str(failures.errors["no_budget"])
+    assert "nobody_set_a_budget" in message and ".." not in message
+    assert f"in the ledger {ledger.url}" in message  # the ledger is named
     tries = {ti.task_id: ti.try_number for ti in dag_run.get_task_instances()}
     assert tries["bash_export"] == 1 and tries["no_budget"] == 1
     assert [s for _, s in charges(ledger, "exports")] == ["committed"]
@@ -353,13 +356,13 @@ def test_an_attempt_whose_key_is_already_committed_does_not_run_again(ledger, tm
         PrivacyBudgetOperator(
             task_id="release",
             dataset="repeat",
-            mechanism=Laplace(epsilon=0.5),
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
             python_callable=lambda: ran.write_text("ran"),
             on_failure_callback=failures,
         )
     # the ledger already has this attempt's key committed, as if the attempt had run once
     key = f"dp_repeat/release/manual__{logical_date.isoformat()}/-1/1"
-    ledger.spend("repeat", Laplace(epsilon=0.5), key=key)
+    ledger.spend("repeat", Laplace(epsilon=0.5, sensitivity=1.0), key=key)
 
     dag_run = run_dag(dag, logical_date=logical_date, run_after=logical_date)
 

@@ -20,4 +20,4 @@ def acct() -> Iterator[PrivacyAccountant]:
 
 def charges(accountant: PrivacyAccountant, dataset: str = "d") -> list[object]:
     """The reservations (one per charge) in the dataset's history."""
-    return [e for e in accountant.history(dataset) if e.kind == "reserve"]
+    return [e for e in accountant.records(dataset) if e.kind == "reserve"]

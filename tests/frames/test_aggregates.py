@@ -10,8 +10,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant, PrivacyLeakWarning, PureDP
-from dp_pipeline.frames import dp_count, dp_histogram, dp_mean, dp_sum
+from dp_pipeline import (
+    ApproxDP,
+    BudgetExceededError,
+    InvalidParameterError,
+    PrivacyAccountant,
+    PrivacyLeakWarning,
+    PureDP,
+)
+from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
 from dp_pipeline.mechanisms import Gaussian
 
 from .conftest import charges
@@ -198,7 +205,41 @@ def test_every_function_charges_once_and_a_refusal_charges_nothing(func: Any, ar
     acct.set_budget("d", PureDP(1.0))
     func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
     assert len(charges(acct)) == 1 and acct.spent("d").epsilon == pytest.approx(0.75)
-    before = acct.history("d")
+    before = acct.records("d")
     with pytest.raises(BudgetExceededError):
         func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
-    assert acct.history("d") == before
+    assert acct.records("d") == before
+
+
+@pytest.mark.parametrize(
+    ("func", "args", "kwargs"),
+    [
+        (dp_count, (), {}),
+        (dp_sum, ("cost",), {"lower": 0, "upper": 10}),
+        (dp_mean, ("cost",), {"lower": 0, "upper": 10}),
+        (dp_histogram, ("ward",), {"categories": ["a", "b", "c"]}),
+        (add_noise, ("cost",), {"lower": 0, "upper": 10}),
+        (randomized_response, ("flag",), {}),
+    ],
+)
+def test_group_size_is_charged_for_the_group(func: Any, args: Any, kwargs: Any) -> None:
+    """group_size=k charges what the accountant prices for a group of k: ε·k for these pure releases."""
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(10.0))
+    frame = visits().assign(flag=lambda df: df["cost"] > 5)
+    func(frame, *args, epsilon=0.5, accountant=acct, dataset="d", group_size=3, **kwargs)
+    (entry,) = acct.history("d")
+    assert entry.group_size == 3 and entry.cost == PureDP(1.5).to_approx_dp()
+    with pytest.raises(BudgetExceededError, match="k = 3"):
+        func(frame, *args, epsilon=3.0, accountant=acct, dataset="d", group_size=3, **kwargs)
+
+
+@pytest.mark.parametrize("func", [dp_mean, dp_sum])
+def test_a_bool_column_is_not_a_number(func: Any) -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(10.0))
+    frame = pd.DataFrame({"smoker": [True, False, True]})
+    with pytest.raises(InvalidParameterError, match="holds bools, not numbers") as info:
+        func(frame, "smoker", lower=0, upper=1, epsilon=0.5, accountant=acct, dataset="d")
+    assert info.value.parameter == "column" and charges(acct) == []
+    func(frame.astype({"smoker": int}), "smoker", lower=0, upper=1, epsilon=0.5, accountant=acct, dataset="d")

@@ -2,18 +2,20 @@
 
 Each frame function is configured once (a ``functools.partial``, as a job or a pipeline step would hold it),
 then releases two neighbouring DataFrames (one person's row changed or removed) through two copies: pickled,
-deep-copied, run by joblib workers (loky and multiprocessing), by a FeatureUnion with ``n_jobs=2``, by a
-ColumnTransformer with ``n_jobs=2`` (row-level functions), or as the step of one saved pipeline loaded twice.
-Shared noise would make the releases of the unchanged rows (or groups) identical; with fresh noise that has
-probability below 0.53¹⁹⁹ < 10⁻⁵⁴ (binary RR at ε = 1/2; the other releases lower still).
+deep-copied, run by joblib (loky) workers, a forkserver process pool, by a FeatureUnion with ``n_jobs=2``, by
+a ColumnTransformer with ``n_jobs=2`` (row-level functions), or as the step of one saved pipeline loaded
+twice. Shared noise would make the releases of the unchanged rows (or groups) identical; with fresh noise that
+has probability below 0.53¹⁹⁹ < 10⁻⁵⁴ (binary RR at ε = 1/2; the other releases lower still).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import multiprocessing
 import pickle
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import joblib
@@ -98,6 +100,14 @@ def _joblib(backend: str) -> Callable[[Release, pd.DataFrame, pd.DataFrame], tup
     return run
 
 
+def _process_pool(release: Release, df1: pd.DataFrame, df2: pd.DataFrame) -> tuple[Any, Any]:
+    # forkserver: workers forked from a clean server process cannot deadlock on this process's threads
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        out1, out2 = pool.map(release, (df1, df2))
+    return out1, out2
+
+
 def _feature_union(release: Release, df1: pd.DataFrame, df2: pd.DataFrame) -> tuple[Any, Any]:
     union = FeatureUnion([("a", FunctionTransformer(release)), ("b", FunctionTransformer(release))], n_jobs=2)
     union.fit(df1)
@@ -120,7 +130,7 @@ COPIES = [
     _pickled,
     _deep_copied,
     _joblib("loky"),
-    _joblib("multiprocessing"),
+    _process_pool,
     _feature_union,
     _pipeline_loaded_twice,
     _column_transformer,

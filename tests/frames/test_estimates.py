@@ -60,3 +60,41 @@ def test_reports_outside_the_categories_are_an_error() -> None:
         reports.pipe(krr_frequencies, "mode", epsilon=1.0, categories=["bus", "car"])
     with pytest.raises(InvalidParameterError, match="column 'mode'"):
         reports.pipe(rr_share, "mode", epsilon=1.0)
+
+
+def test_randomized_response_records_epsilon_and_rr_share_reads_it() -> None:
+    """A wrong ε gives a silently biased share (0.392 for 0.322 in the reported case), so the ε recorded
+    in attrs is used by default and a different one is refused."""
+    truth = pd.DataFrame({"yes": np.random.default_rng(7).random(3000) < 0.3, "id": np.arange(3000)})
+    reports = truth.pipe(randomized_response, "yes", epsilon=1.0, random_state=3, **OPT_OUT)
+    assert reports.attrs["randomized_response"] == {"yes": {"epsilon": 1.0}}
+    assert truth.attrs == {}  # the input is left as it was
+    recorded = reports.pipe(rr_share, "yes")
+    explicit = rr_share_array(reports["yes"].to_numpy(), BinaryRandomizedResponse(epsilon=1.0))
+    assert recorded["value"] == pytest.approx(explicit.value)
+    assert reports.pipe(rr_share, "yes", epsilon=1.0)["value"] == recorded["value"]
+    with pytest.raises(InvalidParameterError, match=r"randomised with epsilon = 1\.0") as info:
+        reports.pipe(rr_share, "yes", epsilon=1.5)
+    assert info.value.parameter == "epsilon"
+    assert reports[["yes"]].pipe(rr_share, "yes")["value"] == recorded["value"]  # attrs survive selection
+    with pytest.raises(InvalidParameterError, match="carries no recorded epsilon"):
+        pd.DataFrame({"yes": reports["yes"].to_numpy()}).pipe(rr_share, "yes")
+
+
+def test_krr_frequencies_reads_the_recorded_epsilon_and_categories() -> None:
+    categories = ["bus", "car", "bike"]
+    truth = pd.DataFrame({"mode": np.random.default_rng(8).choice(categories, 2000)})
+    reports = truth.pipe(
+        randomized_response, "mode", categories=categories, epsilon=2.0, random_state=1, **OPT_OUT
+    )
+    counts = reports.pipe(krr_frequencies, "mode")
+    reference = krr_counts(
+        reports["mode"].to_numpy(), KRandomizedResponse(epsilon=2.0, categories=categories)
+    )
+    assert list(counts.index) == categories and counts["value"].to_numpy() == pytest.approx(reference.value)
+    with pytest.raises(InvalidParameterError, match="'categories' do not match"):
+        reports.pipe(krr_frequencies, "mode", categories=["bus", "car"])
+    with pytest.raises(InvalidParameterError, match=r"epsilon = 2\.0"):
+        reports.pipe(krr_frequencies, "mode", epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match="krr_frequencies"):
+        reports.pipe(rr_share, "mode")

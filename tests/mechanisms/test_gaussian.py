@@ -51,10 +51,12 @@ def mp_least_sigma(eps: float, delta: float, sens: float) -> mpmath.mpf:
 
 def test_worked_example_values() -> None:
     # SPEC, from the seed and Balle & Wang: ε = 1, δ = 1e-5, S = 1.
-    assert Gaussian(epsilon=1.0, delta=1e-5).sigma == pytest.approx(3.73, abs=5e-3)
-    assert Gaussian(epsilon=1.0, delta=1e-5, calibration="tail_bound").sigma == pytest.approx(4.38, abs=5e-3)
+    assert Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).sigma == pytest.approx(3.73, abs=5e-3)
+    assert Gaussian(
+        epsilon=1.0, delta=1e-5, calibration="tail_bound", sensitivity=1.0
+    ).sigma == pytest.approx(4.38, abs=5e-3)
     # the classic formula's value at ε = 1 is its limit from below; ε = 1 itself is outside its theorem
-    classic = Gaussian(epsilon=1.0 - 1e-12, delta=1e-5, calibration="classic").sigma
+    classic = Gaussian(epsilon=1.0 - 1e-12, delta=1e-5, calibration="classic", sensitivity=1.0).sigma
     assert classic == pytest.approx(4.84, abs=5e-3)
     assert classic == pytest.approx(math.sqrt(2 * math.log(1.25 / 1e-5)) / (1.0 - 1e-12), rel=1e-15)
 
@@ -62,7 +64,7 @@ def test_worked_example_values() -> None:
 @pytest.mark.parametrize("epsilon", [1.0, 1.5, 10.0])
 def test_classic_refuses_epsilon_of_one_or_more(epsilon: float) -> None:
     with pytest.raises(InvalidParameterError, match="epsilon") as info:
-        Gaussian(epsilon=epsilon, delta=1e-5, calibration="classic")
+        Gaussian(epsilon=epsilon, delta=1e-5, calibration="classic", sensitivity=1.0)
     assert info.value.parameter == "epsilon"
     assert "ε < 1" in str(info.value)
     assert "analytic" in str(info.value)
@@ -154,10 +156,10 @@ def test_analytic_sigma_is_exact_and_below_the_other_calibrations(
 @given(eps=st.floats(1e-6, 1e3), log10_delta=st.floats(-300.0, -1e-6))
 def test_analytic_sigma_is_private_at_extreme_parameters(eps: float, log10_delta: float) -> None:
     delta = 10.0**log10_delta
-    sigma = Gaussian(epsilon=eps, delta=delta).sigma
+    sigma = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0).sigma
     assert math.isfinite(sigma) and sigma > 0
     assert mp_delta(eps, sigma, 1.0) <= delta
-    assert sigma <= Gaussian(epsilon=eps, delta=delta, calibration="tail_bound").sigma
+    assert sigma <= Gaussian(epsilon=eps, delta=delta, calibration="tail_bound", sensitivity=1.0).sigma
 
 
 def test_analytic_gaussian_is_exactly_its_gdp() -> None:
@@ -215,7 +217,7 @@ def test_from_mu_rounds_sigma_up(mu: float, sens: float) -> None:
 def test_gdp_calibration_takes_mu_only(kwargs: dict[str, Any]) -> None:
     name = next(key for key in kwargs if key not in ("calibration", "mu"))
     with pytest.raises(InvalidParameterError) as info:
-        Gaussian(**kwargs)
+        Gaussian(**{"sensitivity": 1.0, **kwargs})
     assert info.value.parameter == name
 
 
@@ -244,7 +246,7 @@ def test_pdf_is_a_normal_density_with_the_stated_variance() -> None:
 
 
 def test_randomize_is_vectorised_and_reproducible() -> None:
-    m = Gaussian(epsilon=1.0, delta=1e-5)
+    m = Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     x = np.arange(12.0).reshape(3, 4)
     a, b = m.randomize(x, rng=secure_rng(7)), m.randomize(x, rng=secure_rng(7))
     assert a.shape == (3, 4)
@@ -348,7 +350,7 @@ outside_unit_interval = st.one_of(
 
 def assert_rejected(parameter: str, **kwargs: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Gaussian(**kwargs)
+        Gaussian(**{"sensitivity": 1.0, **kwargs})
     assert info.value.parameter == parameter, str(info.value)
     assert repr(parameter) in str(info.value)
 
@@ -386,7 +388,7 @@ def test_rejects_bad_calibration(bad: Any) -> None:
 @given(bad=st.one_of(not_a_real, non_positive))
 def test_rejects_bad_mu(bad: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Gaussian.from_mu(mu=bad)
+        Gaussian.from_mu(mu=bad, sensitivity=1.0)
     assert info.value.parameter == "mu"
 
 
@@ -407,11 +409,11 @@ def test_rejects_missing_parameters_and_mu_outside_gdp() -> None:
 )
 def test_randomize_rejects_bad_values(bad: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Gaussian(epsilon=1.0, delta=1e-5).randomize(bad, rng=secure_rng(0))
+        Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).randomize(bad, rng=secure_rng(0))
     assert info.value.parameter == "values"
 
 
 def test_randomize_rejects_bad_rng() -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Gaussian(epsilon=1.0, delta=1e-5).randomize([1.0], rng="seed")  # type: ignore[arg-type]
+        Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).randomize([1.0], rng="seed")  # type: ignore[arg-type]
     assert info.value.parameter == "rng"

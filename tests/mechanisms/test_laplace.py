@@ -38,7 +38,7 @@ def test_density_ratio_of_neighbours_is_bounded_by_exp_epsilon() -> None:
 
 
 def test_randomize_is_vectorised_and_reproducible() -> None:
-    m = Laplace(epsilon=1.0)
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
     x = np.arange(12.0).reshape(3, 4)
     a, b = m.randomize(x, rng=secure_rng(7)), m.randomize(x, rng=secure_rng(7))
     assert a.shape == (3, 4)
@@ -58,12 +58,12 @@ def test_noise_is_laplace_distributed() -> None:
 @pytest.mark.parametrize("bad", [[np.nan], [np.inf], [], "abc", [[1, 2], [3]], [1 + 2j], [True, False]])
 def test_randomize_rejects_bad_values(bad: object) -> None:
     with pytest.raises(InvalidParameterError, match="values"):
-        Laplace(epsilon=1.0).randomize(bad)
+        Laplace(epsilon=1.0, sensitivity=1.0).randomize(bad)
 
 
 def test_randomize_rejects_bad_rng() -> None:
     with pytest.raises(InvalidParameterError, match="rng"):
-        Laplace(epsilon=1.0).randomize([1.0], rng="seed")  # type: ignore[arg-type]
+        Laplace(epsilon=1.0, sensitivity=1.0).randomize([1.0], rng="seed")  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -82,3 +82,31 @@ def test_empirical_ratio_within_exp_epsilon() -> None:
             1.0,
             bins=np.linspace(-6, 7, 60),
         )
+
+
+def test_the_signature_is_readable_and_positional_arguments_are_refused_clearly() -> None:
+    import inspect
+
+    from dp_pipeline.exceptions import InvalidParameterError
+    from dp_pipeline.mechanisms import Gaussian
+
+    assert str(inspect.signature(Laplace)) == "(*, epsilon: float, sensitivity: float)"
+    assert "sensitivity: float, mu: float | None = None" in str(inspect.signature(Gaussian))
+    with pytest.raises(
+        InvalidParameterError, match=r"Laplace takes keyword arguments only, e\.g\. Laplace\("
+    ):
+        Laplace(1.0, 1.0)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", ["Laplace", "Gaussian", "Staircase"])
+def test_sensitivity_must_be_stated(name: str) -> None:
+    """No silent Δ = 1: the sensitivity is part of the query, as in OpenDP."""
+    from dp_pipeline import mechanisms
+    from dp_pipeline.exceptions import InvalidParameterError
+
+    kwargs = {"epsilon": 1.0, "delta": 1e-6} if name == "Gaussian" else {"epsilon": 1.0}
+    with pytest.raises(InvalidParameterError, match="'sensitivity'"):
+        getattr(mechanisms, name)(**kwargs)
+    from_mu = mechanisms.Gaussian.from_mu
+    with pytest.raises(TypeError):
+        from_mu(0.5)  # type: ignore[call-arg]

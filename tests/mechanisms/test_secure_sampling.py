@@ -55,9 +55,9 @@ def test_default_and_seeded_generators_are_aes_counter() -> None:
 
 
 MECHANISMS = [
-    Laplace(epsilon=1.0),
-    Gaussian(epsilon=1.0, delta=1e-5),
-    Staircase(epsilon=1.0),
+    Laplace(epsilon=1.0, sensitivity=1.0),
+    Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0),
+    Staircase(epsilon=1.0, sensitivity=1.0),
     BoundedLaplace(epsilon=1.0, lower=0.0, upper=1.0),
     BoundedStaircase(epsilon=1.0, lower=0.0, upper=1.0, gamma=0.3),
     BinaryRandomizedResponse(epsilon=1.0),
@@ -85,12 +85,12 @@ def test_copies_of_a_labelled_generator_keep_their_label_and_state(make: Any, co
     original = make(4)
     duplicate = copy_of(original)
     assert type(duplicate) is type(original)  # numpy's own pickling would drop the fast path's class
-    m = Laplace(epsilon=1.0)
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
     np.testing.assert_array_equal(m.randomize(np.zeros(50), duplicate), m.randomize(np.zeros(50), original))
 
 
 def test_unseeded_noise_differs_and_seeded_noise_repeats() -> None:
-    m = Laplace(epsilon=1.0)
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
     x = np.zeros(1000)
     assert not np.array_equal(m.randomize(x), m.randomize(x))
     np.testing.assert_array_equal(m.randomize(x, rng=secure_rng(5)), m.randomize(x, rng=secure_rng(5)))
@@ -171,7 +171,7 @@ def test_mironov_attack_fails_against_the_default_path(t: float) -> None:
 
 @pytest.mark.parametrize(
     "mechanism",
-    [Gaussian(epsilon=1.0, delta=1e-5), Staircase(epsilon=1.0)],
+    [Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0), Staircase(epsilon=1.0, sensitivity=1.0)],
     ids=["gaussian", "staircase"],
 )
 def test_other_additive_mechanisms_release_on_a_fixed_lattice(mechanism: Gaussian | Staircase) -> None:
@@ -183,7 +183,11 @@ def test_other_additive_mechanisms_release_on_a_fixed_lattice(mechanism: Gaussia
 
 
 def test_integer_queries_get_integer_noise() -> None:
-    for m in (Laplace(epsilon=1.0), Gaussian(epsilon=1.0, delta=1e-5), Staircase(epsilon=1.0)):
+    for m in (
+        Laplace(epsilon=1.0, sensitivity=1.0),
+        Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0),
+        Staircase(epsilon=1.0, sensitivity=1.0),
+    ):
         counts = np.array([3, 10, 0, 7], dtype=np.int32)
         out = m.randomize(counts, rng=secure_rng(1))
         assert out.dtype == np.int64 and out.shape == (4,)
@@ -191,11 +195,11 @@ def test_integer_queries_get_integer_noise() -> None:
         assert fast.dtype == np.int64
         assert isinstance(m.randomize(4, rng=secure_rng(1)), int)
     with pytest.raises(InvalidParameterError, match="values"):
-        Laplace(epsilon=1.0).randomize(np.array([2**63 - 1]))
+        Laplace(epsilon=1.0, sensitivity=1.0).randomize(np.array([2**63 - 1]))
 
 
 def test_negative_inputs_mirror_positive_ones() -> None:
-    m = Laplace(epsilon=1.0)
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
     negative, positive = (
         m.randomize(np.full(50, -2.5), rng=secure_rng(8)),
         m.randomize(np.full(50, 2.5), rng=secure_rng(8)),
@@ -204,7 +208,7 @@ def test_negative_inputs_mirror_positive_ones() -> None:
 
 
 def test_huge_inputs_are_released_exactly() -> None:
-    m = Laplace(epsilon=1.0)
+    m = Laplace(epsilon=1.0, sensitivity=1.0)
     x = np.array([1e300, -3e20, 2.0**60])
     out = m.randomize(x, rng=secure_rng(1))
     assert np.all(np.abs(out - x) <= 1e-3 * np.abs(x))

@@ -139,24 +139,31 @@ def test_closed_form_moments_match_the_series(eps: float, sens: float, gamma: fl
 @pytest.mark.parametrize("eps", [0.1, 0.5, 1.0, 2.0, 5.0])
 def test_default_gamma_minimises_the_expected_absolute_noise(eps: float) -> None:
     # Geng & Viswanath 2016: for the cost |x| the optimal γ is 1/(1 + e^{ε/2})
-    assert Staircase(epsilon=eps).effective_gamma == pytest.approx(1 / (1 + math.exp(eps / 2)), rel=1e-15)
+    assert Staircase(epsilon=eps, sensitivity=1.0).effective_gamma == pytest.approx(
+        1 / (1 + math.exp(eps / 2)), rel=1e-15
+    )
     best = optimize.minimize_scalar(
         lambda g: series_moments(eps, g, 1.0)[0],
         bounds=(0.0, 1.0),
         method="bounded",
         options={"xatol": 1e-10},
     )
-    assert Staircase(epsilon=eps).effective_gamma == pytest.approx(best.x, abs=1e-5)
+    assert Staircase(epsilon=eps, sensitivity=1.0).effective_gamma == pytest.approx(best.x, abs=1e-5)
 
 
 def test_variance_optimal_gamma_differs_from_the_default() -> None:
     # documented: the default is the ℓ1 optimum; the variance has its minimum elsewhere
     eps = 1.0
     best = optimize.minimize_scalar(
-        lambda g: Staircase(epsilon=eps, gamma=g).variance, bounds=(0.0, 1.0), method="bounded"
+        lambda g: Staircase(epsilon=eps, gamma=g, sensitivity=1.0).variance,
+        bounds=(0.0, 1.0),
+        method="bounded",
     )
-    assert abs(best.x - Staircase(epsilon=eps).effective_gamma) > 1e-3
-    assert Staircase(epsilon=eps, gamma=best.x).variance < Staircase(epsilon=eps).variance
+    assert abs(best.x - Staircase(epsilon=eps, sensitivity=1.0).effective_gamma) > 1e-3
+    assert (
+        Staircase(epsilon=eps, gamma=best.x, sensitivity=1.0).variance
+        < Staircase(epsilon=eps, sensitivity=1.0).variance
+    )
 
 
 # --- privacy from the exact density -------------------------------------------------------------------------
@@ -190,11 +197,11 @@ def test_guarantee_event_and_gamma() -> None:
     assert event.sensitivity == 2.0
     assert event.parameters == {"gamma": m.effective_gamma}
     assert PrivacyEvent.from_dict(event.to_dict()) == event
-    assert Staircase(epsilon=0.8, gamma=0.3).event.parameters == {"gamma": 0.3}
+    assert Staircase(epsilon=0.8, gamma=0.3, sensitivity=1.0).event.parameters == {"gamma": 0.3}
 
 
 def test_randomize_is_vectorised_and_reproducible() -> None:
-    m = Staircase(epsilon=1.0)
+    m = Staircase(epsilon=1.0, sensitivity=1.0)
     x = np.arange(12.0).reshape(3, 4)
     a, b = m.randomize(x, rng=secure_rng(7)), m.randomize(x, rng=secure_rng(7))
     assert a.shape == (3, 4)
@@ -245,7 +252,7 @@ outside_unit_interval = st.one_of(
 
 def assert_rejected(parameter: str, **kwargs: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Staircase(**kwargs)
+        Staircase(**{"sensitivity": 1.0, **kwargs})
     assert info.value.parameter == parameter, str(info.value)
     assert repr(parameter) in str(info.value)
 
@@ -287,13 +294,13 @@ def test_density_functions_reject_bad_parameters(which: str, bad: Any, function:
 )
 def test_randomize_rejects_bad_values(bad: Any) -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Staircase(epsilon=1.0).randomize(bad, rng=secure_rng(0))
+        Staircase(epsilon=1.0, sensitivity=1.0).randomize(bad, rng=secure_rng(0))
     assert info.value.parameter == "values"
 
 
 def test_randomize_rejects_bad_rng() -> None:
     with pytest.raises(InvalidParameterError) as info:
-        Staircase(epsilon=1.0).randomize([1.0], rng=-1)
+        Staircase(epsilon=1.0, sensitivity=1.0).randomize([1.0], rng=-1)
     assert info.value.parameter == "rng"
 
 

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_pipeline import InvalidParameterError, PrivacyAccountant
+from dp_pipeline import GaussianDP, InvalidParameterError, PrivacyAccountant
 from dp_pipeline.transformers import (
     BoundedLaplaceNoise,
     BoundedStaircaseNoise,
     GaussianNoise,
     LaplaceNoise,
+    RandomizedResponseEncoder,
 )
 
 from .conftest import charges
@@ -68,6 +69,11 @@ def test_a_missing_column_at_transform_is_an_error(acct: PrivacyAccountant) -> N
         (LaplaceNoise(sensitivity=1.0, random_state=-1), "random_state"),
         (GaussianNoise(delta=0.0, sensitivity=1.0), "delta"),
         (GaussianNoise(calibration="gdp", sensitivity=1.0), "mu"),
+        (GaussianNoise(mu=0.5, calibration="analytic", sensitivity=1.0), "mu"),
+        (GaussianNoise(mu=0.5, epsilon=2.0, sensitivity=1.0), "epsilon"),
+        (GaussianNoise(mu=0.5, delta=1e-6, calibration="gdp", sensitivity=1.0), "delta"),
+        (LaplaceNoise(sensitivity=1.0, group_size=0), "group_size"),
+        (RandomizedResponseEncoder(group_size=1.5), "group_size"),
         (BoundedLaplaceNoise(upper=1.0), "lower"),
         (BoundedLaplaceNoise(lower=0.0, upper=1.0, sensitivity=2.0), "sensitivity"),
         (BoundedStaircaseNoise(lower=0.0, upper=1.0, gamma=1.5), "gamma"),
@@ -80,3 +86,27 @@ def test_bad_parameters_raise_in_fit_naming_the_parameter(
     with pytest.raises(InvalidParameterError) as info:
         transformer.fit(np.zeros((3, 2)))
     assert info.value.parameter == parameter
+
+
+def test_gaussian_noise_with_mu_alone_is_mu_gdp(acct: PrivacyAccountant) -> None:
+    """An explicit mu selects the μ-GDP calibration (it used to be ignored for ε = 1, δ = 1e-5)."""
+    t = GaussianNoise(mu=0.5, sensitivity=2.0, accountant=acct, dataset="d").fit(np.zeros((3, 1)))
+    assert t.cost_.guarantee == GaussianDP(0.5)
+    assert t.noise_std_[0] == pytest.approx(2.0 / 0.5)  # σ = Δ/μ
+
+
+@pytest.mark.parametrize(
+    "transformer",
+    [LaplaceNoise(sensitivity=1.0), BoundedLaplaceNoise(lower=0.0, upper=1.0), RandomizedResponseEncoder()],
+    ids=["laplace", "bounded", "rr"],
+)
+@pytest.mark.parametrize("shape", [(0, 2), (3, 0)], ids=["no-rows", "no-columns"])
+def test_an_empty_x_is_an_invalid_parameter(acct: PrivacyAccountant, transformer: Any, shape: Any) -> None:
+    transformer.set_params(accountant=acct, dataset="d")
+    with pytest.raises(InvalidParameterError, match="X is empty") as info:
+        transformer.fit(np.zeros(shape))
+    assert info.value.parameter == "X"
+    fitted = transformer.fit(np.zeros((3, 2)))
+    with pytest.raises(InvalidParameterError, match="X is empty"):
+        fitted.transform(np.zeros((0, 2)))
+    assert charges(acct) == []

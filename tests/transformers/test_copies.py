@@ -1,19 +1,22 @@
 """Copies of a fitted transformer never add the same noise (unless it was seeded, with a warning).
 
 Each test fits a transformer once, then releases two neighbouring datasets X1 and X2 (one person's value
-changed) through two copies of it: pickled, deep-copied, sent to joblib workers, run by a ColumnTransformer or
-a FeatureUnion with ``n_jobs=2``, or one saved pipeline loaded twice. If the copies shared their random state,
-the releases of the 199 unchanged rows would be identical (continuous noise: X2's release minus X1's would
-be the true difference exactly; randomized response: the same reports, so the one changed report shows who
-changed). With fresh noise per release, identical releases of 199 rows × 3 features have probability below
-0.52⁵⁹⁷ < 10⁻¹⁶⁹ (binary RR at ε/3 = 1/3 per feature; the other transformers are lower still).
+changed) through two copies of it: pickled, deep-copied, sent to joblib (loky) workers or a process pool, run
+by a ColumnTransformer or a FeatureUnion with ``n_jobs=2``, or one saved pipeline loaded twice. If the copies
+shared their random state, the releases of the 199 unchanged rows would be identical (continuous noise: X2's
+release minus X1's would be the true difference exactly; randomized response: the same reports, so the one
+changed report shows who changed). With fresh noise per release, identical releases of 199 rows × 3 features
+have probability below 0.52⁵⁹⁷ < 10⁻¹⁶⁹ (binary RR at ε/3 = 1/3 per feature; the other transformers are lower
+still).
 """
 
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import pickle
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import joblib
@@ -99,6 +102,16 @@ def _joblib(backend: str) -> Callable[[BaseEstimator, Any, Any], tuple[Any, Any]
     return release
 
 
+def _process_pool(estimator: BaseEstimator, x1: Any, x2: Any) -> tuple[Any, Any]:
+    # a forkserver pool: the workers are forked from a clean server process, so a process with threads (a
+    # test run) cannot deadlock in them as it can in fork-started joblib "multiprocessing" workers
+    fitted = _fitted(estimator, x1)
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        out1, out2 = pool.map(fitted.transform, (x1, x2))
+    return out1, out2
+
+
 def _column_transformer(estimator: BaseEstimator, x1: Any, x2: Any) -> tuple[Any, Any]:
     columns = [0, 1, 2]
     ct = ColumnTransformer([("a", clone(estimator), columns), ("b", clone(estimator), columns)], n_jobs=2)
@@ -121,7 +134,7 @@ COPIES = [
     _pickled,
     _deep_copied,
     _joblib("loky"),
-    _joblib("multiprocessing"),
+    _process_pool,
     _column_transformer,
     _feature_union,
     _pipeline_loaded_twice,

@@ -12,9 +12,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 
-from dp_pipeline import BudgetExceededError, InvalidParameterError, PrivacyAccountant, PureDP
+from dp_pipeline import BudgetExceededError, GaussianDP, InvalidParameterError, PrivacyAccountant, PureDP
 from dp_pipeline.exceptions import LedgerError
-from dp_pipeline.transformers import GaussianNoise, KRandomizedResponseEncoder, LaplaceNoise, StaircaseNoise
+from dp_pipeline.transformers import (
+    GaussianNoise,
+    KRandomizedResponseEncoder,
+    LaplaceNoise,
+    RandomizedResponseEncoder,
+    StaircaseNoise,
+)
 
 from .conftest import charges
 
@@ -82,11 +88,11 @@ def test_refusal_raises_draws_no_noise_and_leaves_the_ledger_unchanged() -> None
     acct.set_budget("d", PureDP(1.5))
     t = noise(acct, random_state=0).fit(X)
     t.transform(X)
-    before = acct.history("d")
+    before = acct.records("d")
     state = rng_state(t)
     with pytest.raises(BudgetExceededError):
         t.transform(X)
-    assert acct.history("d") == before
+    assert acct.records("d") == before
     assert spent_epsilon(acct) == pytest.approx(1.0)
     assert rng_state(t) == state  # no noise was drawn for the refused release
 
@@ -98,7 +104,7 @@ class SpyAccountant:
         self.spends: list[tuple[str, Any, str, bytes]] = []
         self.transformer: Any = None
 
-    def spend(self, dataset: str, cost: Any, *, label: str = "") -> None:
+    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "") -> None:
         self.spends.append((dataset, cost, label, rng_state(self.transformer)))
 
 
@@ -204,3 +210,37 @@ def test_grid_search_with_a_memory_ledger_and_workers_fails_closed(acct: Privacy
     remote = str(info.value.__cause__)  # the worker-side traceback, as text
     assert "LedgerError" in remote and "memory ledger cannot be pickled" in remote
     assert charges(acct) == []
+
+
+@pytest.mark.parametrize(
+    "transformer",
+    [
+        LaplaceNoise(epsilon=0.5, sensitivity=1.0),
+        GaussianNoise(mu=0.5, sensitivity=1.0),
+        RandomizedResponseEncoder(epsilon=0.5),
+    ],
+    ids=["laplace", "gaussian-gdp", "rr"],
+)
+def test_group_size_is_charged_and_recorded(transformer: Any) -> None:
+    """A transform with group_size=k costs what the accountant charges for a group of k (Laplace and
+    Gaussian: sensitivity ×k, exact; RR: group privacy kε)."""
+    budget, alone = PrivacyAccountant("memory://"), PrivacyAccountant("memory://")
+    for a in (budget, alone):
+        a.set_budget("d", GaussianDP(10.0) if isinstance(transformer, GaussianNoise) else PureDP(100.0))
+    data = np.random.default_rng(5).integers(0, 2, (10, 1))
+    transformer.set_params(accountant=budget, dataset="d", group_size=3).fit_transform(data)
+    (entry,) = budget.history("d")
+    assert entry.group_size == 3
+    alone.spend("d", transformer.cost_, group_size=3)  # the accountant's own price of a group of 3
+    assert entry.cost == alone.history("d")[0].cost
+    expected = GaussianDP(1.5) if isinstance(transformer, GaussianNoise) else PureDP(1.5).to_approx_dp()
+    assert entry.cost == expected
+
+
+def test_group_size_in_a_refusal() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
+    t = LaplaceNoise(epsilon=0.4, sensitivity=1.0, group_size=4, accountant=acct, dataset="d")
+    with pytest.raises(BudgetExceededError, match="k = 4"):
+        t.fit_transform(X)
+    assert acct.history("d") == []
