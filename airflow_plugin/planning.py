@@ -116,6 +116,9 @@ class DatasetCheck:
         The composition method that produced ``total``.
     budget, remaining : Guarantee or None
         The dataset's budget and what remains of it (None when the dataset has no budget).
+    relation : str or None
+        The dataset's neighbouring relation (``"replace_one"`` or ``"add_remove"``), which the total is
+        read under; None when the dataset has no budget.
     fits_budget, fits_remaining : bool
         Whether one DAG run fits the whole budget, and what remains of it now.
     problems : list of str
@@ -135,6 +138,7 @@ class DatasetCheck:
     remaining: Guarantee | None
     fits_budget: bool
     fits_remaining: bool
+    relation: str | None = None
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -317,6 +321,7 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
         at_remaining: Guarantee | None = None
         method = ""
         remaining: Guarantee | None = None
+        relation = None if budget is None else accountant.relation(dataset)
         if budget is None:
             problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
         else:
@@ -348,6 +353,7 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
                 remaining=remaining,
                 fits_budget=fits_budget,
                 fits_remaining=fits_remaining,
+                relation=relation,
                 problems=problems,
                 warnings=warnings,
             )
@@ -367,7 +373,7 @@ def _show(guarantee: Guarantee | None) -> str:
 
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
     """A plain-text table of checks, one line per DAG and dataset, with the problems below."""
-    rows = [("DAG", "dataset", "tasks", "plan total", "method", "budget", "remaining", "verdict")]
+    rows = [("DAG", "dataset", "relation", "tasks", "plan total", "method", "budget", "remaining", "verdict")]
     notes: list[str] = []
     for check in checks:
         runs = sum(t.count if t.count is not None else 1 for t in check.tasks)
@@ -379,6 +385,7 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
             (
                 check.dag_id,
                 check.dataset,
+                check.relation or "-",
                 str(runs),
                 _show(check.total),
                 check.method or "-",
