@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_plugin.costs import DPCost
 from airflow_plugin.guards import iter_guards
+from airflow_plugin.reports import format_guarantee
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -341,7 +342,8 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
         fits_budget = total is not None and budget is not None and _fits(total, budget)
         fits_remaining = at_remaining is not None and remaining is not None and _fits(at_remaining, remaining)
         if total is not None and budget is not None and not fits_budget:
-            problems.append(f"one run needs {_show(total)} but the whole budget is {_show(budget)}")
+            needs, whole = format_guarantee(total), format_guarantee(budget)
+            problems.append(f"one run needs {needs} but the whole budget is {whole}")
         checks.append(
             DatasetCheck(
                 dag_id=plan.dag_id,
@@ -361,16 +363,6 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
     return checks
 
 
-def _show(guarantee: Guarantee | None) -> str:
-    if guarantee is None:
-        return "-"
-    if isinstance(guarantee, GaussianDP):
-        return f"μ={guarantee.mu:.6g}"
-    if isinstance(guarantee, ApproxDP) and guarantee.delta > 0:
-        return f"ε={guarantee.epsilon:.6g}, δ={guarantee.delta:.3g}"
-    return f"ε={getattr(guarantee, 'epsilon', float('nan')):.6g}"
-
-
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
     """A plain-text table of checks, one line per DAG and dataset, with the problems below."""
     rows = [("DAG", "dataset", "relation", "tasks", "plan total", "method", "budget", "remaining", "verdict")]
@@ -387,10 +379,10 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
                 check.dataset,
                 check.relation or "-",
                 str(runs),
-                _show(check.total),
+                format_guarantee(check.total),
                 check.method or "-",
-                _show(check.budget),
-                _show(check.remaining),
+                format_guarantee(check.budget),
+                format_guarantee(check.remaining),
                 verdict,
             )
         )
