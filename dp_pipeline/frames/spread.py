@@ -11,10 +11,11 @@ independent of where the data lie.
 
 **Error.** ``std_error`` is the delta-method standard deviation of V̂ at the noisy values (of √V̂:
 se(V̂)/(2√V̂)), capped at the width of the possible range (h², resp. h). The interval is
-**conservative**, not a normal approximation: each noisy sum gets its exact interval at level 1 − (1 − level)/3 (Laplace or Gaussian quantiles), so all three hold together with
-probability ≥ ``level`` (union bound), and [ci_low, ci_high] is the range of s₂/n − (s₁/n)² over that box
-(n ≥ 1), clamped to [0, h²]. Whenever the true count is ≥ 1, the variance of the clipped kept values lies in
-it with probability ≥ ``level``.
+**conservative**, not a normal approximation: each noisy sum gets its exact interval at level
+1 − (1 − level)/3 (Laplace or Gaussian quantiles), so all three hold together with probability ≥ ``level``
+(union bound), and [ci_low, ci_high] is the range of s₂/n − (s₁/n)² over that box (n ≥ 1), clamped to
+[0, h²]. Whenever the true count is ≥ 1, the variance of the clipped kept values lies in it with
+probability ≥ ``level``.
 """
 
 from __future__ import annotations
