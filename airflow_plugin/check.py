@@ -111,6 +111,7 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
     return {
         "dag_id": check.dag_id,
         "dataset": check.dataset,
+        "relation": check.relation,
         "tasks": [
             {"task_id": t.task_id, "cost": t.cost.describe(), "count": t.count, "source": t.source}
             for t in check.tasks

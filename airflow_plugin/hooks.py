@@ -187,14 +187,18 @@ class PrivacyLedgerHook(BaseHook):
             extra = self.get_connection(self.ledger_conn_id).extra_dejson
             signing_key = extra.get("ledger_key") or None
             self.log.debug("opening privacy ledger %s", redact_url(url))
+
+            def open_ledger() -> PrivacyAccountant:  # never creates: a missing ledger is an error here
+                return PrivacyAccountant(url, create=False, key=signing_key, read_only=self.read_only)
+
             if self.shared:
                 key = (os.getpid(), url, self.read_only)
                 with _ACCOUNTANTS_LOCK:
                     if key not in _ACCOUNTANTS:
-                        _ACCOUNTANTS[key] = PrivacyAccountant(url, key=signing_key, read_only=self.read_only)
+                        _ACCOUNTANTS[key] = open_ledger()
                     self._accountant = _ACCOUNTANTS[key]
             else:
-                self._accountant = PrivacyAccountant(url, key=signing_key, read_only=self.read_only)
+                self._accountant = open_ledger()
         return self._accountant
 
     def get_conn(self) -> PrivacyAccountant:

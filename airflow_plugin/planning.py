@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_plugin.costs import DPCost
 from airflow_plugin.guards import iter_guards
+from airflow_plugin.reports import format_guarantee
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -116,6 +117,9 @@ class DatasetCheck:
         The composition method that produced ``total``.
     budget, remaining : Guarantee or None
         The dataset's budget and what remains of it (None when the dataset has no budget).
+    relation : str or None
+        The dataset's neighbouring relation (``"replace_one"`` or ``"add_remove"``), which the total is
+        read under; None when the dataset has no budget.
     fits_budget, fits_remaining : bool
         Whether one DAG run fits the whole budget, and what remains of it now.
     problems : list of str
@@ -135,6 +139,7 @@ class DatasetCheck:
     remaining: Guarantee | None
     fits_budget: bool
     fits_remaining: bool
+    relation: str | None = None
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -317,6 +322,7 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
         at_remaining: Guarantee | None = None
         method = ""
         remaining: Guarantee | None = None
+        relation = None if budget is None else accountant.relation(dataset)
         if budget is None:
             problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
         else:
@@ -336,7 +342,8 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
         fits_budget = total is not None and budget is not None and _fits(total, budget)
         fits_remaining = at_remaining is not None and remaining is not None and _fits(at_remaining, remaining)
         if total is not None and budget is not None and not fits_budget:
-            problems.append(f"one run needs {_show(total)} but the whole budget is {_show(budget)}")
+            needs, whole = format_guarantee(total), format_guarantee(budget)
+            problems.append(f"one run needs {needs} but the whole budget is {whole}")
         checks.append(
             DatasetCheck(
                 dag_id=plan.dag_id,
@@ -348,6 +355,7 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
                 remaining=remaining,
                 fits_budget=fits_budget,
                 fits_remaining=fits_remaining,
+                relation=relation,
                 problems=problems,
                 warnings=warnings,
             )
@@ -355,19 +363,9 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
     return checks
 
 
-def _show(guarantee: Guarantee | None) -> str:
-    if guarantee is None:
-        return "-"
-    if isinstance(guarantee, GaussianDP):
-        return f"μ={guarantee.mu:.6g}"
-    if isinstance(guarantee, ApproxDP) and guarantee.delta > 0:
-        return f"ε={guarantee.epsilon:.6g}, δ={guarantee.delta:.3g}"
-    return f"ε={getattr(guarantee, 'epsilon', float('nan')):.6g}"
-
-
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
     """A plain-text table of checks, one line per DAG and dataset, with the problems below."""
-    rows = [("DAG", "dataset", "tasks", "plan total", "method", "budget", "remaining", "verdict")]
+    rows = [("DAG", "dataset", "relation", "tasks", "plan total", "method", "budget", "remaining", "verdict")]
     notes: list[str] = []
     for check in checks:
         runs = sum(t.count if t.count is not None else 1 for t in check.tasks)
@@ -379,11 +377,12 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
             (
                 check.dag_id,
                 check.dataset,
+                check.relation or "-",
                 str(runs),
-                _show(check.total),
+                format_guarantee(check.total),
                 check.method or "-",
-                _show(check.budget),
-                _show(check.remaining),
+                format_guarantee(check.budget),
+                format_guarantee(check.remaining),
                 verdict,
             )
         )

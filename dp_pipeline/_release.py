@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._validation import check_positive_int, check_real, divide_down, sqrt_up
+from dp_pipeline._validation import check_positive_int, check_real, divide_down, sqrt_up, subtract_up
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
@@ -457,7 +457,7 @@ def declared_bounds(
 def declared_sensitivity(
     sensitivity: Any, lower: NDArray[np.float64], upper: NDArray[np.float64], names: Sequence[str]
 ) -> NDArray[np.float64]:
-    """Δⱼ of each feature: the declared ``sensitivity``, or upperⱼ − lowerⱼ when it is None."""
+    """Δⱼ of each feature: the declared ``sensitivity``, or upperⱼ − lowerⱼ (rounded up) when it is None."""
     if sensitivity is None:
         width = upper - lower
         if not np.isfinite(width).all():
@@ -467,7 +467,7 @@ def declared_sensitivity(
                 f"'upper' (the sensitivity is then upper − lower); feature {feature!r} has neither",
                 "sensitivity",
             )
-        return width
+        return np.array([subtract_up(float(u), float(lo)) for lo, u in zip(lower, upper, strict=True)])
     values = per_feature(sensitivity, names, "sensitivity")
     if not (values > 0).all():
         raise InvalidParameterError(f"'sensitivity' must be > 0, got {sensitivity!r}", "sensitivity")

@@ -1047,10 +1047,13 @@ class PrivacyAccountant:
         in-memory ledger (notebooks, tests); or a store object such as
         :class:`~dp_pipeline.accounting.ledger.memory.MemoryLedger`. There is no default: a ledger silently
         created in the working directory would give every directory its own budget.
-    create : bool, default False
-        Create the ledger if there is none: the SQLite file, and the schema in an empty database. Without
-        it, opening never creates anything: a missing or empty (0-byte) file, or a database without a
-        ledger, raises LedgerError naming it (a day-2 job must not start over on a fresh, full budget).
+    create : bool or None, default None
+        ``None``: create a ledger (the SQLite file, or the schema in an empty database) only at a URL where
+        none was ever created by this user on this machine (the first run); a ledger that existed and is
+        gone, or an empty (0-byte) file, raises LedgerError naming it, so a day-2 job cannot start over on a
+        fresh, full budget (see :mod:`~dp_pipeline.accounting.ledger.known` for what this can and cannot
+        know). ``True``: create the ledger if there is none, on purpose. ``False``: never create anything
+        (what the Airflow hook, the dashboard and the command use).
     read_only : bool, default False
         Open for reports, history and :meth:`verify` only (also on a read-only file system); every
         write raises LedgerError. ``?mode=ro`` on an SQLite URL does the same.
@@ -1153,7 +1156,7 @@ class PrivacyAccountant:
         self,
         ledger: str | LedgerStore,
         *,
-        create: bool = False,
+        create: bool | None = None,
         read_only: bool = False,
         key: str | bytes | None = None,
         timeout: float = 30.0,
@@ -1166,7 +1169,7 @@ class PrivacyAccountant:
                 ledger, create=create, read_only=read_only, key=key, timeout=timeout
             )
         elif isinstance(ledger, LedgerStore):
-            if create or read_only or key is not None or timeout != 30.0:
+            if create is not None or read_only or key is not None or timeout != 30.0:
                 raise InvalidParameterError(
                     "create, read_only, key and timeout are options of opening a URL; a store object is "
                     "already open (pass them to the store, e.g. SQLLedger(url, key=...))",

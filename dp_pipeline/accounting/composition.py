@@ -363,7 +363,7 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
     if k == 1:
         return event
     if event.kind == "randomized_response":
-        return PrivacyEvent(kind="guarantee", guarantee=event.guarantee.group(k))
+        return PrivacyEvent(kind="guarantee", guarantee=event.guarantee.group(k), relation=event.relation)
     sensitivity = None if event.sensitivity is None else times_up(k, event.sensitivity)
     guarantee: Guarantee
     if isinstance(loss, _LaplaceLoss):

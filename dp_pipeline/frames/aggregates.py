@@ -51,7 +51,7 @@ from dp_pipeline._release import (
     release_rng,
     sqrt_up,
 )
-from dp_pipeline._validation import check_positive_int, times_up
+from dp_pipeline._validation import check_positive_int, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
@@ -195,7 +195,7 @@ def _sensitivity(relation: str, grouped: bool, m: int, low: float, high: float) 
     Values in [l, u] with l ≥ 0 or u ≤ 0 give W = M, so replace-one never costs less than add/remove.
     """
     magnitude = max(abs(low), abs(high))
-    width = max(high, 0.0) - min(low, 0.0)
+    width = subtract_up(max(high, 0.0), min(low, 0.0))
     if relation == "add_remove":
         return times_up(m, magnitude), times_up(m, magnitude)
     if not grouped:
@@ -469,7 +469,9 @@ def dp_mean(
     centre = (low + high) / 2.0
     exact_sum = release.per_group(rows, values - centre)
     exact_count = release.per_group(rows, None)
-    half_width = (high - low) / 2.0
+    # the centred values are the floats x − c (rounded to nearest, monotone in x): bounded by their values
+    # at the clip bounds, rounded up, not by (upper − lower)/2, which can be one unit in the last place less
+    half_width = max(subtract_up(high, centre), subtract_up(centre, low))
     plan = release.plan([(-half_width, half_width), (1.0, 1.0)])
     release.charge(plan, release.label(f"dp_mean of {name!r}"))
     noisy_sum = _noisy(plan, 0, exact_sum, release.rng)

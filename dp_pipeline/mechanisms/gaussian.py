@@ -120,7 +120,7 @@ def tail_bound_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 
 
 def classic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1; valid for ε < 1 only), rounded up.
+    """σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1; proven for ε < 1), rounded up.
 
     ln and √ are not correctly rounded, so no exact comparison certifies the last bit: the float
     expression is within about 4·2⁻⁵³ (relative) of the exact σ (ln(1.25/δ) ≥ ln 1.25 > 0.2 keeps the
@@ -128,6 +128,18 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """
     sigma = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
     return math.nextafter(sigma * (1.0 + _CLASSIC_MARGIN), math.inf)
+
+
+def _classic_is_private(epsilon: float, delta: float) -> bool:
+    """Whether the classic σ is (ε, δ)-DP: always for ε < 1 (its theorem); for ε ≥ 1 when it is at least
+    the exact analytic σ (δ(ε) decreases in σ), which holds up to ε ≈ 5 at δ = 10⁻⁵ and fails beyond.
+
+    σ/S does not depend on S, so S = 1 decides for every S; the classic float is lowered by 2⁻⁴⁴ relative
+    (more than its upward margin) so that the exact classic ratio, not its rounding, is compared.
+    """
+    if epsilon < 1.0:
+        return True
+    return classic_sigma(epsilon, delta, 1.0) * (1.0 - 2.0**-44) >= analytic_sigma(epsilon, delta, 1.0)
 
 
 class Gaussian(ContinuousMechanism):
@@ -160,8 +172,9 @@ class Gaussian(ContinuousMechanism):
     ``"tail_bound"``: σ solving Φ(S/(2σ) − εσ/S) = δ, i.e. P(L > ε) = δ. Sufficient for (ε, δ)-DP but not
     tight; closed form from a quadratic in σ. ε = 1, δ = 1e-5, S = 1: σ ≈ 4.38.
 
-    ``"classic"``: σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1). Its proof needs ε < 1, so
-    ε ≥ 1 is refused. ε = 1 − 10⁻⁹, δ = 1e-5: σ ≈ 4.84.
+    ``"classic"``: σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1). Its proof needs ε < 1; for
+    ε ≥ 1 it is accepted where it is at least the analytic σ (so the exact condition certifies it: up to
+    ε ≈ 5 at δ = 10⁻⁵) and refused beyond. ε = 1, δ = 1e-5: σ ≈ 4.84.
 
     ``"gdp"``: σ = S/μ, which is exactly μ-GDP (Dong, Roth & Su 2022, Thm 2.7).
 
@@ -235,11 +248,6 @@ class Gaussian(ContinuousMechanism):
             )
         if value <= 0.0:
             raise ValueError(f"must be > 0, got {value}")
-        if calibration == "classic" and value >= 1.0:
-            raise ValueError(
-                f"calibration='classic' (σ = S·√(2 ln(1.25/δ))/ε, Dwork & Roth 2014, Thm A.1) is proven "
-                f"only for ε < 1, got ε = {value}; use calibration='analytic', which is exact for every ε"
-            )
         return value
 
     @field_validator("delta")
@@ -258,6 +266,13 @@ class Gaussian(ContinuousMechanism):
             raise ValueError(
                 f"must lie in (0, 1), got {value}: Gaussian noise is never (ε, 0)-DP; use Laplace or "
                 "Staircase for pure ε-DP, or Gaussian.from_mu for μ-GDP"
+            )
+        epsilon = info.data.get("epsilon")
+        if calibration == "classic" and epsilon is not None and not _classic_is_private(epsilon, value):
+            raise ValueError(
+                f"calibration='classic' (σ = S·√(2 ln(1.25/δ))/ε, Dwork & Roth 2014, Thm A.1) is not "
+                f"(ε, δ)-DP at ε = {epsilon}, δ = {value} (its σ is below the exact one); use "
+                "calibration='analytic', which is exact for every ε"
             )
         return value
 

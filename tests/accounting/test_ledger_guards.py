@@ -70,10 +70,25 @@ def _rewrite(path: Path, dataset: str, edit: Callable[[dict[str, Any]], None]) -
 
 def test_a_missing_file_is_an_error_that_names_it_and_creates_nothing(tmp_path: Path) -> None:
     path = tmp_path / "typo.db"
-    for create in ({}, {"create": False}):
-        with pytest.raises(LedgerError, match=rf"no ledger at {path}.*create=True.*ledger init"):
-            PrivacyAccountant(f"sqlite:///{path}", **create)  # type: ignore[arg-type]
+    with pytest.raises(LedgerError, match=rf"no ledger at {path}.*create=True.*ledger init"):
+        PrivacyAccountant(f"sqlite:///{path}", create=False)
     assert list(tmp_path.iterdir()) == []  # no 0-byte file left behind
+
+
+def test_the_first_run_creates_and_a_deleted_ledger_is_never_created_again(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    day1 = PrivacyAccountant(f"sqlite:///{path}")  # the public contract: a new URL gets a new ledger
+    day1.set_budget("d", PureDP(1.0))
+    day1.spend("d", PureDP(1.0))
+    day1.close()
+    for leftover in tmp_path.iterdir():  # the file is deleted (a cleanup job, a wrong volume)
+        leftover.unlink()
+    with pytest.raises(LedgerError, match=rf"no ledger at {path}.*created there before.*create=True"):
+        PrivacyAccountant(f"sqlite:///{path}")  # day 2 must not start over on a full budget
+    assert list(tmp_path.iterdir()) == []
+    again = PrivacyAccountant(f"sqlite:///{path}", create=True)  # only on purpose
+    assert again.datasets() == []
+    again.close()
 
 
 def test_a_zero_byte_file_is_an_error_and_is_left_alone(tmp_path: Path) -> None:

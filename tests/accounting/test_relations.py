@@ -161,6 +161,18 @@ def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_cha
     assert (len(acct.records("d")), acct.spent("d"), acct.remaining("d")) == before
 
 
+@pytest.mark.parametrize("cost", ROW_LEVEL)
+def test_a_grouped_row_level_event_keeps_its_relation_and_is_still_refused(cost: Any) -> None:
+    # the DAG check and plan check apply the group size before the accountant reads the relation
+    from dp_pipeline.accounting.composition import group_event
+
+    event = cost if isinstance(cost, PrivacyEvent) else cost.event
+    grouped = group_event(event, 3)
+    assert grouped.relation == event.relation == "replace_one"
+    with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
+        accountant("add_remove").plan_cost("d", [grouped])
+
+
 @pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
 @pytest.mark.parametrize(
     "cost",

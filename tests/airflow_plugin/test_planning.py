@@ -155,6 +155,26 @@ def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger,
     assert patients["fits_budget"] and patients["total"] == {"type": "approx", "epsilon": 1.5, "delta": 0.0}
 
 
+def test_check_shows_each_dataset_relation_in_the_table_and_json(ledger, capfd) -> None:
+    from airflow_plugin import check_dag, plan_dag
+    from airflow_plugin.check import main
+    from airflow_plugin.planning import format_checks
+    from dp_pipeline import PrivacyAccountant, PureDP
+
+    plan = plan_dag(_example_dag())
+    ledger.set_budget("patients", PureDP(2.0), relation="add_remove")
+    (check,) = check_dag(plan, ledger)
+    assert check.relation == ledger.relation("patients") == "add_remove"
+    header, row = format_checks([check]).splitlines()[:2]
+    assert header.split()[2] == "relation" and row.split()[2] == "add_remove"
+    assert main([str(EXAMPLE_DAGS), "--json", "--ledger-url", ledger.url]) == 0
+    report = json.loads(capfd.readouterr().out)
+    relations = {c["dataset"]: c["relation"] for c in report["checks"] if c["dag_id"] == "dp_patients_report"}
+    assert relations == {"patients": "add_remove"}
+    (unbudgeted,) = check_dag(plan, PrivacyAccountant("memory://"))
+    assert unbudgeted.relation is None and "has no budget" in unbudgeted.problems[0]
+
+
 _COMMANDS = {
     "python-m": [sys.executable, "-m", "airflow_plugin.check"],
     "airflow-cli": [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check-dags"],

@@ -9,12 +9,13 @@ needlessly large: the true loss equals what was asked for.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import optimize, special
 
@@ -220,3 +221,31 @@ def test_an_add_remove_aggregate_states_its_replace_one_sensitivity_and_converts
     assert target.spent("d").epsilon >= exact
     assert target.spent("d").epsilon == pytest.approx(exact, rel=1e-6)
     assert target.spent("d").epsilon < gaussian_epsilon(2 * M / sigma, 1e-6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 4), st.floats(-1e3, -1e-3), st.floats(1e-3, 1e3), st.booleans())
+@example(1, -0.1, 0.7, False)  # 0.7 − (−0.1) rounds to a double below 0.8
+def test_replace_one_width_is_never_rounded_down(m: int, low: float, high: float, grouped: bool) -> None:
+    l1, l2 = _sensitivity("replace_one", grouped, m, low, high)
+    exact = m * (Fraction(high) - Fraction(low))  # both persons' rows at opposite bounds, in one group
+    assert Fraction(l1) >= exact and Fraction(l2) >= exact
+
+
+@pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
+def test_mean_is_calibrated_to_the_centred_floats_it_sums(relation: str) -> None:
+    low, high = -0.1, 0.7  # the float c − low exceeds the float (high − low)/2
+    out = pd.DataFrame({"x": [low, high]}).pipe(
+        dp_mean, "x", lower=low, upper=high, epsilon=1.0, accountant=accountant(relation), dataset="d"
+    )
+    centre = (low + high) / 2
+    below, above = Fraction(low - centre), Fraction(high - centre)  # the extreme values of the sum
+    assert max(-below, above) > Fraction((high - low) / 2)
+    sum_part = PrivacyEvent.from_dict(out.attrs["cost"]).parts[0]
+    assert sum_part.sensitivity is not None
+    if relation == "add_remove":
+        assert Fraction(sum_part.sensitivity) >= max(-below, above)
+        replaced = sum_part.parameters["replace_one_sensitivity"]
+        assert isinstance(replaced, float) and Fraction(replaced) >= above - below
+    else:
+        assert Fraction(sum_part.sensitivity) >= above - below

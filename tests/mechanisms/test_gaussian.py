@@ -55,19 +55,27 @@ def test_worked_example_values() -> None:
     assert Gaussian(
         epsilon=1.0, delta=1e-5, calibration="tail_bound", sensitivity=1.0
     ).sigma == pytest.approx(4.38, abs=5e-3)
-    # the classic formula's value at ε = 1 is its limit from below; ε = 1 itself is outside its theorem
-    classic = Gaussian(epsilon=1.0 - 1e-12, delta=1e-5, calibration="classic", sensitivity=1.0).sigma
+    classic = Gaussian(epsilon=1.0, delta=1e-5, calibration="classic", sensitivity=1.0).sigma
     assert classic == pytest.approx(4.84, abs=5e-3)
-    assert classic == pytest.approx(math.sqrt(2 * math.log(1.25 / 1e-5)) / (1.0 - 1e-12), rel=1e-15)
+    assert classic == pytest.approx(math.sqrt(2 * math.log(1.25 / 1e-5)), rel=1e-15)
 
 
-@pytest.mark.parametrize("epsilon", [1.0, 1.5, 10.0])
-def test_classic_refuses_epsilon_of_one_or_more(epsilon: float) -> None:
-    with pytest.raises(InvalidParameterError, match="epsilon") as info:
-        Gaussian(epsilon=epsilon, delta=1e-5, calibration="classic", sensitivity=1.0)
-    assert info.value.parameter == "epsilon"
-    assert "ε < 1" in str(info.value)
-    assert "analytic" in str(info.value)
+@pytest.mark.parametrize(("epsilon", "delta"), [(1.0, 1e-5), (1.5, 1e-10), (3.0, 0.1), (4.9, 1e-5)])
+def test_classic_at_epsilon_one_or_more_where_the_exact_condition_holds(epsilon: float, delta: float) -> None:
+    # the public contract calls calibration="classic" at ε = 1; beyond its theorem the formula is accepted
+    # only where mpmath's exact δ(ε) of its σ (Balle & Wang, Thm 8) is within δ
+    sigma = Gaussian(epsilon=epsilon, delta=delta, calibration="classic", sensitivity=2.0).sigma
+    assert sigma == pytest.approx(2.0 * math.sqrt(2 * math.log(1.25 / delta)) / epsilon, rel=1e-12)
+    assert mp_delta(epsilon, sigma, 2.0) <= delta
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(10.0, 1e-5), (5.0, 0.5), (20.0, 0.1)])
+def test_classic_refuses_where_its_sigma_is_below_the_exact_one(epsilon: float, delta: float) -> None:
+    classic = math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+    assert mp_delta(epsilon, classic, 1.0) > delta  # the formula is not (ε, δ)-DP here
+    with pytest.raises(InvalidParameterError, match="analytic") as info:
+        Gaussian(epsilon=epsilon, delta=delta, calibration="classic", sensitivity=1.0)
+    assert info.value.parameter == "delta"
 
 
 # --- analytic calibration against independent computations --------------------------------------------------

@@ -35,7 +35,7 @@ def __getattr__(name: str) -> object:
 def open_store(
     url: str,
     *,
-    create: bool = False,
+    create: bool | None = False,
     read_only: bool = False,
     key: str | bytes | None = None,
     timeout: float = 30.0,

@@ -68,6 +68,7 @@ from dp_pipeline.accounting.ledger.base import (
     canonical_json,
     next_record,
 )
+from dp_pipeline.accounting.ledger.known import known, registry_path, remember
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
 from dp_pipeline.accounting.ledger.urls import parse_url, redact_text, redact_url
 from dp_pipeline.exceptions import LedgerError
@@ -387,10 +388,12 @@ class SQLLedger:
         A SQLAlchemy URL: ``"sqlite:///ledger.db"`` (a file, the embedded default) or
         ``"postgresql+psycopg://user:password@host/dbname"`` (``postgresql://`` uses psycopg 3 too).
         ``?mode=ro`` on an SQLite URL opens it read-only, as ``read_only=True`` does.
-    create : bool, default False
-        Create the ledger: the SQLite file if it does not exist, and the schema in an empty database.
-        Without it, a missing or empty (0-byte) file, or a database without a ledger, raises LedgerError
-        and nothing is created.
+    create : bool or None, default False
+        True: create the ledger: the SQLite file if it does not exist, and the schema in an empty database.
+        False: a missing or empty (0-byte) file, or a database without a ledger, raises LedgerError and
+        nothing is created. None: create a ledger only where none was ever created (see
+        :mod:`~dp_pipeline.accounting.ledger.known`); a ledger that existed and is gone, or an empty file,
+        raises LedgerError.
     read_only : bool, default False
         Only read (reports, history, verify): every write raises LedgerError, the schema is not upgraded,
         and an SQLite file on a read-only file system can be read.
@@ -422,7 +425,7 @@ class SQLLedger:
         self,
         url: str,
         *,
-        create: bool = False,
+        create: bool | None = False,
         read_only: bool = False,
         key: str | bytes | None = None,
         timeout: float = 30.0,
@@ -436,10 +439,12 @@ class SQLLedger:
         self.signer = RecordSigner.from_key(key)
         self._key = key
         self._create = create
+        self._creating = False  # set when opening finds no ledger and creates one
         self._timeout = float(timeout)
         self._engine_options = dict(engine_options or {})
         self._sa_url = parse_url(self.url)
         self._shown = redact_url(self._sa_url.render_as_string(hide_password=True))
+        self._identity = self._shown  # where the ledger is, without its password (a file: its path)
         self._synchronous = "FULL"
         self._memory = False
         self._path: Path | None = None
@@ -480,17 +485,20 @@ class SQLLedger:
             return read_only
         path = Path(database)
         how = "create one on purpose with PrivacyAccountant(url, create=True) or 'dp-pipeline ledger init'"
+        self._identity = str(path.resolve())
         if not path.exists():
-            if read_only or not self._create:
+            if read_only or self._create is False:
                 raise LedgerError(f"no ledger at {path}: the file does not exist. If it is new, {how}.")
+            self._refuse_if_known(f"no ledger at {path}: the file does not exist")
             if not path.parent.is_dir():
                 raise LedgerError(f"cannot create ledger {path}: the directory {path.parent} does not exist")
-        elif path.is_file() and path.stat().st_size == 0 and not self._create:
+        elif path.is_file() and path.stat().st_size == 0 and self._create is not True:
             raise LedgerError(
                 f"{path} is an empty (0-byte) file, not a ledger: it may have been truncated or replaced. "
                 f"Nothing was written. Restore it from a backup; if it is new, {how}."
             )
-        query.update({"mode": "ro" if read_only else ("rwc" if self._create else "rw"), "uri": "true"})
+        creating = self._create is not False and not read_only
+        query.update({"mode": "ro" if read_only else ("rwc" if creating else "rw"), "uri": "true"})
         self._path = path
         wal = path.with_name(path.name + "-wal")
         if read_only and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
@@ -619,12 +627,24 @@ class SQLLedger:
                 f"{self._shown} is an SQLite database of something else (tables {sorted(tables)[:5]}), not a "
                 "dp-pipeline ledger. Nothing was written. Point the accountant at a new file."
             )
-        if not self._create or self.read_only:
+        if self._create is False or self.read_only:
             raise LedgerError(
                 f"{self._shown} holds no dp-pipeline ledger. Nothing was written; to create one on purpose "
                 "use PrivacyAccountant(url, create=True) or 'dp-pipeline ledger init'."
             )
+        self._refuse_if_known(f"{self._shown} holds no dp-pipeline ledger")
+        self._creating = True
         return False
+
+    def _refuse_if_known(self, problem: str) -> None:
+        """With ``create=None``: a LedgerError when a ledger was created here before and is gone."""
+        if self._create is None and known(self._identity):
+            raise LedgerError(
+                f"{problem}, but a ledger was created there before (listed in {registry_path()}): it was "
+                "deleted, moved or replaced. Nothing was written. Restore it from a backup; to start a new "
+                "ledger there on purpose, use PrivacyAccountant(url, create=True) or "
+                "'dp-pipeline ledger init'."
+            )
 
     def _open(self) -> None:
         try:
@@ -638,6 +658,8 @@ class SQLLedger:
                         from alembic import command
 
                         command.upgrade(_alembic_config(conn), "head")
+                if self._creating and not self._memory:
+                    remember(self._identity)
             if self.dialect == "sqlite" and not self._memory and not self.read_only:
                 raw = self._engine.raw_connection()
                 try:
