@@ -36,6 +36,7 @@ EventKind = Literal[
     "staircase",
     "bounded_laplace",
     "bounded_staircase",
+    "exponential",
     "guarantee",
     "composite",
 ]

@@ -313,6 +313,10 @@ def _event_loss(event: PrivacyEvent) -> _Loss:
         if k == 2:
             return _DiscreteLoss((-signed, signed), (p_other, p_true), 0.0)
         return _DiscreteLoss((-signed, 0.0, signed), (p_other, (k - 2) * p_other, p_true), 0.0)
+    # the exponential mechanism: the generic pure-ε dominating pair (the bounded-range PLD of Dong, Durfee
+    # & Rogers 2020 would be tighter)
+    if event.kind == "exponential" and _pure_epsilon(guarantee) is None:
+        raise _inconsistent(event, "the exponential mechanism is pure ε-DP")
     return _guarantee_loss(guarantee)
 
 

@@ -9,13 +9,20 @@ call without it raises ImportError naming ``pip install "dp-pipeline[pandas]"``.
 from dp_pipeline.frames.aggregates import dp_count, dp_histogram, dp_mean, dp_sum
 from dp_pipeline.frames.estimates import krr_frequencies, rr_share
 from dp_pipeline.frames.noise import add_noise, randomized_response
+from dp_pipeline.frames.quantiles import dp_median, dp_quantile, dp_quantiles
+from dp_pipeline.frames.spread import dp_std, dp_var
 
 __all__ = [
     "add_noise",
     "dp_count",
     "dp_histogram",
     "dp_mean",
+    "dp_median",
+    "dp_quantile",
+    "dp_quantiles",
+    "dp_std",
     "dp_sum",
+    "dp_var",
     "krr_frequencies",
     "randomized_response",
     "rr_share",

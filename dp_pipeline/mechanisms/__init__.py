@@ -4,6 +4,7 @@ the accounting."""
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 from dp_pipeline.mechanisms._sampling import FastGenerator, fast_rng, secure_rng
 from dp_pipeline.mechanisms.bounded import BoundedLaplace, BoundedStaircase
+from dp_pipeline.mechanisms.exponential import Exponential
 from dp_pipeline.mechanisms.gaussian import Gaussian
 from dp_pipeline.mechanisms.laplace import Laplace
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
@@ -14,6 +15,7 @@ __all__ = [
     "BoundedLaplace",
     "BoundedStaircase",
     "ContinuousMechanism",
+    "Exponential",
     "FastGenerator",
     "Gaussian",
     "KRandomizedResponse",

@@ -64,7 +64,7 @@ import math
 import numbers
 import secrets
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -1475,3 +1475,43 @@ def truthful(rng: np.random.Generator, epsilon: float, categories: int, n: int) 
 def other_offset(rng: np.random.Generator, categories: int, n: int) -> NDArray[np.int64]:
     """Uniform integers in {1, …, k − 1} (exact: numpy's bounded integers use rejection)."""
     return rng.integers(1, categories, size=n, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Secure path, part 6: the exponential mechanism by exact rejection sampling
+# --------------------------------------------------------------------------------------------------------
+
+_PROPOSALS = (16, 4096)  # proposals drawn (and decided) in the first vectorised round, and at most
+
+
+def exponential_choice(rng: np.random.Generator, gammas: Sequence[Fraction], weights: Sequence[int]) -> int:
+    """An index i drawn exactly with P(i) ∝ wᵢ·e^{−γᵢ} (rationals γᵢ ≥ 0, integers wᵢ ≥ 0, not all 0).
+
+    Rejection sampling: propose i with probability wᵢ/Σw (an exact uniform integer below Σw located in the
+    cumulative weights) and accept it with an exact Bernoulli(e^{−γᵢ}) (:func:`bernoulli_exp`'s certified
+    bounds, exact arithmetic when they do not decide); the first accepted proposal is the draw. Proposals
+    are drawn and decided in rounds (16 first, doubling up to 4096) and taken in order, so the draw is the
+    first success of independent trials: its law is exactly the target. With min γ = 0 a trial succeeds
+    with probability at least (the weight of the candidates with γ = 0)/Σw.
+    """
+    cumulative = np.cumsum(np.asarray(weights, dtype=np.int64))
+    total = int(cumulative[-1])
+    bounds = np.array([_float_bounds(g) for g in gammas], dtype=np.float64).reshape(-1, 2)
+    size = _PROPOSALS[0]
+    while True:
+        idx = np.searchsorted(cumulative, rng.integers(0, total, size=size), side="right")
+        w = _words(rng, size)
+        low, high = exp_neg_bounds(bounds[idx, 0], bounds[idx, 1])
+        accept, decided = _decide_below(w, low, high)
+        for j in range(size):
+            if not decided[j] or _FORCE_EXACT:
+                exact = gammas[int(idx[j])]
+                accept[j] = _lt_exp(rng, _Lazy(int(w[j])), functools.partial(_point, exact))
+            if accept[j]:
+                return int(idx[j])
+        size = min(2 * size, _PROPOSALS[1])
+
+
+def uniform_index(rng: np.random.Generator, n: int) -> int:
+    """A uniform integer in {0, …, n − 1} (numpy's exact bounded-integer rejection sampler)."""
+    return int(rng.integers(0, n))
