@@ -64,6 +64,7 @@ from dp_pipeline.frames._common import (
     require_pandas,
     result_frame,
 )
+from dp_pipeline.frames._dpbounds import check_outer, learn_and_charge
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -138,8 +139,9 @@ class _Release:
             grouped.index = grouped.index.get_level_values(0) if grouped.index.nlevels > 1 else grouped.index
         return np.asarray(grouped.reindex(self.index, fill_value=0.0).to_numpy(dtype=np.float64))
 
-    def plan(self, ranges: list[tuple[float, float]]) -> NoisePlan:
-        """The noise of one part per value range [l, u] (see :func:`_sensitivity`)."""
+    def plan(self, ranges: list[tuple[float, float]], epsilon: float | None = None) -> NoisePlan:
+        """The noise of one part per value range [l, u] (see :func:`_sensitivity`), for ``epsilon`` (the
+        release's own by default)."""
         norm = 1 if self.noise == "gaussian" else 0  # L2 for Gaussian noise, L1 for Laplace
 
         def under(relation: str) -> list[float]:
@@ -148,7 +150,7 @@ class _Release:
         return plan_noise(
             self.noise,
             under(self.relation),
-            epsilon=self.epsilon,
+            epsilon=self.epsilon if epsilon is None else epsilon,
             delta=self.delta,
             relation=self.relation,
             replace_one=under("replace_one") if self.relation == "add_remove" else None,
@@ -218,9 +220,11 @@ def _count_or_sum(
     name: str,
     floor: float | None,
     extra: dict[str, Any],
+    plan: NoisePlan | None = None,
 ) -> Any:
-    plan = release.plan([values])
-    release.charge(plan, label)
+    if plan is None:
+        plan = release.plan([values])
+        release.charge(plan, label)
     noisy = _noisy(plan, 0, exact, release.rng)
     std = np.full(noisy.shape, plan.noise_std[0])
     half = interval_half_width(release.noise, std, release.level)
@@ -352,24 +356,30 @@ def dp_histogram(
 
 
 def _clipped_column(
-    release: _Release, column: Any, lower: Any, upper: Any
-) -> tuple[Any, float, float, pd.DataFrame, NDArray[np.float64]]:
-    """The column (numeric, no missing values), its declared bounds, and the rows that enter the release
-    with their values of the column clipped to the bounds."""
+    release: _Release, column: Any, lower: Any, upper: Any, bounds: Any = None, outer: Any = None
+) -> tuple[Any, float, float, pd.DataFrame, NDArray[np.float64], bool]:
+    """The column (numeric, no missing values), its declared bounds (the outer range with ``bounds="dp"``),
+    the rows that enter the release with their values of the column clipped to those bounds, and whether
+    the bounds are still to be learned."""
     (name,) = column_list(release.df, column, "column")
-    lows, highs = declared_bounds(lower, upper, [str(name)], required=True)
-    low, high = float(lows[0]), float(highs[0])
+    searched = check_outer(lower, upper, bounds, outer, str(name))
+    if searched is None:
+        lows, highs = declared_bounds(lower, upper, [str(name)], required=True)
+        low, high = float(lows[0]), float(highs[0])
+    else:
+        low, high = searched
     numeric_values(release.df, name, "column")
     rows = release.rows()
-    return name, low, high, rows, np.clip(numeric_values(rows, name, "column"), low, high)
+    values = np.clip(numeric_values(rows, name, "column"), low, high)
+    return name, low, high, rows, values, searched is not None
 
 
 def dp_sum(
     df: Any,
     column: Any,
     *,
-    lower: float,
-    upper: float,
+    lower: float | None = None,
+    upper: float | None = None,
     epsilon: float,
     accountant: Any,
     dataset: str | None = None,
@@ -382,6 +392,8 @@ def dp_sum(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    bounds: str | None = None,
+    outer: tuple[float, float] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """DP sum of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
@@ -392,6 +404,13 @@ def dp_sum(
     lower, upper : float
         Declared bounds; values outside are clipped (``result.attrs["n_clipped"]`` is not reported: the
         number of clipped values is not private).
+    bounds : {None, "dp"}
+        ``"dp"`` learns the bounds instead (no ``lower``/``upper``): the 1st and 99th percentiles, released
+        with 10% of ε by the exponential mechanism inside ``outer``, charged with the release as one event
+        whose cost is fixed before the data are read (see :mod:`dp_pipeline.frames._dpbounds`).
+        ``result.attrs`` records the learned ``lower`` and ``upper``.
+    outer : (float, float)
+        With ``bounds="dp"``: the declared range (lo < hi) the bounds are learned in.
     Others
         As for :func:`dp_count`.
 
@@ -406,16 +425,15 @@ def dp_sum(
     mM under add/remove; under replace-one mW for one sum, and for group sums L1 2mM, L2 m·max(W, √2·M).
     """
     release = _Release("dp_sum", locals())
-    name, low, high, rows, values = _clipped_column(release, column, lower, upper)
+    name, low, high, rows, values, learn = _clipped_column(release, column, lower, upper, bounds, outer)
+    label = release.label(f"dp_sum of {name!r}")
+    plan, extra = None, {}
+    if learn:
+        low, high, plan, event = learn_and_charge(release, (low, high), values, lambda a, b: [(a, b)], label)
+        values, extra = np.clip(values, low, high), {"cost": event.to_dict(), "outer": outer}
     exact = release.per_group(rows, values)
     return _count_or_sum(
-        release,
-        exact,
-        (low, high),
-        release.label(f"dp_sum of {name!r}"),
-        f"sum({name})",
-        None,
-        {"lower": low, "upper": high},
+        release, exact, (low, high), label, f"sum({name})", None, {"lower": low, "upper": high, **extra}, plan
     )
 
 
@@ -423,8 +441,8 @@ def dp_mean(
     df: Any,
     column: Any,
     *,
-    lower: float,
-    upper: float,
+    lower: float | None = None,
+    upper: float | None = None,
     epsilon: float,
     accountant: Any,
     dataset: str | None = None,
@@ -437,6 +455,8 @@ def dp_mean(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    bounds: str | None = None,
+    outer: tuple[float, float] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """DP mean of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
@@ -465,15 +485,18 @@ def dp_mean(
     count with centring).
     """
     release = _Release("dp_mean", locals())
-    name, low, high, rows, values = _clipped_column(release, column, lower, upper)
+    name, low, high, rows, values, learn = _clipped_column(release, column, lower, upper, bounds, outer)
+    label = release.label(f"dp_mean of {name!r}")
+    extra: dict[str, Any] = {}
+    if learn:
+        low, high, plan, event = learn_and_charge(release, (low, high), values, _mean_ranges, label)
+        values, extra = np.clip(values, low, high), {"cost": event.to_dict(), "outer": outer}
+    else:
+        plan = release.plan(_mean_ranges(low, high))
+        release.charge(plan, label)
     centre = (low + high) / 2.0
     exact_sum = release.per_group(rows, values - centre)
     exact_count = release.per_group(rows, None)
-    # the centred values are the floats x − c (rounded to nearest, monotone in x): bounded by their values
-    # at the clip bounds, rounded up, not by (upper − lower)/2, which can be one unit in the last place less
-    half_width = max(subtract_up(high, centre), subtract_up(centre, low))
-    plan = release.plan([(-half_width, half_width), (1.0, 1.0)])
-    release.charge(plan, release.label(f"dp_mean of {name!r}"))
     noisy_sum = _noisy(plan, 0, exact_sum, release.rng)
     noisy_count = _noisy(plan, 1, exact_count, release.rng)
     count = np.maximum(noisy_count, 1.0)
@@ -490,5 +513,16 @@ def dp_mean(
         ci_high,
         release.index,
         f"mean({name})",
-        release.attrs(plan, lower=low, upper=high),
+        release.attrs(plan, lower=low, upper=high, **extra),
     )
+
+
+def _mean_ranges(low: float, high: float) -> list[tuple[float, float]]:
+    """The value ranges of the centred sum and of the count (see :func:`dp_mean`).
+
+    The centred values are the floats x − c (rounded to nearest, monotone in x): bounded by their values at
+    the clip bounds, rounded up, not by (upper − lower)/2, which can be one unit in the last place less.
+    """
+    centre = (low + high) / 2.0
+    half_width = max(subtract_up(high, centre), subtract_up(centre, low))
+    return [(-half_width, half_width), (1.0, 1.0)]

@@ -125,7 +125,7 @@ def _quantile_table(
     df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str
 ) -> tuple[pd.DataFrame, list[float]]:
     release = _Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
-    name, low, high, rows, values = _clipped_column(release, column, options["lower"], options["upper"])
+    name, low, high, rows, values, _ = _clipped_column(release, column, options["lower"], options["upper"])
     per_quantile = release.epsilon / len(qs)
     mechanism = quantile_mechanism(per_quantile, release.by is not None, release.relation, release.m)
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)

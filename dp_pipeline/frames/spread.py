@@ -36,7 +36,7 @@ __all__ = ["dp_std", "dp_var"]
 
 def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
     release = _Release(owner, arguments)
-    name, low, high, rows, values = _clipped_column(
+    name, low, high, rows, values, _ = _clipped_column(
         release, arguments["column"], arguments["lower"], arguments["upper"]
     )
     centre, half = (low + high) / 2.0, (high - low) / 2.0
