@@ -28,7 +28,7 @@ from airflow_plugin.costs import DPCost
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import format_guarantee
 from dp_pipeline.exceptions import printable
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+from dp_pipeline.guarantees import Guarantee
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -268,17 +268,6 @@ def plan_dag(dag: Any, *, params_enforced: bool = False) -> DagPlan:
     return DagPlan(dag_id=dag.dag_id, tasks=tasks)
 
 
-def _fits(total: Guarantee, limit: Guarantee) -> bool:
-    """``total`` is within ``limit`` (same currency; ties fit, as the accountant allows an exact spend)."""
-    if isinstance(limit, GaussianDP):
-        return isinstance(total, GaussianDP) and total.mu <= limit.mu
-    total = total.to_approx_dp() if isinstance(total, PureDP) else total
-    limit = limit.to_approx_dp() if isinstance(limit, PureDP) else limit
-    if not isinstance(limit, ApproxDP) or not isinstance(total, ApproxDP):
-        return False
-    return total.epsilon <= limit.epsilon and total.delta <= limit.delta
-
-
 def _budget_of(accountant: PrivacyAccountant, dataset: str) -> Guarantee | None:
     if dataset not in set(accountant.datasets()):
         return None
@@ -319,28 +308,23 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
             )
         budget = _budget_of(accountant, dataset)
         total: Guarantee | None = None
-        at_remaining: Guarantee | None = None
         method = ""
         remaining: Guarantee | None = None
+        fits_budget = fits_remaining = False
         relation = None if budget is None else accountant.relation(dataset)
         if budget is None:
             problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
         else:
             events = plan.events(dataset)
+            remaining = accountant.remaining(dataset).guarantee
             try:
-                # against the whole budget: the plan's ε read at the budget's own δ
-                whole_delta = budget.delta if isinstance(budget, ApproxDP) else None
-                report = accountant.plan_cost(dataset, events, delta=whole_delta)
+                # The accountant's one plan check, against the whole budget and against what remains.
+                report = accountant.plan_cost(dataset, events, against="budget")
                 total, method = report.guarantee, report.method
-                remaining = accountant.remaining(dataset).guarantee
-                at_remaining = total
-                if isinstance(remaining, ApproxDP) and remaining.delta != whole_delta:
-                    at_remaining = accountant.plan_cost(dataset, events).guarantee  # at the δ left
+                fits_budget = accountant.plan_fits(dataset, events, against="budget")
+                fits_remaining = accountant.plan_fits(dataset, events)
             except Exception as exc:
                 problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
-                remaining = accountant.remaining(dataset).guarantee
-        fits_budget = total is not None and budget is not None and _fits(total, budget)
-        fits_remaining = at_remaining is not None and remaining is not None and _fits(at_remaining, remaining)
         if total is not None and budget is not None and not fits_budget:
             needs, whole = format_guarantee(total), format_guarantee(budget)
             problems.append(f"one run needs {needs} but the whole budget is {whole}")

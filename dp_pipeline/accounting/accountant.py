@@ -56,6 +56,7 @@ from dp_pipeline.exceptions import (
     KeyAlreadyUsedError,
     LedgerError,
     UnsupportedCompositionError,
+    printable,
 )
 from dp_pipeline.guarantees import (
     ApproxDP,
@@ -79,6 +80,7 @@ __all__ = [
 ]
 
 Method = Literal["basic", "gdp"]
+Against = Literal["remaining", "budget"]
 
 # Exact decimal arithmetic: a double's exact value has at most 309 digits before the point and 1074 after
 # it, so a sum of them needs under 1,400 digits and a sum of their squares (μ²) under 2,800 (plus a few
@@ -1471,7 +1473,13 @@ class PrivacyAccountant:
         return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=False)
 
     def plan_cost(
-        self, dataset: str, costs: Sequence[Any], group_size: int = 1, *, delta: float | None = None
+        self,
+        dataset: str,
+        costs: Sequence[Any],
+        group_size: int = 1,
+        *,
+        delta: float | None = None,
+        against: Against = "remaining",
     ) -> BudgetReport:
         """The tight total of a plan fixed in advance, in the budget's currency; nothing is charged.
 
@@ -1485,37 +1493,56 @@ class PrivacyAccountant:
         delta : float, optional
             For (ε, δ) budgets under basic composition: the δ at which to read the plan's ε. Default:
             δ = 0 when every release is pure (a guarantee with δ = 0 and noise that is not Gaussian),
-            otherwise the δ the budget has left.
+            otherwise the δ the budget has left (the whole budget's δ with ``against="budget"``).
+        against : {"remaining", "budget"}, default "remaining"
+            Price the plan against what remains (after every active spend) or against the whole budget, as
+            if nothing had been spent yet (e.g. "can one run of this DAG ever fit?").
         """
-        events = _to_events(costs)
-        k = check_positive_int(group_size, "group_size")
-        plan_delta = self._check_plan_delta(delta)
-        _, budget, totals = self._read(dataset)
-        price = _price(budget, events, k, True, plan_delta, totals)
+        budget, totals, price = self._price_plan(dataset, costs, group_size, delta, against)
         return BudgetReport(
             dataset, "plan cost", price.cost, price.method, budget.guarantee, totals.open, budget.relation
         )
 
     def plan_fits(
-        self, dataset: str, costs: Sequence[Any], group_size: int = 1, *, delta: float | None = None
+        self,
+        dataset: str,
+        costs: Sequence[Any],
+        group_size: int = 1,
+        *,
+        delta: float | None = None,
+        against: Against = "remaining",
     ) -> bool:
         """Whether :meth:`spend_plan` with these arguments would be accepted now; nothing is charged.
 
         The plan is priced as :meth:`plan_cost` prices it and checked by the budget's own rule against
         everything spent so far (open reservations included), exactly as :meth:`spend_plan` checks it.
-        Another process may spend in between, so a plan that fits now can still be refused later.
+        Another process may spend in between, so a plan that fits now can still be refused later. With
+        ``against="budget"`` the plan is checked against the whole budget, as if nothing had been spent:
+        whether it could ever be accepted. This is the one plan check: the ``dp-pipeline plan check``
+        command, the Airflow DAG check and the DAG policy all ask it.
 
         Raises
         ------
         UnsupportedCompositionError
             The plan cannot be charged to the budget at all (e.g. (ε, δ > 0) releases on a μ-GDP budget).
         """
+        budget, totals, price = self._price_plan(dataset, costs, group_size, delta, against)
+        return _fits(budget, totals.plus(price.charge))
+
+    def _price_plan(
+        self, dataset: str, costs: Sequence[Any], group_size: Any, delta: Any, against: Any
+    ) -> tuple[_Budget, _Totals, _Price]:
         events = _to_events(costs)
         k = check_positive_int(group_size, "group_size")
         plan_delta = self._check_plan_delta(delta)
+        if against not in ("remaining", "budget"):
+            raise InvalidParameterError(
+                f"'against' must be 'remaining' or 'budget', got {printable(against)!r}", "against"
+            )
         _, budget, totals = self._read(dataset)
-        price = _price(budget, events, k, True, plan_delta, totals)
-        return _fits(budget, totals.plus(price.charge))
+        if against == "budget":
+            totals = _Totals()
+        return budget, totals, _price(budget, events, k, True, plan_delta, totals)
 
     def spend_plan(
         self,

@@ -479,6 +479,21 @@ def test_plan_fits_says_what_spend_plan_does(
             acct.spend_plan("d", plan)
 
 
+def test_plan_checked_against_the_whole_budget_ignores_what_was_spent(acct: PrivacyAccountant) -> None:
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    acct.spend("d", PureDP(0.75))
+    plan = [PureDP(0.25), PureDP(0.5)]
+    assert not acct.plan_fits("d", plan) and acct.plan_fits("d", plan, against="budget")
+    assert acct.plan_cost("d", plan, against="budget").epsilon == acct.plan_cost("d", plan).epsilon == 0.75
+    gaussians = [gaussian_approx(0.1, 4e-7)] * 3  # Σδ > δ_B, but tight at δ_B; no δ left once spent
+    acct.spend("d", ApproxDP(0.0, 1e-6))
+    assert not acct.plan_fits("d", gaussians) and acct.plan_fits("d", gaussians, against="budget")
+    records = acct.records("d")
+    with pytest.raises(InvalidParameterError, match="against"):
+        acct.plan_fits("d", plan, against="whole")
+    assert acct.records("d") == records
+
+
 def test_plan_fits_refuses_what_cannot_be_charged(acct: PrivacyAccountant) -> None:
     acct.set_budget("g", GaussianDP(1.0))
     with pytest.raises(UnsupportedCompositionError):

@@ -51,15 +51,16 @@ def test_plan_of_the_example_dag_exceeds_a_budget_for_two(ledger) -> None:
 
 
 def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None:
-    """40 mapped Laplace releases at ε = 0.1 sum to ε = 4 by basic composition, but fit an (ε = 3,
-    δ = 1e-5) budget by the tight PLD total of the plan (about 2.45)."""
+    """40 mapped Gaussian releases at (ε = 0.1, δ = 1e-7) sum to (4, 4e-6) by basic composition, but fit
+    an (ε = 3, δ = 1e-5) budget by the tight total of the plan (about 0.54, as ``spend_plan`` charges it).
+    A pure plan is read at δ = 0, as ``spend_plan`` charges it, so that it leaves the δ budget alone."""
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
     from airflow_plugin import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
     from dp_pipeline import ApproxDP, PureDP
-    from dp_pipeline.mechanisms import Laplace
+    from dp_pipeline.mechanisms import Gaussian, Laplace
 
     ledger.set_budget("cohort", ApproxDP(3.0, 1e-5))
     ledger.set_budget("other", PureDP(1.0))
@@ -67,7 +68,7 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
         PrivacyBudgetOperator.partial(
             task_id="per_site",
             dataset="cohort",
-            mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
+            mechanism=Gaussian(epsilon=0.1, delta=1e-7, sensitivity=1.0),
             python_callable=len,
         ).expand(op_args=[[i] for i in range(40)])
         source = PythonOperator(task_id="sites", python_callable=lambda: [[1], [2]])
@@ -94,13 +95,39 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     }
     checks = {c.dataset: c for c in check_dag(plan, ledger)}
     cohort = checks["cohort"]
-    assert cohort.method == "pld"
-    assert 2.3 < cohort.total.epsilon < 2.6 and cohort.total.delta <= 1e-5
+    assert cohort.method != "basic"
+    assert 0.4 < cohort.total.epsilon < 0.7 and cohort.total.delta <= 1e-5
     assert cohort.ok
+    pure = [Laplace(epsilon=0.1, sensitivity=1.0).event] * 40  # Σε = 4 > 3 at δ = 0
+    assert not ledger.plan_fits("cohort", pure) and ledger.plan_cost("cohort", pure).guarantee.epsilon >= 4
     other = checks["other"]
     assert other.ok  # 0.1 (counted once) + 0.2 + 0.1 fits ε = 1
     assert any("per_runtime_site" in w for w in other.warnings)
     assert any("declared_only" in w and "not enforced" in w for w in other.warnings)
+
+
+def test_dag_check_agrees_with_the_accountant_on_a_gdp_rule_budget(ledger) -> None:
+    """Three μ = 0.1 Gaussian tasks on an (ε = 1, δ = 1e-6) budget under the μ-GDP rule cost μ = √0.03,
+    whose (ε, δ = 1e-6) reading is about 0.95: the plan fits, and the DAG check must say so (it once
+    compared the GDP total with the (ε, δ) budget itself and reported "exceeds budget")."""
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin import check_dag, dp_guard, plan_dag
+    from dp_pipeline import ApproxDP, GaussianDP
+    from dp_pipeline.mechanisms import Gaussian
+
+    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), method="gdp")
+    mechanism = Gaussian.from_mu(0.1, sensitivity=1.0)
+    with DAG("dp_gdp_plan", schedule=None, start_date=START, catchup=False) as dag:
+        for i in range(3):
+            PythonOperator(task_id=f"t{i}", python_callable=len, pre_execute=dp_guard("visits", mechanism))
+    events = [mechanism.event] * 3
+    assert ledger.plan_fits("visits", events) and ledger.plan_fits("visits", events, against="budget")
+    (check,) = check_dag(plan_dag(dag), ledger)
+    assert check.fits_budget and check.fits_remaining and check.ok and not check.problems
+    mu = GaussianDP(check.total.mu)
+    assert abs(mu.mu - 0.03**0.5) < 1e-12 and mu.to_approx_dp(1e-6).epsilon < 1.0
 
 
 def test_dag_policy_refuses_an_over_budget_dag_at_parse_time(ledger) -> None:
