@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_plugin.costs import DPCost
+from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import format_guarantee
+from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import Guarantee
 
@@ -94,8 +96,6 @@ class DagPlan:
     def events(self, dataset: str) -> list[Any]:
         """The plan's releases on ``dataset`` as events for ``plan_cost`` (group sizes applied; map
         lengths repeated; unbounded mapped tasks counted once, as the least they will cost)."""
-        from dp_pipeline.accounting.composition import group_event
-
         events = []
         for planned in self.datasets().get(dataset, []):
             event = group_event(planned.cost.event, planned.cost.group_size)
@@ -196,50 +196,18 @@ def _is_literal_sequence(value: Any) -> bool:
     return False
 
 
-def _params_spec(task: Any) -> Mapping[str, Any] | None:
-    params = getattr(task, "params", None)
-    if params is None:
-        return None
-    try:
-        spec = params.get("dp_cost") if hasattr(params, "get") else None
-    except Exception:
-        return None
-    return spec if isinstance(spec, Mapping) else None
-
-
-def _operator_cost(task: Any) -> DPCost | None:
-    cost = getattr(task, "dp_cost", None)
-    if isinstance(cost, DPCost):
-        return cost
-    partial_kwargs = getattr(task, "partial_kwargs", None)
-    if isinstance(partial_kwargs, Mapping) and "dataset" in partial_kwargs and "mechanism" in partial_kwargs:
-        from airflow_plugin.operators import PrivacyBudgetOperator
-
-        operator_class = getattr(task, "operator_class", None)
-        if isinstance(operator_class, type) and issubclass(operator_class, PrivacyBudgetOperator):
-            return DPCost(
-                dataset=partial_kwargs["dataset"],
-                cost=partial_kwargs["mechanism"],
-                group_size=partial_kwargs.get("group_size", 1),
-                label=partial_kwargs.get("label"),
-            )
-    return None
-
-
 def declared_costs(task: Any, *, params_enforced: bool = False) -> list[tuple[DPCost, str, bool]]:
     """The costs a task declares, as ``(cost, source, enforced)``: its own (operator or decorator), its
     guards', and a ``params["dp_cost"]`` spec (enforced once a guard carries it, or when
     ``params_enforced`` says the cluster policy will attach one)."""
     found: list[tuple[DPCost, str, bool]] = []
-    own = _operator_cost(task)
+    own = operator_cost(task)
     if own is not None:
         found.append((own, "operator", True))
     guards = list(iter_guards(task))
     found.extend((guard.cost, "guard", True) for guard in guards)
-    spec = _params_spec(task)
+    spec = params_spec(task)
     if spec is not None:
-        from airflow_plugin.policies import spec_to_cost
-
         cost = spec_to_cost(spec)
         if not any(cost == guard.cost for guard in guards):
             found.append((cost, "params", params_enforced))
