@@ -28,7 +28,8 @@ from airflow_plugin.costs import DPCost
 from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import format_guarantee
-from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting.composition import group_plan
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import Guarantee
 
@@ -93,14 +94,17 @@ class DagPlan:
             grouped.setdefault(planned.cost.dataset, []).append(planned)
         return grouped
 
-    def events(self, dataset: str) -> list[Any]:
-        """The plan's releases on ``dataset`` as events for ``plan_cost`` (group sizes applied; map
-        lengths repeated; unbounded mapped tasks counted once, as the least they will cost)."""
-        events = []
-        for planned in self.datasets().get(dataset, []):
-            event = group_event(planned.cost.event, planned.cost.group_size)
-            events.extend([event] * (planned.count if planned.count is not None else 1))
-        return events
+    def for_accountant(self, dataset: str) -> tuple[list[PrivacyEvent], int]:
+        """The plan's releases on ``dataset`` as the accountant's plan methods take them, ``(events,
+        group_size)``, in the same form as ``dp-pipeline plan check`` (see
+        :func:`~dp_pipeline.accounting.composition.group_plan`). Map lengths are repeated; unbounded
+        mapped tasks are counted once, as the least they will cost."""
+        releases = [
+            (planned.cost.event, planned.cost.group_size)
+            for planned in self.datasets().get(dataset, [])
+            for _ in range(planned.count if planned.count is not None else 1)
+        ]
+        return group_plan(releases)
 
 
 @dataclass(frozen=True)
@@ -283,14 +287,14 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
         if budget is None:
             problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
         else:
-            events = plan.events(dataset)
+            events, group_size = plan.for_accountant(dataset)
             remaining = accountant.remaining(dataset).guarantee
             try:
                 # The accountant's one plan check, against the whole budget and against what remains.
-                report = accountant.plan_cost(dataset, events, against="budget")
+                report = accountant.plan_cost(dataset, events, group_size, against="budget")
                 total, method = report.guarantee, report.method
-                fits_budget = accountant.plan_fits(dataset, events, against="budget")
-                fits_remaining = accountant.plan_fits(dataset, events)
+                fits_budget = accountant.plan_fits(dataset, events, group_size, against="budget")
+                fits_remaining = accountant.plan_fits(dataset, events, group_size)
             except Exception as exc:
                 problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
         if total is not None and budget is not None and not fits_budget:

@@ -763,18 +763,12 @@ def plan_check(
     Their other keys are the mechanism's parameters ("categories": a list or a count, for k-ary RR).
     Every item may add "group_size" (k ≥ 1) and "label".
     """
-    from dp_pipeline.accounting.composition import group_event
+    from dp_pipeline.accounting.composition import group_plan
 
     with _errors():
         items = [_plan_item(item, f"plan item {i}") for i, item in enumerate(_read_plan(plan_file), start=1)]
         plan_delta = None if delta is None else _number(delta, "--delta")
-        sizes = {k for _, k, _ in items}
-        if len(sizes) == 1:  # one group size: the accountant applies it (exactly, as spend_plan does)
-            (k,) = sizes
-            events = [e for e, _, _ in items]
-        else:  # group sizes differ: each release as it applies to its group
-            k = 1
-            events = [group_event(e, size) for e, size, _ in items]
+        events, k = group_plan([(e, size) for e, size, _ in items])
         with _accountant(ledger) as acct:
             cost = acct.plan_cost(dataset, events, k, delta=plan_delta)
             fits = acct.plan_fits(dataset, events, k, delta=plan_delta)
