@@ -1,10 +1,11 @@
 """DAG-level planning: compose a DAG's declared privacy costs per dataset, before anything runs.
 
 Every DP task declares its cost when the DAG is defined, so one run of a DAG is a plan fixed in advance.
-:func:`plan_dag` collects the costs without any I/O; :func:`check_dag` composes each dataset's costs tightly
-with :meth:`PrivacyAccountant.plan_cost <dp_pipeline.PrivacyAccountant.plan_cost>` and compares the total
-with the dataset's budget (and with what remains of it). ``python -m airflow_plugin.check DAG_FOLDER`` runs
-the check over a DAG folder, and :mod:`airflow_plugin.policies` can refuse such a DAG when it is parsed.
+:func:`plan_dag` collects the costs without any I/O; :func:`check_dag` asks the accountant's one plan check
+for each dataset: :meth:`PrivacyAccountant.plan_cost <dp_pipeline.PrivacyAccountant.plan_cost>` for the
+tight total, and :meth:`~dp_pipeline.PrivacyAccountant.plan_fits` against the whole budget and against what
+remains, as ``dp-pipeline plan check`` does. ``python -m airflow_plugin.check DAG_FOLDER`` runs the check
+over a DAG folder, and :mod:`airflow_plugin.policies` can refuse such a DAG when it is parsed.
 
 What a plan counts:
 
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_plugin.costs import DPCost
 from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
 from airflow_plugin.guards import iter_guards
-from airflow_plugin.reports import format_guarantee
+from airflow_plugin.reports import dataset_budget, format_guarantee
 from dp_pipeline.accounting.composition import group_plan
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import printable
@@ -240,14 +241,8 @@ def plan_dag(dag: Any, *, params_enforced: bool = False) -> DagPlan:
     return DagPlan(dag_id=dag.dag_id, tasks=tasks)
 
 
-def _budget_of(accountant: PrivacyAccountant, dataset: str) -> Guarantee | None:
-    if dataset not in set(accountant.datasets()):
-        return None
-    return accountant.budget(dataset).guarantee
-
-
 def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCheck]:
-    """Compose each dataset's planned costs tightly and compare them with the budget and the remainder.
+    """Ask the accountant whether each dataset's part of the plan fits its budget and what remains of it.
 
     Parameters
     ----------
@@ -278,7 +273,7 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
                 f"cost declared in params but not enforced (enable airflow_plugin.policies.task_policy): "
                 f"{', '.join(unenforced)}"
             )
-        budget = _budget_of(accountant, dataset)
+        budget = dataset_budget(accountant, dataset)
         total: Guarantee | None = None
         method = ""
         remaining: Guarantee | None = None
