@@ -77,20 +77,21 @@ def pld_epsilon(
     laplace_scales: dict[float, int], gaussian_sigmas: dict[float, int], delta: float, *, pessimistic: bool
 ) -> float:
     """ε at δ of Laplace noise of the given scales and Gaussian noise of the given σ (sensitivity 1; value →
-    how many), composed by dp-accounting's PLD directly (interval 1e-4)."""
+    how many), composed by dp-accounting's PLD directly (interval 1e-4): an upper bound (pessimistic,
+    connect-the-dots) or a lower bound (optimistic privacy buckets)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    builders = [(pld.from_laplace_mechanism, laplace_scales), (pld.from_gaussian_mechanism, gaussian_sigmas)]
     parts = []
-    for scale, count in laplace_scales.items():
-        one = pld.from_laplace_mechanism(
-            scale, value_discretization_interval=1e-4, pessimistic_estimate=pessimistic
-        )
-        parts.append(one.self_compose(count) if count > 1 else one)
-    for sigma, count in gaussian_sigmas.items():
-        one = pld.from_gaussian_mechanism(
-            sigma, value_discretization_interval=1e-4, pessimistic_estimate=pessimistic
-        )
-        parts.append(one.self_compose(count) if count > 1 else one)
+    for build, noise in builders:
+        for parameter, count in noise.items():
+            one = build(
+                parameter,
+                value_discretization_interval=1e-4,
+                pessimistic_estimate=pessimistic,
+                use_connect_dots=pessimistic,
+            )
+            parts.append(one.self_compose(count) if count > 1 else one)
     composed = parts[0]
     for part in parts[1:]:
         composed = composed.compose(part)
