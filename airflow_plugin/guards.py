@@ -34,6 +34,7 @@ from typing import Any
 from airflow_plugin._runtime import (
     OnExhausted,
     attempt_key,
+    charged_cost,
     check_on_exhausted,
     reserve_or_refuse,
     resumption,
@@ -85,9 +86,10 @@ class PrivacyBudgetGuard:
                 f"Task {task_name(context)} declares its own cost and also carries a privacy guard; "
                 "remove one of them so that the attempt is charged exactly once."
             )
+        cost = charged_cost(self.cost, context)
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
         try:
-            reservation = reserve_or_refuse(accountant, self.cost, context, on_exhausted=self.on_exhausted)
+            reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
         except AttemptAlreadyChargedError as refused:
             resumed = resumption(context)
             if refused.status != "committed" or resumed is None:
@@ -140,6 +142,7 @@ def dp_guard(
     *,
     group_size: int = 1,
     label: str | None = None,
+    max_map_length: int | None = None,
     ledger_conn_id: str = DEFAULT_CONN_ID,
     on_exhausted: OnExhausted = "fail",
 ) -> PrivacyBudgetGuard:
@@ -148,13 +151,17 @@ def dp_guard(
     Parameters
     ----------
     dataset : str
-        The ledger dataset the cost is charged to.
+        The ledger dataset the cost is charged to; may be a Jinja template, rendered with the task's
+        context when the guard runs (see :mod:`airflow_plugin.templating`).
     mechanism : Mechanism, PrivacyEvent or Guarantee
         What one run of the task releases.
     group_size : int, default 1
         Records one individual may contribute.
     label : str, optional
         The ledger history label (default ``dag_id.task_id``).
+    max_map_length : int, optional
+        On a mapped operator: the most map indexes one run charges (see
+        :class:`~airflow_plugin.costs.DPCost`).
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The Airflow Connection of the ledger.
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -165,7 +172,7 @@ def dp_guard(
     PrivacyBudgetGuard
     """
     return PrivacyBudgetGuard(
-        as_cost(dataset, mechanism, group_size, label),
+        as_cost(dataset, mechanism, group_size, label, max_map_length),
         ledger_conn_id=ledger_conn_id,
         on_exhausted=on_exhausted,
     )

@@ -14,7 +14,11 @@ Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/t
 - A second delivery of the same attempt (its key is already reserved: the first delivery runs, ran or was
   released) raises :class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing.
 
-Mapped tasks (``.partial(...).expand(...)``) are charged once per map index.
+Mapped tasks (``.partial(...).expand(...)``) are charged once per map index, up to ``max_map_length``
+(Airflow's ``[core] max_map_length`` when not declared): a map index beyond it is refused before it reads
+data, so that a run never charges more than the DAG check counted.
+
+``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._runtime import OnExhausted, check_on_exhausted, reserve_or_refuse, task_name
+from airflow_plugin._runtime import (
+    OnExhausted,
+    charged_cost,
+    check_on_exhausted,
+    reserve_or_refuse,
+    task_name,
+)
 from airflow_plugin.costs import CostLike, DPCost
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.hooks import PrivacyLedgerHook
@@ -53,7 +63,8 @@ class PrivacyBudgetOperator(PythonOperator):
     Parameters
     ----------
     dataset : str
-        The ledger dataset the cost is charged to.
+        The ledger dataset the cost is charged to; a template field (rendered for each run, see
+        :mod:`airflow_plugin.templating`).
     mechanism : Mechanism, PrivacyEvent or Guarantee
         What one run releases; its cost is known before any data is read.
     python_callable : callable
@@ -62,6 +73,8 @@ class PrivacyBudgetOperator(PythonOperator):
         Records one individual may contribute (group privacy).
     label : str, optional
         The ledger history label; defaults to ``dag_id.task_id`` (with the map index).
+    max_map_length : int, optional
+        Mapped: the most map indexes one run charges (see :class:`~airflow_plugin.costs.DPCost`).
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The Airflow Connection of the ledger (:class:`~airflow_plugin.hooks.PrivacyLedgerHook`).
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -84,7 +97,7 @@ class PrivacyBudgetOperator(PythonOperator):
     ...                       mechanism=Laplace(epsilon=0.5, sensitivity=1.0), python_callable=count)
     """
 
-    template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
+    template_fields: Sequence[str] = ("dataset", "templates_dict", "op_args", "op_kwargs")
     ui_color: ClassVar[str] = "#e6dcf5"  # type: ignore[misc]
     declares_dp_cost: ClassVar[bool] = True
     """Mapped, its cost is in its partial kwargs (read by :func:`airflow_plugin.declared.operator_cost`)."""
@@ -97,6 +110,7 @@ class PrivacyBudgetOperator(PythonOperator):
         python_callable: Callable[..., Any],
         group_size: int = 1,
         label: str | None = None,
+        max_map_length: int | None = None,
         ledger_conn_id: str = DEFAULT_CONN_ID,
         on_exhausted: OnExhausted = "fail",
         **kwargs: Any,
@@ -106,9 +120,12 @@ class PrivacyBudgetOperator(PythonOperator):
         self.mechanism = mechanism
         self.group_size = group_size
         self.dp_label = label  # ``label`` is Airflow's display name of the task
+        self.max_map_length = max_map_length
         self.ledger_conn_id = ledger_conn_id
         self.on_exhausted = check_on_exhausted(on_exhausted)
-        self.dp_cost = DPCost(dataset=dataset, cost=mechanism, group_size=group_size, label=label)
+        self.dp_cost = DPCost(
+            dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
+        )
         self._dp_callable_started = False
 
     def get_accountant(self) -> PrivacyAccountant:
@@ -118,7 +135,8 @@ class PrivacyBudgetOperator(PythonOperator):
     def execute(self, context: Any) -> Any:
         """Reserve the cost, run the callable, then commit (or release if the callable never ran)."""
         accountant = self.get_accountant()
-        reservation = reserve_or_refuse(accountant, self.dp_cost, context, on_exhausted=self.on_exhausted)
+        cost = charged_cost(self.dp_cost, context, rendered=self.dataset)
+        reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
         self._dp_callable_started = False
         try:
             context.update({"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset})
@@ -127,7 +145,7 @@ class PrivacyBudgetOperator(PythonOperator):
             self._end_attempt(reservation, context, exc)
             raise
         reservation.commit()
-        self.log.info("committed %s for %s", self.dp_cost.describe(), task_name(context))
+        self.log.info("committed %s for %s", cost.describe(), task_name(context))
         return result
 
     def _end_attempt(self, reservation: Any, context: Mapping[str, Any], exc: BaseException) -> None:
