@@ -30,8 +30,8 @@ from dp_pipeline._validation import (
     check_array,
     check_positive_int,
     check_real,
-    times_up,
 )
+from dp_pipeline.exact import times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
 __all__ = ["ApproxDP", "GaussianDP", "Guarantee", "PureDP", "guarantee_from_dict"]

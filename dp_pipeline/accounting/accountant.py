@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
+from dp_pipeline import exact
 from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting.composition import (
     as_approx_dp,
@@ -82,89 +83,11 @@ __all__ = [
 Method = Literal["basic", "gdp"]
 Against = Literal["remaining", "budget"]
 
-# Exact decimal arithmetic: a double's exact value has at most 309 digits before the point and 1074 after
-# it, so a sum of them needs under 1,400 digits and a sum of their squares (μ²) under 2,800 (plus a few
-# carries); Inexact is trapped so that a result that would need rounding raises instead of being rounded
-# silently.
-_EXACT = decimal.Context(
-    prec=3000,
-    Emax=100_000,
-    Emin=-100_000,
-    rounding=decimal.ROUND_HALF_EVEN,
-    traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero],
-)
-_UP = decimal.Context(prec=40, rounding=decimal.ROUND_CEILING)
-_DOWN = decimal.Context(prec=40, rounding=decimal.ROUND_FLOOR)
 _ZERO = Decimal(0)
 _MAX_NAME = 255
 _MAX_KEY = 512
 
-
-# ------------------------------------------------------------------------------------------------------
-# exact arithmetic helpers
-
 T = TypeVar("T")
-
-
-def _dec(value: float) -> Decimal:
-    """A float's exact binary value as a decimal (0.1 → 0.1000000000000000055511151231257827…).
-
-    A mechanism calibrated with the float ε = 0.1 can lose exactly that much, which is more than the 1/10
-    that its shortest repr reads; costs and budgets are therefore recorded and compared at the exact value.
-    Ledgers written before recorded the repr decimals (0.1); they still read and verify, since the stored
-    strings are parsed and summed as they are.
-    """
-    return Decimal(float(value))
-
-
-def _float_up(value: Decimal) -> float:
-    """The least float whose exact value is ≥ value."""
-    result = float(value)
-    while _dec(result) < value:
-        result = math.nextafter(result, math.inf)
-    return result
-
-
-def _float_down(value: Decimal) -> float:
-    """The greatest float ≥ 0 whose exact value is ≤ value (0 for negative values)."""
-    if value <= 0:
-        return 0.0
-    result = float(value)
-    while _dec(result) > value:
-        result = math.nextafter(result, -math.inf)
-    return max(result, 0.0)
-
-
-def _sqrt_up(value: Decimal) -> float:
-    """The least float whose exact square is ≥ value (a 40-digit root can be above it by an ulp)."""
-    if value <= 0:
-        return 0.0
-    root = _float_up(_UP.sqrt(value))
-    while _square(_dec(math.nextafter(root, 0.0))) >= value:
-        root = math.nextafter(root, 0.0)
-    return root
-
-
-def _sqrt_down(value: Decimal) -> float:
-    """The greatest float whose exact square is ≤ value."""
-    if value <= 0:
-        return 0.0
-    root = _float_down(_DOWN.sqrt(value))
-    while _square(_dec(math.nextafter(root, math.inf))) <= value:
-        root = math.nextafter(root, math.inf)
-    return root
-
-
-def _add(a: Decimal, b: Decimal) -> Decimal:
-    return _EXACT.add(a, b)
-
-
-def _sub(a: Decimal, b: Decimal) -> Decimal:
-    return _EXACT.subtract(a, b)
-
-
-def _square(a: Decimal) -> Decimal:
-    return _EXACT.multiply(a, a)
 
 
 def _parse_decimal(text: Any, where: str) -> Decimal:
@@ -303,9 +226,9 @@ class _Totals:
 
     def plus(self, charge: _Charge) -> _Totals:
         return _Totals(
-            _add(self.epsilon, charge.epsilon or _ZERO),
-            _add(self.delta, charge.delta or _ZERO),
-            _add(self.mu2, charge.mu2 or _ZERO),
+            exact.add(self.epsilon, charge.epsilon or _ZERO),
+            exact.add(self.delta, charge.delta or _ZERO),
+            exact.add(self.mu2, charge.mu2 or _ZERO),
             self.impure + (0 if charge.is_pure else 1),
             self.no_mu + (1 if charge.mu2 is None else 0),
             self.active + 1,
@@ -314,9 +237,9 @@ class _Totals:
 
     def minus(self, charge: _Charge) -> _Totals:
         return _Totals(
-            _sub(self.epsilon, charge.epsilon or _ZERO),
-            _sub(self.delta, charge.delta or _ZERO),
-            _sub(self.mu2, charge.mu2 or _ZERO),
+            exact.subtract(self.epsilon, charge.epsilon or _ZERO),
+            exact.subtract(self.delta, charge.delta or _ZERO),
+            exact.subtract(self.mu2, charge.mu2 or _ZERO),
             self.impure - (0 if charge.is_pure else 1),
             self.no_mu - (1 if charge.mu2 is None else 0),
             self.active - 1,
@@ -350,12 +273,14 @@ def _fits(budget: _Budget, totals: _Totals) -> bool:
     """Whether the running totals (including a new charge) are within the budget; see PrivacyAccountant."""
     g = budget.guarantee
     if isinstance(g, GaussianDP):
-        return totals.no_mu == 0 and totals.mu2 <= _square(_dec(g.mu))
+        return totals.no_mu == 0 and totals.mu2 <= exact.square(exact.to_decimal(g.mu))
     assert isinstance(g, ApproxDP)
     if budget.method == "basic":
-        return totals.epsilon <= _dec(g.epsilon) and totals.delta <= _dec(g.delta)
-    pure_route = totals.impure == 0 and totals.epsilon <= _dec(g.epsilon)
-    gdp_route = totals.no_mu == 0 and budget.mu_limit is not None and totals.mu2 <= _square(budget.mu_limit)
+        return totals.epsilon <= exact.to_decimal(g.epsilon) and totals.delta <= exact.to_decimal(g.delta)
+    pure_route = totals.impure == 0 and totals.epsilon <= exact.to_decimal(g.epsilon)
+    gdp_route = (
+        totals.no_mu == 0 and budget.mu_limit is not None and totals.mu2 <= exact.square(budget.mu_limit)
+    )
     return pure_route or gdp_route
 
 
@@ -372,7 +297,7 @@ def _mu_limit(budget: ApproxDP) -> Decimal:
         except InvalidParameterError:
             return True
 
-    return _dec(math.nextafter(least_double_where(beyond, 0.0, sys.float_info.max), 0.0))
+    return exact.to_decimal(math.nextafter(least_double_where(beyond, 0.0, sys.float_info.max), 0.0))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -835,18 +760,18 @@ def _laplace_epsilon(event: PrivacyEvent, k: int) -> Decimal | None:
         return None
     if not (math.isfinite(scale) and scale > 0.0):
         return None
-    exact = k * Fraction(event.sensitivity) / Fraction(scale)
-    return _UP.divide(Decimal(exact.numerator), Decimal(exact.denominator))
+    loss = k * Fraction(event.sensitivity) / Fraction(scale)
+    return exact.decimal_up(loss)
 
 
 def _pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
     """ε of a pure group charge: never less than k times the exact ε of one individual (exactly kε), or
     for Laplace noise the exact loss of the noise itself when that is smaller."""
-    epsilon = _dec(grouped.epsilon)
+    epsilon = exact.to_decimal(grouped.epsilon)
     if not isinstance(event.guarantee, GaussianDP):
         single = as_approx_dp(event.guarantee)
         if single.delta == 0.0:
-            epsilon = max(epsilon, _EXACT.multiply(Decimal(k), _dec(single.epsilon)))
+            epsilon = max(epsilon, exact.multiply(Decimal(k), exact.to_decimal(single.epsilon)))
     noise = _laplace_epsilon(event, k)
     return epsilon if noise is None else min(epsilon, noise)
 
@@ -874,9 +799,9 @@ def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge
         approx = as_approx_dp(g)
         if approx.delta == 0.0:
             return _Charge(_pure_epsilon(event, approx, k), _ZERO, None), approx
-        return _Charge(_dec(approx.epsilon), _dec(approx.delta), None), approx
+        return _Charge(exact.to_decimal(approx.epsilon), exact.to_decimal(approx.delta), None), approx
     try:
-        mu = _dec(event_gdp(grouped).mu)
+        mu = exact.to_decimal(event_gdp(grouped).mu)
     except UnsupportedCompositionError:
         hint = (
             "give the dataset an (ε, δ) budget with basic composition"
@@ -890,23 +815,23 @@ def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge
         ) from None
     if event.kind == "gaussian" or isinstance(event.guarantee, GaussianDP):
         # group privacy of μ-GDP is exactly kμ
-        mu = max(mu, _EXACT.multiply(Decimal(k), _dec(event_gdp(event).mu)))
+        mu = max(mu, exact.multiply(Decimal(k), exact.to_decimal(event_gdp(event).mu)))
     if budget.currency == "gdp":
-        return _Charge(None, None, _square(mu)), GaussianDP(_float_up(mu))
+        return _Charge(None, None, exact.square(mu)), GaussianDP(exact.float_up(mu))
     if not isinstance(g, GaussianDP):
         approx = as_approx_dp(g)
         if approx.delta == 0.0:
-            return _Charge(_pure_epsilon(event, approx, k), _ZERO, _square(mu)), g
-    return _Charge(None, None, _square(mu)), g
+            return _Charge(_pure_epsilon(event, approx, k), _ZERO, exact.square(mu)), g
+    return _Charge(None, None, exact.square(mu)), g
 
 
 def _charge_cost(budget: _Budget, charge: _Charge) -> Guarantee:
     """A summed charge as a guarantee in the budget's currency (rounded up)."""
     by_sums = budget.method == "basic" or charge.is_pure
     if charge.epsilon is not None and charge.delta is not None and by_sums:
-        return ApproxDP(_float_up(charge.epsilon), _float_up(charge.delta))
+        return ApproxDP(exact.float_up(charge.epsilon), exact.float_up(charge.delta))
     assert charge.mu2 is not None
-    return GaussianDP(_sqrt_up(charge.mu2))
+    return GaussianDP(exact.sqrt_up(charge.mu2))
 
 
 def _sum_charges(charges: Sequence[_Charge]) -> _Charge:
@@ -914,9 +839,9 @@ def _sum_charges(charges: Sequence[_Charge]) -> _Charge:
     delta: Decimal | None = _ZERO
     mu2: Decimal | None = _ZERO
     for c in charges:
-        eps = None if eps is None or c.epsilon is None else _add(eps, c.epsilon)
-        delta = None if delta is None or c.delta is None else _add(delta, c.delta)
-        mu2 = None if mu2 is None or c.mu2 is None else _add(mu2, c.mu2)
+        eps = None if eps is None or c.epsilon is None else exact.add(eps, c.epsilon)
+        delta = None if delta is None or c.delta is None else exact.add(delta, c.delta)
+        mu2 = None if mu2 is None or c.mu2 is None else exact.add(mu2, c.mu2)
     if eps is None or delta is None:
         eps = delta = None
     return _Charge(eps, delta, mu2)
@@ -924,7 +849,7 @@ def _sum_charges(charges: Sequence[_Charge]) -> _Charge:
 
 def _remaining_delta(budget: _Budget, totals: _Totals) -> Decimal:
     assert isinstance(budget.guarantee, ApproxDP)
-    return max(_ZERO, _sub(_dec(budget.guarantee.delta), totals.delta))
+    return max(_ZERO, exact.subtract(exact.to_decimal(budget.guarantee.delta), totals.delta))
 
 
 def _price(
@@ -955,13 +880,13 @@ def _price(
         assert total.mu2 is not None
         gdp_total = compose_plan_gdp(grouped).guarantee
         assert isinstance(gdp_total, GaussianDP)
-        return _Price(total, GaussianDP(max(_sqrt_up(total.mu2), gdp_total.mu)), "gdp", budget, None)
+        return _Price(total, GaussianDP(max(exact.sqrt_up(total.mu2), gdp_total.mu)), "gdp", budget, None)
     if budget.method == "gdp":
         assert total.mu2 is not None
         if total.is_pure:
             assert total.epsilon is not None
-            return _Price(total, ApproxDP(_float_up(total.epsilon), 0.0), "basic", budget, None)
-        return _Price(total, GaussianDP(_sqrt_up(total.mu2)), "gdp", budget, None)
+            return _Price(total, ApproxDP(exact.float_up(total.epsilon), 0.0), "basic", budget, None)
+        return _Price(total, GaussianDP(exact.sqrt_up(total.mu2)), "gdp", budget, None)
 
 
 @functools.lru_cache(maxsize=512)
@@ -1002,7 +927,7 @@ def _price_basic_plan(
         target = 0.0
     else:
         remaining = _remaining_delta(budget, totals)
-        target = _float_down(remaining)
+        target = exact.float_down(remaining)
     total: _Charge | None
     try:
         total = _sum_charges([_event_charge(budget, e, k)[0] for e in events])
@@ -1013,14 +938,14 @@ def _price_basic_plan(
     except UnsupportedCompositionError as err:
         if total is not None and total.epsilon is not None and total.delta is not None:
             # no finite ε at the δ left: charge the exact sums, which the check then refuses if they exceed
-            cost = ApproxDP(_float_up(total.epsilon), _float_up(total.delta))
+            cost = ApproxDP(exact.float_up(total.epsilon), exact.float_up(total.delta))
             return _Price(_Charge(total.epsilon, total.delta, None), cost, "basic", budget, remaining)
         raise UnsupportedCompositionError(
             f"the plan has no finite ε at δ = {target} (the δ left in budget {budget.guarantee!r}): {err}"
         ) from None
     g = composed.guarantee
     assert isinstance(g, ApproxDP)
-    pld = _Charge(_dec(g.epsilon), _dec(g.delta), None)
+    pld = _Charge(exact.to_decimal(g.epsilon), exact.to_decimal(g.delta), None)
     assert pld.epsilon is not None and pld.delta is not None
     if (
         total is not None
@@ -1029,7 +954,7 @@ def _price_basic_plan(
         and (composed.method == "basic" or (total.delta <= pld.delta and total.epsilon <= pld.epsilon))
     ):
         # the exact decimal sums: never above what spending the events one by one would charge
-        basic_cost = ApproxDP(_float_up(total.epsilon), _float_up(total.delta))
+        basic_cost = ApproxDP(exact.float_up(total.epsilon), exact.float_up(total.delta))
         return _Price(_Charge(total.epsilon, total.delta, None), basic_cost, "basic", budget, remaining)
     return _Price(pld, g, composed.method, budget, remaining)
 
@@ -1912,17 +1837,17 @@ def _check_same_request(dataset: str, key: str, found: ReservationRecords, reque
 def _spent_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
     g = budget.guarantee
     if isinstance(g, GaussianDP):
-        spent_mu = GaussianDP(_sqrt_up(totals.mu2))
+        spent_mu = GaussianDP(exact.sqrt_up(totals.mu2))
         return BudgetReport(dataset, "spent", spent_mu, "gdp", g, totals.open, budget.relation)
     assert isinstance(g, ApproxDP)
     if budget.method == "basic":
-        spent = ApproxDP(_float_up(totals.epsilon), _float_up(totals.delta))
+        spent = ApproxDP(exact.float_up(totals.epsilon), exact.float_up(totals.delta))
         return BudgetReport(dataset, "spent", spent, "basic", g, totals.open, budget.relation)
     candidates: list[tuple[ApproxDP, str]] = []
     if totals.impure == 0:
-        candidates.append((ApproxDP(_float_up(totals.epsilon), 0.0), "basic"))
+        candidates.append((ApproxDP(exact.float_up(totals.epsilon), 0.0), "basic"))
     if totals.no_mu == 0:
-        gdp = GaussianDP(_sqrt_up(totals.mu2))
+        gdp = GaussianDP(exact.sqrt_up(totals.mu2))
         candidates.append((gdp.to_approx_dp(g.delta) if gdp.mu > 0 else ApproxDP(0.0, 0.0), "gdp"))
     spent, method = min(candidates, key=lambda c: (c[0].epsilon, c[1] != "basic"))
     return BudgetReport(dataset, "spent", spent, method, g, totals.open, budget.relation)
@@ -1931,18 +1856,19 @@ def _spent_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetRepor
 def _remaining_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
     g = budget.guarantee
     if isinstance(g, GaussianDP):
-        left = _sqrt_down(max(_ZERO, _sub(_square(_dec(g.mu)), totals.mu2)))
+        left = exact.sqrt_down(max(_ZERO, exact.subtract(exact.square(exact.to_decimal(g.mu)), totals.mu2)))
         return BudgetReport(dataset, "remaining", GaussianDP(left), "gdp", g, totals.open, budget.relation)
     assert isinstance(g, ApproxDP)
     if budget.method == "basic":
         rest = ApproxDP(
-            _float_down(_sub(_dec(g.epsilon), totals.epsilon)), _float_down(_sub(_dec(g.delta), totals.delta))
+            exact.float_down(exact.subtract(exact.to_decimal(g.epsilon), totals.epsilon)),
+            exact.float_down(exact.subtract(exact.to_decimal(g.delta), totals.delta)),
         )
         return BudgetReport(dataset, "remaining", rest, "basic", g, totals.open, budget.relation)
     spent = _spent_report(dataset, budget, totals)
     rest = ApproxDP(
-        _float_down(_sub(_dec(g.epsilon), _dec(spent.epsilon))),
-        _float_down(_sub(_dec(g.delta), _dec(spent.delta))),
+        exact.float_down(exact.subtract(exact.to_decimal(g.epsilon), exact.to_decimal(spent.epsilon))),
+        exact.float_down(exact.subtract(exact.to_decimal(g.delta), exact.to_decimal(spent.delta))),
     )
     return BudgetReport(dataset, "remaining", rest, spent.method, g, totals.open, budget.relation)
 
@@ -2011,6 +1937,8 @@ def _covers(recorded: _Charge, needed: _Charge) -> bool:
         if need is not None and got is not None and got < need and float(got) < float(need):
             return False
     return True
+
+
 def _refusal_detail(budget: _Budget, price: _Price) -> str:
     detail = f"Rule: {budget.describe()}; the request was composed by {price.method!r}."
     g = budget.guarantee
@@ -2022,9 +1950,7 @@ def _refusal_detail(budget: _Budget, price: _Price) -> str:
     return detail
 
 
-def _read_all(
-    dataset: str, records: Sequence[LedgerRecord], read: Callable[[LedgerRecord], _T]
-) -> list[_T]:
+def _read_all(dataset: str, records: Sequence[LedgerRecord], read: Callable[[LedgerRecord], _T]) -> list[_T]:
     """``read`` of every record, or one clear LedgerError naming the first record it cannot read."""
     entries: list[_T] = []
     unreadable = None

@@ -11,7 +11,8 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from scipy import optimize, special
 
-from dp_pipeline._validation import FiniteFloat, divide_up
+from dp_pipeline._validation import FiniteFloat
+from dp_pipeline.exact import divide_up
 from dp_pipeline.guarantees import ApproxDP, GaussianDP
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
+from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP, exact
 from dp_pipeline.accounting import accountant as accountant_module
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, Gaussian, Laplace, Staircase
 
@@ -107,7 +107,7 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
 ) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with monkeypatch.context() as patch:  # the earlier representation: the float's shortest repr
-        patch.setattr(accountant_module, "_dec", lambda value: Decimal(repr(float(value))))
+        patch.setattr(exact, "to_decimal", lambda value: Decimal(repr(float(value))))
         accountant_module._price_one.cache_clear()
         old = PrivacyAccountant(url, create=True)
         old.set_budget("d", ApproxDP(1.0, 1e-6))
