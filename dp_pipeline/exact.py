@@ -24,6 +24,7 @@ import math
 import sys
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 from dp_pipeline.exceptions import InvalidParameterError
 
@@ -119,14 +120,30 @@ def split_epsilon(epsilon: float, parts: int) -> float:
     return share
 
 
+def _exactly(value: Exact) -> Any:
+    """``value`` as an exact number to compare with: a Decimal stays one (the ledger's sums, compared
+    without leaving decimal arithmetic), anything else becomes a Fraction."""
+    return value if isinstance(value, Decimal) else Fraction(value)
+
+
+def _exact_double(x: float, like: Any) -> Any:
+    """The double ``x``'s exact value, of the same kind as ``like`` (Decimal or Fraction)."""
+    return Decimal(x) if isinstance(like, Decimal) else Fraction(x)
+
+
+def _exact_square(x: float, like: Any) -> Any:
+    """x², exactly, of the same kind as ``like``."""
+    return square(Decimal(x)) if isinstance(like, Decimal) else Fraction(x) ** 2
+
+
 def float_up(value: Exact) -> float:
     """The least double whose exact value is ≥ ``value``; +∞ beyond the largest double."""
-    exact = Fraction(value)
+    exact = _exactly(value)
     try:
         result = float(exact)  # correctly rounded
     except OverflowError:
         return math.inf
-    if math.isfinite(result) and Fraction(result) < exact:
+    if math.isfinite(result) and _exact_double(result, exact) < exact:
         result = math.nextafter(result, math.inf)
     return result
 
@@ -134,23 +151,24 @@ def float_up(value: Exact) -> float:
 def float_down(value: Exact) -> float:
     """The greatest double whose exact value is ≤ ``value``, and 0.0 for ``value`` ≤ 0: an amount of privacy
     loss left over is never negative."""
-    exact = Fraction(value)
+    exact = _exactly(value)
     if exact <= 0:
         return 0.0
     try:
-        result = float(exact)
+        result = min(float(exact), sys.float_info.max)
     except OverflowError:
         return sys.float_info.max
-    if Fraction(result) > exact:
+    if _exact_double(result, exact) > exact:
         result = math.nextafter(result, 0.0)
     return result
 
 
-def _approximate_root(exact: Fraction) -> float:
+def _approximate_root(exact: Any) -> float:
     """√exact to 40 digits as a double (within an ulp of the root; +∞ when the root overflows)."""
     context = decimal.Context(prec=_APPROX_DIGITS, Emax=100_000, Emin=-100_000)
-    root = context.divide(Decimal(exact.numerator), Decimal(exact.denominator)).sqrt(context)
-    return float(root)
+    if isinstance(exact, Fraction):
+        exact = context.divide(Decimal(exact.numerator), Decimal(exact.denominator))
+    return float(context.sqrt(exact))
 
 
 def sqrt_up(value: Exact) -> float:
@@ -159,28 +177,28 @@ def sqrt_up(value: Exact) -> float:
     A first root from 40-digit decimal arithmetic (so that tiny and huge values neither underflow nor
     overflow on the way) is moved ulp by ulp until the exact squares bracket ``value``.
     """
-    exact = Fraction(value)
+    exact = _exactly(value)
     if exact <= 0:
         return 0.0
     root = _approximate_root(exact)
     if math.isinf(root):
         return root
-    while root > 0.0 and Fraction(math.nextafter(root, 0.0)) ** 2 >= exact:
+    while root > 0.0 and _exact_square(math.nextafter(root, 0.0), exact) >= exact:
         root = math.nextafter(root, 0.0)
-    while Fraction(root) ** 2 < exact:
+    while _exact_square(root, exact) < exact:
         root = math.nextafter(root, math.inf)
     return root
 
 
 def sqrt_down(value: Exact) -> float:
     """The greatest double whose exact square is ≤ ``value`` (0.0 for ``value`` ≤ 0)."""
-    exact = Fraction(value)
+    exact = _exactly(value)
     if exact <= 0:
         return 0.0
     root = min(_approximate_root(exact), sys.float_info.max)
-    while Fraction(root) ** 2 > exact:
+    while _exact_square(root, exact) > exact:
         root = math.nextafter(root, 0.0)
-    while math.isfinite(after := math.nextafter(root, math.inf)) and Fraction(after) ** 2 <= exact:
+    while math.isfinite(after := math.nextafter(root, math.inf)) and _exact_square(after, exact) <= exact:
         root = after
     return root
 
