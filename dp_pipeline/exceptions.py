@@ -12,6 +12,7 @@ __all__ = [
     "InvalidParameterError",
     "KeyAlreadyUsedError",
     "LedgerError",
+    "LedgerURLError",
     "PrivacyLeakWarning",
     "UnknownDatasetError",
     "UnsupportedCompositionError",
@@ -149,6 +150,11 @@ class UnsupportedCompositionError(ValueError):
 
 class LedgerError(RuntimeError):
     """The ledger cannot be used: corrupt, tampered, written by a newer schema, or inconsistent."""
+
+
+class LedgerURLError(InvalidParameterError, LedgerError):
+    """A ledger URL that cannot name a database: invalid input (``InvalidParameterError``, the command exits
+    2), and still a ``LedgerError`` for callers that catch that when a ledger cannot be opened."""
 
 
 class KeyAlreadyUsedError(LedgerError):
