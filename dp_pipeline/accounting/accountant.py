@@ -17,7 +17,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting import pricing
@@ -382,45 +382,23 @@ class PrivacyAccountant:
             raise InvalidParameterError(
                 f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
             )
+        asked = cast(Relation | None, relation)
         chosen = user_rule(name, guarantee, parameter).create(guarantee)
 
         def run(tx: LedgerTransaction) -> None:
             head = tx.head
-            where = f"dataset {dataset!r}"
-            previous = totals = None
-            if head is not None:
-                previous = budget_of(head.state, where)
-                totals = previous.rule.read_totals(head.state.totals, where)
-            kept = DEFAULT_RELATION if previous is None else previous.relation
-            new = DatasetBudget(chosen, kept if relation is None else relation)  # type: ignore[arg-type]
-            if previous is None or totals is None:
-                totals = chosen.empty()
+            previous: DatasetBudget | None = None
+            if head is None:
+                new, totals = DatasetBudget(chosen, asked or DEFAULT_RELATION), chosen.empty()
             else:
+                where = f"dataset {dataset!r}"
+                previous = budget_of(head.state, where)
+                new = DatasetBudget(chosen, asked or previous.relation)
                 if previous == new:
                     return
-                if previous.relation != new.relation and totals.active:
-                    raise InvalidParameterError(
-                        f"dataset {dataset!r} has {totals.active} active spend(s) charged under the relation"
-                        f" {previous.relation!r}; it cannot change to {new.relation!r} (the spends were"
-                        " priced for the other relation). Nothing was changed.",
-                        "relation",
-                    )
-                if type(previous.rule) is not type(new.rule) and totals.active:
-                    raise InvalidParameterError(
-                        f"dataset {dataset!r} has {totals.active} active spend(s) under "
-                        f"{previous.rule.describe()}; its currency or composition rule cannot change to "
-                        f"{new.rule.describe()} (switching rules after results are known is not a valid "
-                        "composition). Nothing was changed.",
-                        "budget",
-                    )
-                totals = chosen.carry(totals)
-                if not chosen.fits(totals):
-                    spent = budget_report(dataset, "spent", previous, totals)
-                    raise InvalidParameterError(
-                        f"the new budget {new.guarantee!r} of dataset {dataset!r} is below what is already "
-                        f"spent ({spent.guarantee!r}, {spent.method}). Nothing was changed.",
-                        "budget",
-                    )
+                totals = _changed_totals(
+                    dataset, previous, new, previous.rule.read_totals(head.state.totals, where)
+                )
             previous_guarantee = None if previous is None else previous.guarantee
             body = BudgetBody(new, previous_guarantee, reason, actor or _default_actor(), totals)
             append(tx, body, new.head_state(totals))
@@ -977,6 +955,35 @@ class PrivacyAccountant:
         store = self._store
         shown = repr(store) if isinstance(store, MemoryLedger) else repr(getattr(store, "_shown", store.url))
         return f"PrivacyAccountant({shown})"
+
+
+def _changed_totals(dataset: str, previous: DatasetBudget, new: DatasetBudget, totals: Totals) -> Totals:
+    """The totals a changed budget starts from, or InvalidParameterError (nothing changed) when the change
+    is not allowed: a relation or rule changed while spends are active, or a budget below what is spent."""
+    if previous.relation != new.relation and totals.active:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} has {totals.active} active spend(s) charged under the relation"
+            f" {previous.relation!r}; it cannot change to {new.relation!r} (the spends were"
+            " priced for the other relation). Nothing was changed.",
+            "relation",
+        )
+    if type(previous.rule) is not type(new.rule) and totals.active:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} has {totals.active} active spend(s) under "
+            f"{previous.rule.describe()}; its currency or composition rule cannot change to "
+            f"{new.rule.describe()} (switching rules after results are known is not a valid "
+            "composition). Nothing was changed.",
+            "budget",
+        )
+    carried = new.rule.carry(totals)
+    if not new.rule.fits(carried):
+        spent = budget_report(dataset, "spent", previous, totals)
+        raise InvalidParameterError(
+            f"the new budget {new.guarantee!r} of dataset {dataset!r} is below what is already "
+            f"spent ({spent.guarantee!r}, {spent.method}). Nothing was changed.",
+            "budget",
+        )
+    return carried
 
 
 def _rule_choice(rule: Any, method: Any) -> tuple[Any, str]:

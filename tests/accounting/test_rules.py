@@ -183,7 +183,7 @@ class _ZeroConcentratedFilter(BudgetRule):
     def charge_plan(
         self, events: Sequence[PrivacyEvent], k: int, delta: float | None, totals: Totals
     ) -> PlanCharge:
-        total = self.charge_total([self.charge_event(e, k)[0] for e in events])
+        total = self.charge_each(events, k)
         return PlanCharge(total, self.charge_cost(total), "zcdp")
 
     def fits(self, totals: Totals) -> bool:

@@ -283,6 +283,11 @@ class BudgetRule(ABC):
         """The charge of several releases counted together: their exact sums."""
         return Charge.total(charges, self.amounts)
 
+    def charge_each(self, events: Sequence[PrivacyEvent], k: int) -> Charge:
+        """The exact sum of the events' charges as if each were spent alone (UnsupportedCompositionError if
+        one cannot be)."""
+        return self.charge_total([self.charge_event(e, k)[0] for e in events])
+
     @abstractmethod
     def charge_plan(
         self, events: Sequence[PrivacyEvent], k: int, delta: float | None, totals: Totals

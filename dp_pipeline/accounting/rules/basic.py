@@ -91,7 +91,7 @@ class BasicComposition(SumsRule):
             target = exact.float_down(basis)
         total: Charge | None
         try:
-            total = self.charge_total([self.charge_event(e, k)[0] for e in events])
+            total = self.charge_each(events, k)
         except UnsupportedCompositionError:  # a μ-GDP event has no single (ε, δ); the PLD composes it
             total = None
         try:

@@ -64,7 +64,7 @@ class GaussianDPFilter(SumsRule):
     def charge_plan(
         self, events: Sequence[PrivacyEvent], k: int, delta: float | None, totals: Totals
     ) -> PlanCharge:
-        total = self.charge_total([self.charge_event(e, k)[0] for e in events])
+        total = self.charge_each(events, k)
         composed = compose_plan_gdp([group_event(e, k) for e in events]).guarantee
         assert isinstance(composed, GaussianDP)
         return PlanCharge(total, GaussianDP(max(gdp_cost(total).mu, composed.mu)), "gdp")
