@@ -50,7 +50,7 @@ class BudgetReport:
     budget : ApproxDP or GaussianDP
         The dataset's budget.
     open_reservations : int
-        Reservations not yet committed or released; they are counted as spent.
+        Reservations not yet committed or cancelled; they are counted as spent.
     relation : str
         The dataset's neighbouring relation: ``"replace_one"`` or ``"add_remove"``.
     """
@@ -132,9 +132,9 @@ class LedgerEntry:
     time : datetime
         When it was written (UTC).
     kind : str
-        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"``.
+        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"`` (a cancellation, as the ledger names it).
     status : str
-        For a reservation: ``"open"``, ``"committed"`` or ``"released"``; otherwise the kind.
+        For a reservation: ``"open"``, ``"committed"`` or ``"released"`` (cancelled); otherwise the kind.
     label, key : str or None
         The spend's label and idempotency key.
     group_size : int or None
@@ -196,7 +196,7 @@ class ReleaseEntry:
     events : tuple of PrivacyEvent
         The mechanisms' events (several for a plan).
     status : str
-        ``"open"`` (reserved, still counted), ``"committed"`` or ``"cancelled"`` (released back to the
+        ``"open"`` (reserved, still counted), ``"committed"`` or ``"cancelled"`` (returned to the
         budget before data was read).
     ended : datetime or None
         When it was committed or cancelled.
