@@ -34,6 +34,7 @@ __all__ = [
     "charged_cost",
     "check_map_index",
     "check_on_exhausted",
+    "refusal",
     "reserve_or_refuse",
     "resumption",
     "task_name",
@@ -202,11 +203,7 @@ def reserve_or_refuse(
             label=attempt_label(cost, context),
         )
     except BudgetExceededError as exc:
-        refusal = (PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted).from_error(
-            exc, task=name
-        )
-        log.error("privacy budget refused %s: %s", printable(name), printable(refusal))
-        raise refusal from exc
+        raise refusal(exc, name, on_exhausted) from exc
     except KeyAlreadyUsedError as exc:
         raise AttemptAlreadyChargedError.from_error(exc, task=name) from exc
     except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
@@ -217,6 +214,16 @@ def reserve_or_refuse(
         ) from exc
     log.info("reserved %s for %s (key %s)", cost.describe(), printable(name), printable(key))
     return reservation
+
+
+def refusal(
+    error: BudgetExceededError, task: str, on_exhausted: OnExhausted
+) -> PrivacyBudgetExhausted | PrivacyBudgetSkipped:
+    """The task's refusal for the accountant's ``error`` (logged): fail without retry, or skip."""
+    kind = PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted
+    refused: PrivacyBudgetExhausted | PrivacyBudgetSkipped = kind.from_error(error, task=task)
+    log.error("privacy budget refused %s: %s", printable(task), printable(refused))
+    return refused
 
 
 def check_on_exhausted(value: str) -> OnExhausted:

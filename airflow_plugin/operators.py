@@ -165,7 +165,7 @@ class PrivacyBudgetOperator(PythonOperator):
             return
         reason = f"attempt failed before its callable ran: {type(exc).__name__}: {exc}"
         try:
-            reservation.release(reason=reason[:500])
+            reservation.cancel(reason=reason[:500])
         except Exception:
             self.log.exception("could not release the reservation of %s; the ledger keeps counting it", name)
             return

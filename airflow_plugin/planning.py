@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,7 +40,13 @@ from airflow_plugin.costs import DPCost
 from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import dataset_budget, format_guarantee
-from airflow_plugin.templating import as_logical_date, is_template, render_for_plan
+from airflow_plugin.templating import (
+    as_logical_date,
+    is_template,
+    render_dataset,
+    render_for_plan,
+    task_context,
+)
 from dp_pipeline.accounting.composition import group_plan
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, printable
@@ -294,22 +300,24 @@ def declared_costs(task: Any, *, params_enforced: bool = False) -> list[tuple[DP
     return found
 
 
+Renderer = Callable[[Any, str], "str | None"]
+"""Renders a task's templated dataset name for the plan, or returns None when it cannot be rendered yet."""
+
+
 def _planned(
-    task: Any, cost: DPCost, source: str, enforced: bool, logical_date: LogicalDate | None
+    task: Any, cost: DPCost, source: str, enforced: bool, render: Renderer, missing: str
 ) -> PlannedTask:
     count, bound = map_bound(task, cost)
     planned = PlannedTask(task.task_id, cost, count, source, enforced, _attempts(task), bound)
     try:
         if not is_template(task, cost.dataset):
             return planned
-        name = render_for_plan(task, cost.dataset, logical_date)
+        name = render(task, cost.dataset)
     except Exception as exc:  # a template that does not parse or render: every run would fail on it too
         reason = f"it cannot be rendered: {type(exc).__name__}: {exc}"
         return dataclasses.replace(planned, template=cost.dataset, unrendered=reason)
     if name is None:
-        needs = "a logical date or " if logical_date is None else ""
-        reason = f"it needs {needs}what only a run knows (the run id, the data interval, a Variable, ...)"
-        return dataclasses.replace(planned, template=cost.dataset, unrendered=reason)
+        return dataclasses.replace(planned, template=cost.dataset, unrendered=f"it needs {missing}")
     try:
         rendered = dataclasses.replace(cost, dataset=name)
     except InvalidParameterError as exc:
@@ -318,7 +326,11 @@ def _planned(
 
 
 def plan_dag(
-    dag: Any, *, logical_date: LogicalDate | None = None, params_enforced: bool = False
+    dag: Any,
+    *,
+    logical_date: LogicalDate | None = None,
+    context: Mapping[str, Any] | None = None,
+    params_enforced: bool = False,
 ) -> DagPlan:
     """Collect the declared costs of one run of ``dag``, without any I/O.
 
@@ -328,6 +340,9 @@ def plan_dag(
     logical_date : datetime, date or str, optional
         The logical date of the run to plan: templated dataset names are rendered for it (see
         :mod:`airflow_plugin.templating`). Without it, names that need a date are reported per template.
+    context : mapping, optional
+        Instead of a date: the template context of a task of the running DAG run (a run-level
+        reservation plans its own run), in which every task's names are rendered as that task renders them.
     params_enforced : bool, default False
         Whether ``params["dp_cost"]`` declarations are enforced (the cluster policy is active) even where
         no guard is attached yet.
@@ -335,10 +350,33 @@ def plan_dag(
     Returns
     -------
     DagPlan
+
+    Raises
+    ------
+    InvalidParameterError
+        Both a date and a context, or a date that is not one.
     """
-    date = None if logical_date is None else as_logical_date(logical_date)
+    if logical_date is not None and context is not None:
+        raise InvalidParameterError("plan a run from a logical date or from its context, not both", "context")
+    render: Renderer
+    if context is not None:
+        run_context = context
+
+        def render(task: Any, text: str) -> str:
+            return render_dataset(task, text, task_context(task, run_context))
+
+        date = run_context.get("logical_date")
+        missing = "what its task instance only knows"
+    else:
+        date = None if logical_date is None else as_logical_date(logical_date)
+
+        def render(task: Any, text: str) -> str | None:
+            return render_for_plan(task, text, date)
+
+        needs = "a logical date or " if date is None else ""
+        missing = f"{needs}what only a run knows (the run id, the data interval, a Variable, ...)"
     tasks = [
-        _planned(task, cost, source, enforced, date)
+        _planned(task, cost, source, enforced, render, missing)
         for task in dag.tasks
         for cost, source, enforced in declared_costs(task, params_enforced=params_enforced)
     ]

@@ -22,7 +22,17 @@ from typing import Any
 
 from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["DATE_KEYS", "as_logical_date", "is_template", "plan_context", "render_dataset", "render_for_plan"]
+__all__ = [
+    "DATE_KEYS",
+    "as_logical_date",
+    "is_template",
+    "plan_context",
+    "render_dataset",
+    "render_for_plan",
+    "task_context",
+]
+
+_INSTANCE_KEYS = frozenset({"ti", "task_instance", "task_instance_key_str", "map_index_template"})
 
 DATE_KEYS = ("logical_date", "ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz")
 """The context keys the check renders from a logical date, computed as Airflow's task runner does."""
@@ -129,6 +139,20 @@ def plan_context(task: Any, logical_date: dt.datetime | dt.date | str | None) ->
             }
         )
     return context
+
+
+def task_context(task: Any, run_context: Mapping[str, Any]) -> dict[str, Any]:
+    """The template context ``task`` would render in, built from another task's context in the same run:
+    the same run (date, run id, conf), with the task and its params (the run's ``conf`` applied as Airflow
+    applies it), and without the other task's instance (a name that needs its own cannot be rendered).
+    """
+    from airflow.sdk.definitions.param import process_params
+
+    dag_run = run_context.get("dag_run")
+    conf = getattr(dag_run, "conf", None) or None
+    params = process_params(task.dag, task, conf, suppress_exception=True)
+    shared = {key: value for key, value in run_context.items() if key not in _INSTANCE_KEYS}
+    return {**shared, "task": task, "params": params}
 
 
 def render_for_plan(task: Any, text: str, logical_date: dt.datetime | dt.date | str | None) -> str | None:

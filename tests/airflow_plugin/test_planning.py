@@ -117,7 +117,7 @@ def test_dag_check_agrees_with_the_accountant_on_a_gdp_rule_budget(ledger) -> No
     from dp_pipeline import ApproxDP, GaussianDP
     from dp_pipeline.mechanisms import Gaussian
 
-    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), method="gdp")
+    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), rule="gdp")
     mechanism = Gaussian.from_mu(0.1, sensitivity=1.0)
     with DAG("dp_gdp_plan", schedule=None, start_date=START, catchup=False) as dag:
         for i in range(3):
