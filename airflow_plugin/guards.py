@@ -18,6 +18,14 @@ delivery of a first run, while it runs or after it ran) is refused with
 :class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing. Airflow's Execution API
 starts a task instance only from the queued state, so it does not deliver one resumption twice.
 
+The guarded task's code pays from the attempt's reservation: the guard puts it in the context as ``dp``, so
+that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
+callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`airflow_plugin.operators`).
+
+In a DAG that reserves per run (:func:`airflow_plugin.run_budget.run_budget`) the guard reserves nothing: the
+attempt pays its declared cost from the run's reservation when it starts (unless its callable takes ``dp``
+and pays for its own releases), and ``dp`` is the run's reservation.
+
 Examples
 --------
 >>> BashOperator(task_id="export", bash_command="./export.sh",               # doctest: +SKIP
@@ -29,8 +37,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from airflow_plugin._runs import run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
     attempt_key,
@@ -44,6 +53,7 @@ from airflow_plugin.costs import CostLike, DPCost, as_cost
 from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost
 from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
 from airflow_plugin.hooks import PrivacyLedgerHook
+from dp_pipeline.accounting.scope import paying_from
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
@@ -51,6 +61,9 @@ __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter
 log = logging.getLogger(__name__)
 
 PreExecuteHook = Callable[[Any], Any]
+
+if TYPE_CHECKING:
+    from dp_pipeline.accounting.reservation import Reservation
 
 
 class PrivacyBudgetGuard:
@@ -88,6 +101,14 @@ class PrivacyBudgetGuard:
             )
         cost = charged_cost(self.cost, context)
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+        task = context["task"]
+        python_callable = getattr(task, "python_callable", None)
+        run = run_reservation(accountant, cost, context, self.ledger_conn_id)
+        if run is not None:
+            pays = resumption(context) is None and not takes_dp(python_callable)
+            start_attempt(run, cost, context, pays=pays, on_exhausted=self.on_exhausted)
+            _hand_over(task, run, context)
+            return
         try:
             reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
         except AttemptAlreadyChargedError as refused:
@@ -100,8 +121,9 @@ class PrivacyBudgetGuard:
                 resumed,
                 attempt_key(context),
             )
-            return
+            reservation = accountant.reservation(cost.dataset, attempt_key(context))
         reservation.commit()
+        _hand_over(task, reservation, context)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PrivacyBudgetGuard):
@@ -117,6 +139,29 @@ class PrivacyBudgetGuard:
 
     def __repr__(self) -> str:
         return f"PrivacyBudgetGuard({self.cost.describe()}, ledger_conn_id={self.ledger_conn_id!r})"
+
+
+class _PayingCall:
+    """A task's ``execute_callable`` run inside :func:`paying_from` (set on the task for one attempt)."""
+
+    def __init__(self, task: Any, spender: Reservation) -> None:
+        self.task = task
+        self.spender = spender
+
+    def __call__(self) -> Any:
+        try:
+            with paying_from(self.spender):
+                return type(self.task).execute_callable(self.task)
+        finally:
+            vars(self.task).pop("execute_callable", None)
+
+
+def _hand_over(task: Any, spender: Reservation, context: Mapping[str, Any]) -> None:
+    """Give the guarded task's code the spender: as ``dp`` in its context (a Python callable that declares
+    ``dp`` receives it) and, for an operator that runs a Python callable, as the scope of that call."""
+    context["dp"] = spender  # type: ignore[index]
+    if callable(getattr(type(task), "execute_callable", None)):
+        object.__setattr__(task, "execute_callable", _PayingCall(task, spender))
 
 
 class GuardChain:

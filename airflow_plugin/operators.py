@@ -1,5 +1,20 @@
 """PrivacyBudgetOperator: reserve a task's privacy cost on the ledger, then run its callable.
 
+One budget for the task's code
+------------------------------
+The callable receives the attempt's reservation as ``dp`` (when it declares it) and runs inside
+:func:`~dp_pipeline.accounting.scope.paying_from`: code written for a plain accountant works unchanged with
+``accountant=dp`` (``df.pipe(dp_mean, ..., accountant=dp, dataset=...)``, a transformer's ``accountant=dp``),
+and each of its releases is paid from the reservation and recorded under it, so the task is charged once.
+A release beyond the reserved cost is refused (``BudgetExceededError``), and one made through the plain
+dataset accountant inside the task is refused (``ScopedSpendError``), since it would charge the dataset a
+second time.
+
+Unspent reserved budget stays charged once the callable has started: the callable may have released data by
+other means (the ``mechanism`` it was handed, a file it wrote), which the ledger cannot see, so the declared
+cost is the most its attempt can have released. In a DAG that reserves per run
+(:func:`airflow_plugin.run_budget.run_budget`), ``dp`` is the run's reservation instead.
+
 Retry policy
 ------------
 Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/try_number``.
@@ -29,6 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
+from airflow_plugin._runs import run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
     charged_cost,
@@ -39,13 +55,15 @@ from airflow_plugin._runtime import (
 from airflow_plugin.costs import CostLike, DPCost
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.hooks import PrivacyLedgerHook
+from dp_pipeline.accounting.scope import paying_from
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.reservation import Reservation
 
 __all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
 
-INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset")
+INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset", "dp")
 """Arguments a DP callable may declare by name, on top of Airflow's context keys."""
 
 
@@ -55,9 +73,11 @@ class PrivacyBudgetOperator(PythonOperator):
     The callable receives, by name, whichever of these arguments it declares (or all of them with
     ``**kwargs``), together with Airflow's context keys (``ti``, ``ds``, ``params``, ...) and ``op_kwargs``:
 
+    - ``dp``: the attempt's reservation, a spender to pass as ``accountant=`` to the frame functions and
+      transformers: each release is paid from the task's reserved cost (see the module docstring);
     - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with;
     - ``accountant``: the :class:`~dp_pipeline.PrivacyAccountant` of the ledger, for reading budgets
-      (the task's own cost is already reserved; do not spend it again);
+      (spending on the task's dataset through it is refused inside the task: pay with ``dp``);
     - ``dataset``: the dataset name.
 
     Parameters
@@ -127,25 +147,37 @@ class PrivacyBudgetOperator(PythonOperator):
             dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
         )
         self._dp_callable_started = False
+        self._dp_attempt: tuple[Reservation, DPCost, Any, bool] | None = None
 
     def get_accountant(self) -> PrivacyAccountant:
         """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
         return PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
 
     def execute(self, context: Any) -> Any:
-        """Reserve the cost, run the callable, then commit (or release if the callable never ran)."""
+        """Reserve the cost (or find the run's reservation), run the callable paying from it, then commit
+        (or cancel if the callable never ran)."""
         accountant = self.get_accountant()
         cost = charged_cost(self.dp_cost, context, rendered=self.dataset)
-        reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
+        run = run_reservation(accountant, cost, context, self.ledger_conn_id)
+        own = None if run is not None else reserve_or_refuse(accountant, cost, context, self.on_exhausted)
+        spender = run if run is not None else own
+        assert spender is not None
         self._dp_callable_started = False
+        self._dp_attempt = (spender, cost, context, run is not None)
+        context.update(
+            {"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
+        )
         try:
-            context.update({"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset})
             result = super().execute(context)
         except BaseException as exc:
-            self._end_attempt(reservation, context, exc)
+            if own is not None:
+                self._end_attempt(own, context, exc)
             raise
-        reservation.commit()
-        self.log.info("committed %s for %s", cost.describe(), task_name(context))
+        finally:
+            self._dp_attempt = None
+        if own is not None:
+            own.commit()
+            self.log.info("committed %s for %s", cost.describe(), task_name(context))
         return result
 
     def _end_attempt(self, reservation: Any, context: Mapping[str, Any], exc: BaseException) -> None:
@@ -178,14 +210,24 @@ class PrivacyBudgetOperator(PythonOperator):
             return
         signature.bind(*self.op_args, **self.op_kwargs)
 
-    def execute_callable(self) -> Any:
-        """Check the callable's arguments bind, mark the attempt as started, then call it."""
+    def _start(self) -> Reservation:
+        """Check the callable's arguments bind; in a run, pay the declared cost when the callable cannot
+        pay for itself and record the attempt; mark the attempt as started. Returns the spender."""
         self._check_arguments()
+        assert self._dp_attempt is not None, "the callable runs only from execute()"
+        spender, cost, context, in_run = self._dp_attempt
+        if in_run:
+            pays = not takes_dp(self.python_callable)
+            start_attempt(spender, cost, context, pays=pays, on_exhausted=self.on_exhausted)
         self._dp_callable_started = True
-        return super().execute_callable()
+        return spender
+
+    def execute_callable(self) -> Any:
+        """Start the attempt, then call the callable paying from the attempt's reservation."""
+        with paying_from(self._start()):
+            return super().execute_callable()
 
     async def aexecute_callable(self) -> Any:
         """The asynchronous form of :meth:`execute_callable`."""
-        self._check_arguments()
-        self._dp_callable_started = True
-        return await super().aexecute_callable()
+        with paying_from(self._start()):
+            return await super().aexecute_callable()
