@@ -78,6 +78,8 @@ M = TypeVar("M", bound=Mechanism)
 
 
 class _Spender(Protocol):
+    """What a release is charged to: a PrivacyAccountant, or a Reservation that pays from what it holds."""
+
     def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "") -> Any: ...
 
 
@@ -106,7 +108,8 @@ def check_ledger(accountant: Any, dataset: Any) -> None:
         )
     if not callable(getattr(accountant, "spend", None)):
         raise InvalidParameterError(
-            f"'accountant' must be a PrivacyAccountant or {UNACCOUNTED!r}, got {type(accountant).__name__}",
+            f"'accountant' must be a PrivacyAccountant, a Reservation to pay from or {UNACCOUNTED!r}, got "
+            f"{type(accountant).__name__}",
             "accountant",
         )
     if not isinstance(dataset, str) or not dataset:

@@ -426,6 +426,7 @@ def _release_json(entry: Any) -> dict[str, Any]:
         "ended": None if entry.ended is None else entry.ended.isoformat(),
         "reason": entry.reason,
         "actor": entry.actor,
+        "paid_from": entry.paid_from,
         "events": [e.to_dict() for e in entry.events],
     }
 

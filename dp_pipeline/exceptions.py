@@ -14,6 +14,7 @@ __all__ = [
     "LedgerError",
     "LedgerURLError",
     "PrivacyLeakWarning",
+    "ScopedSpendError",
     "UnknownDatasetError",
     "UnsupportedCompositionError",
     "data_value_error",
@@ -89,6 +90,10 @@ class BudgetExceededError(RuntimeError):
         The group size k the request was charged for (``requested`` is the cost for the group).
     single : object or None
         For k > 1: what the request would cost one person, shown beside ``requested``.
+    reservation : str or None
+        For a release paid from a reservation: the reservation's key. ``spent``, ``remaining`` and
+        ``budget`` are then the reservation's (what was paid from it, what is left, what it holds); the
+        dataset was not charged.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class BudgetExceededError(RuntimeError):
         detail: str = "",
         group_size: int = 1,
         single: object = None,
+        reservation: str | None = None,
     ) -> None:
         self.dataset = dataset
         self.requested = requested
@@ -109,16 +115,25 @@ class BudgetExceededError(RuntimeError):
         self.budget = budget
         self.group_size = group_size
         self.single = single
+        self.reservation = reservation
         group = f" (for a group of k = {group_size}; {single} for one person)" if single is not None else ""
+        whose = (
+            f"privacy budget of dataset {dataset!r}"
+            if reservation is None
+            else f"reservation {reservation!r} on dataset {dataset!r}"
+        )
         message = (
-            f"privacy budget of dataset {dataset!r} would be exceeded: requested {requested}{group}, "
-            f"spent {spent}, remaining {remaining}"
+            f"{whose} would be exceeded: requested {requested}{group}, "
+            f"{'spent' if reservation is None else 'paid from it'} {spent}, remaining {remaining}"
         )
         if budget is not None:
-            message += f" (budget {budget})"
+            message += f" ({'budget' if reservation is None else 'reserved'} {budget})"
         message += (
             ". Nothing was charged. Lower the request (larger noise, fewer releases) or raise the "
             "dataset's budget deliberately."
+            if reservation is None
+            else ". Nothing was paid. Lower the request (larger noise, fewer releases) or reserve more "
+            "for this work."
         )
         if detail:
             message += f" {detail}"
@@ -136,6 +151,7 @@ class BudgetExceededError(RuntimeError):
                 "",
                 self.group_size,
                 self.single,
+                self.reservation,
             ),
         )
 
@@ -198,6 +214,33 @@ class KeyAlreadyUsedError(LedgerError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.dataset, self.key, self.status))
+
+
+class ScopedSpendError(InvalidParameterError, LedgerError):
+    """A release was charged to a dataset's plain accountant inside code that pays from a reservation of
+    that dataset (:func:`dp_pipeline.accounting.scope.paying_from`); nothing was charged.
+
+    The reservation already covers the work; charging the dataset as well would count the release twice.
+
+    Attributes
+    ----------
+    dataset, key : str
+        The dataset and the key of the reservation being paid from.
+    """
+
+    def __init__(self, dataset: str, key: str) -> None:
+        self.dataset = dataset
+        self.key = key
+        super().__init__(
+            f"a release on dataset {dataset!r} was charged to the plain accountant inside code that pays "
+            f"from the reservation {key!r} of that dataset; nothing was charged. Pay from the reservation "
+            "instead: pass it where the accountant goes (accountant=reservation, reservation.spend(...)); "
+            "in an Airflow task it is the callable's argument 'dp'.",
+            "accountant",
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset, self.key))
 
 
 class PrivacyLeakWarning(UserWarning):

@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
 from dp_pipeline.cli import app
 from dp_pipeline.mechanisms import Gaussian, KRandomizedResponse, Laplace, Staircase
 
@@ -73,9 +74,9 @@ def g(guarantee: Any) -> dict[str, Any]:
 
 def test_ledger_init_creates_a_ledger_once(url: str, tmp_path: Path) -> None:
     out = ok("ledger", "init", url=url).stdout
-    assert "ledger ready" in out and "0002_guards" in out and (tmp_path / "ledger.db").exists()
+    assert "ledger ready" in out and HEAD_REVISION in out and (tmp_path / "ledger.db").exists()
     again = as_json("ledger", "init", url=url)
-    assert again == {"ledger": url, "schema_revision": "0002_guards", "datasets": []}
+    assert again == {"ledger": url, "schema_revision": HEAD_REVISION, "datasets": []}
     PrivacyAccountant(url, create=False).close()  # a real ledger
 
 

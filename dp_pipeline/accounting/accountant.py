@@ -23,6 +23,7 @@ from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
 from dp_pipeline.accounting.ledger.base import (
+    END_KINDS,
     KEY_ENV,
     DatasetHead,
     LedgerRecord,
@@ -33,11 +34,14 @@ from dp_pipeline.accounting.ledger.base import (
     utc_now,
 )
 from dp_pipeline.accounting.ledger.urls import redact_url
+from dp_pipeline.accounting.payments import Holding, Paid, event_keys, read_reservation, route
 from dp_pipeline.accounting.records import (
     BudgetBody,
     CancelBody,
     DatasetBudget,
+    PayBody,
     ReserveBody,
+    ShrinkBody,
     append,
     append_commit,
     budget_of,
@@ -51,11 +55,13 @@ from dp_pipeline.accounting.reports import (
     VerifyReport,
     budget_report,
     ledger_entry,
+    paid_entry,
     read_all,
     release_entry,
 )
 from dp_pipeline.accounting.reservation import Reservation, warn_renamed
 from dp_pipeline.accounting.rules import Totals, user_rule
+from dp_pipeline.accounting.scope import check_plain_spend
 from dp_pipeline.accounting.verify import ANCHOR_FORMAT, check_anchor, check_semantics, read_anchor
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
@@ -436,6 +442,11 @@ class PrivacyAccountant:
     ) -> list[ReleaseEntry]:
         """One entry per release of the dataset, oldest first: time, label, cost, group size and status.
 
+        A release paid from a reservation (:meth:`Reservation.spend`) is an entry of its own, with status
+        ``"paid"`` and ``paid_from`` set to the reservation's key; it charged the dataset nothing (its
+        reservation did), so add up only the entries without ``paid_from`` for what the dataset was
+        charged. A reservation shrunk to a sub-plan (:meth:`shrink`) shows what it holds now.
+
         Parameters
         ----------
         dataset : str
@@ -453,10 +464,15 @@ class PrivacyAccountant:
                     f"'since' must be a datetime, got {type(since).__name__}", "since"
                 )
             since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
-        ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
-        releases = read_all(
-            dataset, [r for r in records if r.kind == "reserve"], lambda r: release_entry(r, ends.get(r.seq))
-        )
+        ends = _ends(records)
+        shrunk = {r.reservation: r for r in records if r.kind == "shrink"}  # the last shrink holds
+
+        def entry(r: LedgerRecord) -> ReleaseEntry:
+            if r.kind == "pay":
+                return paid_entry(r)
+            return release_entry(r, ends.get(r.seq), shrunk.get(r.seq))
+
+        releases = read_all(dataset, [r for r in records if r.kind in ("reserve", "pay")], entry)
         if since is not None:
             releases = [e for e in releases if e.time >= since]
         if limit is not None:
@@ -468,7 +484,7 @@ class PrivacyAccountant:
         """Every record of the dataset's hash chain in order: budget changes, reservations, commits and
         cancellations, with time, label, key, group size, cost and status."""
         records = self._records(dataset)
-        ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
+        ends = _ends(records)
         return read_all(dataset, records, lambda r: ledger_entry(r, ends))
 
     def _records(self, dataset: str) -> list[LedgerRecord]:
@@ -670,6 +686,186 @@ class PrivacyAccountant:
         warn_renamed("PrivacyAccountant.release(dataset, key, reason)", "PrivacyAccountant.cancel")
         return self.cancel(dataset, key, reason, actor=actor)
 
+    # ------------------------------------------------------------------------------------- reservations
+
+    def reservation(self, dataset: str, key: str) -> Reservation:
+        """The reservation with idempotency ``key`` on ``dataset``, to pay from or commit (e.g. in the
+        process of a task that another process reserved for). Nothing is written.
+
+        Raises
+        ------
+        UnknownDatasetError
+            No budget for the dataset.
+        LedgerError
+            The dataset has no reservation with that key.
+        """
+        dataset = _check_name(dataset, "dataset")
+        key = _check_name(key, "key", _MAX_KEY)
+        found = self._store.reservation(dataset, key=key)
+        if found is None:
+            if self._store.head(dataset) is None:
+                raise self._unknown(dataset)
+            raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
+        return self._reservation(dataset, found)
+
+    def shrink(
+        self, dataset: str, key: str, costs: Sequence[Any], *, reason: str, actor: str | None = None
+    ) -> Reservation:
+        """Replace a reservation's charge by the tight total of a sub-plan of what it declared.
+
+        For work reserved as a whole (a run's plan) of which only part started: the share of the releases
+        that never ran goes back to the budget, in one locked transaction recorded as a ``shrink`` record
+        with ``reason`` and ``actor`` (default user@host).
+
+        Parameters
+        ----------
+        dataset, key : str
+            The reservation (open or committed).
+        costs : list of mechanisms, events or guarantees
+            The releases to keep: some of those the reservation declared (as many times at most), e.g. the
+            tasks that started. Empty keeps none.
+        reason : str
+            Why (recorded).
+
+        Returns
+        -------
+        Reservation
+            The reservation with what it holds now. When the sub-plan would not cost less than what the
+            reservation holds (all of its releases, or a sub-plan read at a δ that makes it no cheaper),
+            nothing is written and the reservation is returned as it was.
+
+        Raises
+        ------
+        InvalidParameterError
+            A release that the reservation did not declare (or more copies than it did); a missing reason.
+        BudgetExceededError
+            What was already paid from the reservation does not fit the sub-plan's total; nothing changed.
+        LedgerError
+            No such reservation, or it was cancelled.
+
+        Notes
+        -----
+        The sub-plan is priced as :meth:`spend_plan` prices a plan, with the reservation's group size and
+        δ, against the budget's other spends. The cost may only go down, so the dataset's totals still fit.
+        """
+        dataset = _check_name(dataset, "dataset")
+        key = _check_name(key, "key", _MAX_KEY)
+        why = _check_name(reason, "reason", 2000) if isinstance(reason, str) and reason.strip() else None
+        if why is None:
+            raise InvalidParameterError("a shrink needs a non-empty 'reason' (it is recorded)", "reason")
+        actor = _check_optional_text(actor, "actor", 255) or _default_actor()
+        events = [] if _is_empty(costs) else _to_events(costs)
+
+        def run(tx: LedgerTransaction) -> ReservationRecords:
+            head, found, current, totals, held, paid = _open_reservation(tx, dataset, key)
+            rule = current.rule
+            stated = [_stated(e, current.relation).to_dict() for e in events]
+            if event_keys(stated) - event_keys(held.events):
+                raise InvalidParameterError(
+                    f"the releases to keep are not a sub-plan of the reservation {key!r} on dataset "
+                    f"{dataset!r}: keep only releases it declared, each at most as often",
+                    "costs",
+                )
+            if event_keys(stated) == event_keys(held.events):
+                return found
+            rest = rule.remove(totals, held.charge)
+            price = (
+                pricing.price(current, events, held.group_size, True, held.delta, rest)
+                if events
+                else pricing.zero(current)
+            )
+            if not rule.fits_within(price.charge, held.charge):
+                return found  # not cheaper: keep what it holds
+            kept = Holding(
+                price.charge, price.cost, price.method, tuple(stated), held.plan, held.group_size, held.delta
+            )
+            if route(rule, kept, paid) is None:
+                raise self._exceeded(dataset, key, current, held, paid, None, kept)
+            after = rule.add(rest, price.charge)
+            body = ShrinkBody(stated, price.cost, price.method, price.charge, why, actor, after)
+            append(tx, body, with_totals(head.state, after), key=key, reservation=found.reserve.seq)
+            return tx.reservation(key=key) or found
+
+        return self._reservation(dataset, self._atomic(dataset, run))
+
+    def _pay(self, dataset: str, key: str, cost: Any, group_size: Any, label: Any) -> ReleaseEntry:
+        """Pay one release from the reservation ``key`` (see :meth:`Reservation.spend`)."""
+        event = _to_event(cost)
+        k = check_positive_int(group_size, "group_size")
+        label = _check_optional_text(label, "label", 2000)
+
+        def run(tx: LedgerTransaction) -> LedgerRecord:
+            head, found, current, totals, held, paid = _open_reservation(tx, dataset, key)
+            rule = current.rule
+            price = pricing.price(current, [event], k, False, None, totals)
+            stated = [_stated(event, current.relation).to_dict()]
+            now = paid.plus(price.charge, stated, k)
+            way = route(rule, held, now)
+            if way is None:
+                raise self._exceeded(dataset, key, current, held, paid, price.cost, held)
+            release = ReserveBody(
+                label,
+                k,
+                False,
+                None,
+                current.relation,
+                stated,
+                price.cost,
+                price.method,
+                price.charge,
+                totals,
+            )
+            body = PayBody(release, now.total(rule), way)
+            return append(tx, body, with_totals(head.state, totals), key=key, reservation=found.reserve.seq)
+
+        return paid_entry(self._atomic(dataset, run))
+
+    def _exceeded(
+        self,
+        dataset: str,
+        key: str,
+        budget: DatasetBudget,
+        held: Holding,
+        paid: Paid,
+        requested: Guarantee | None,
+        limit: Holding,
+    ) -> BudgetExceededError:
+        """The refusal of a payment (or of a shrink to ``limit``) from the reservation ``key``."""
+        rule = budget.rule
+        spent = _paid_cost(budget, held, paid)
+        try:
+            left: object = rule.left(limit.charge, paid.total(rule))[0]
+        except NotImplementedError:
+            left = "(not reported by this rule)"
+        shown = spent if requested is None else requested
+        detail = (
+            f"Rule: {rule.describe()}; the releases paid from a reservation must fit what it holds"
+            + (" (a plan's releases fit its tight total)" if held.plan else "")
+            + "."
+        )
+        if requested is None:
+            detail = (
+                f"The releases already paid from it ({spent}) do not fit the sub-plan's total "
+                f"({limit.cost}). Nothing was changed. " + detail
+            )
+        return BudgetExceededError(dataset, shown, spent, left, limit.cost, detail=detail, reservation=key)
+
+    def _reservation_report(self, dataset: str, key: str, what: str) -> BudgetReport:
+        """What was paid from a reservation (``what="spent"``) or what is left of it (``"remaining"``)."""
+        found = self._store.reservation(dataset, key=key)
+        if found is None:
+            raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
+        _, budget, _ = self._read(dataset)
+        held, paid = read_reservation(found, budget.rule, f"dataset {dataset!r}")
+        if what == "spent":
+            amount = _paid_cost(budget, held, paid)
+            method = budget.rule.method_of(paid.total(budget.rule))
+        else:
+            amount, method = budget.rule.left(held.charge, paid.total(budget.rule))
+        return BudgetReport(
+            dataset, f"{what} of reservation {key!r}", amount, method, held.cost, 0, budget.relation
+        )
+
     # ------------------------------------------------------------------------------------- verify
 
     def verify(
@@ -776,20 +972,18 @@ class PrivacyAccountant:
         budget = budget_of(head.state, where)
         return head, budget, budget.rule.read_totals(head.state.totals, where)
 
-    def _reservation(
-        self, dataset: str, found: ReservationRecords, cost: Guarantee | None = None
-    ) -> Reservation:
+    def _reservation(self, dataset: str, found: ReservationRecords) -> Reservation:
         body = found.reserve.body
-        if cost is None:
-            cost = guarantee_from_dict(dict(body["cost"]))
+        shrunk = [r for r in found.after if r.kind == "shrink"]
+        now = shrunk[-1].body if shrunk else body  # what the reservation holds: its last shrink's
         assert found.reserve.key is not None
         return Reservation(
             self,
             dataset,
             found.reserve.key,
             found.reserve.seq,
-            cost,
-            str(body.get("composition")),
+            guarantee_from_dict(dict(now["cost"])),
+            str(now.get("composition")),
             found.status,
             body.get("label"),
             int(body.get("group_size", 1)),
@@ -808,6 +1002,7 @@ class PrivacyAccountant:
         commit: bool,
     ) -> Reservation:
         dataset = _check_name(dataset, "dataset")
+        check_plain_spend(dataset)
         k = check_positive_int(group_size, "group_size")
         label = _check_optional_text(label, "label", 2000)
         given_key = _check_optional_text(key, "key", _MAX_KEY)
@@ -827,7 +1022,7 @@ class PrivacyAccountant:
             price = pricing.price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
         where = f"dataset {dataset!r}"
 
-        def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee]:
+        def run(tx: LedgerTransaction) -> ReservationRecords:
             head = tx.head
             if head is None:
                 raise UnknownDatasetError(dataset)  # named in full by _atomic
@@ -869,14 +1064,14 @@ class PrivacyAccountant:
             )
             record = append(tx, body, with_totals(head.state, after), key=key)
             end = append_commit(tx, head.state, after, key, record.seq) if commit else None
-            return ReservationRecords(record, end), p.cost
+            return ReservationRecords(record, end)
 
-        found, cost = self._atomic(dataset, run)
+        found = self._atomic(dataset, run)
         if dataset not in self._budgets:
             head = self._store.head(dataset)
             if head is not None:
                 self._budgets[dataset] = budget_of(head.state, where)
-        return self._reservation(dataset, found, cost)
+        return self._reservation(dataset, found)
 
     def _commit(self, dataset: str, key: str) -> str:
         where = f"dataset {dataset!r}"
@@ -907,12 +1102,7 @@ class PrivacyAccountant:
         actor = _check_optional_text(actor, "actor", 255) or _default_actor()
 
         def run(tx: LedgerTransaction) -> str:
-            head = tx.head
-            if head is None:
-                raise UnknownDatasetError(dataset)  # named in full by _atomic
-            found = tx.reservation(key=key)
-            if found is None:
-                raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
+            head, found = _find_reservation(tx, dataset, key)
             if found.status == "committed":
                 raise LedgerError(
                     f"the reservation with key {key!r} on dataset {dataset!r} is committed (its attempt may "
@@ -921,8 +1111,14 @@ class PrivacyAccountant:
             if found.status == "open":
                 rule = budget_of(head.state, f"dataset {dataset!r}").rule
                 where = f"dataset {dataset!r}, record seq={found.reserve.seq}"
-                charge = rule.read_charge(found.reserve.body.get("charge"), where)
-                totals = rule.remove(rule.read_totals(head.state.totals, f"dataset {dataset!r}"), charge)
+                held, paid = read_reservation(found, rule, where)
+                if paid.charges:
+                    raise LedgerError(
+                        f"the reservation with key {key!r} on dataset {dataset!r} paid for "
+                        f"{len(paid.charges)} release(s) and cannot be cancelled (their data was read); "
+                        "commit it"
+                    )
+                totals = rule.remove(rule.read_totals(head.state.totals, f"dataset {dataset!r}"), held.charge)
                 body = CancelBody(reason, actor, by, totals)
                 append(tx, body, with_totals(head.state, totals), key=key, reservation=found.reserve.seq)
             return "released"
@@ -994,6 +1190,63 @@ def _rule_choice(rule: Any, method: Any) -> tuple[Any, str]:
         raise InvalidParameterError("give 'rule' only ('method' is its deprecated name)", "method")
     warn_renamed("set_budget(..., method=...)", "set_budget(..., rule=...)", stacklevel=4)
     return method, "method"
+
+
+def _is_empty(costs: Any) -> bool:
+    return isinstance(costs, (list, tuple)) and not costs
+
+
+def _stated(event: PrivacyEvent, relation: Relation) -> PrivacyEvent:
+    """The event as recorded: one that states no relation is charged under the dataset's."""
+    return event if event.relation is not None else event.under(relation)
+
+
+def _find_reservation(
+    tx: LedgerTransaction, dataset: str, key: str
+) -> tuple[DatasetHead, ReservationRecords]:
+    """The head and the reservation ``key`` inside a transaction; LedgerError if there is none."""
+    head = tx.head
+    if head is None:
+        raise UnknownDatasetError(dataset)  # named in full by _atomic
+    found = tx.reservation(key=key)
+    if found is None:
+        raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
+    return head, found
+
+
+def _open_reservation(
+    tx: LedgerTransaction, dataset: str, key: str
+) -> tuple[DatasetHead, ReservationRecords, DatasetBudget, Totals, Holding, Paid]:
+    """Inside a transaction: the head, the reservation ``key``, the dataset's budget and totals, and what
+    the reservation holds and paid; LedgerError if there is no such reservation or it was cancelled (it holds
+    nothing)."""
+    head, found = _find_reservation(tx, dataset, key)
+    if found.status == "released":
+        raise LedgerError(
+            f"the reservation with key {key!r} on dataset {dataset!r} was cancelled: it holds nothing to pay "
+            "from or shrink"
+        )
+    where = f"dataset {dataset!r}"
+    budget = budget_of(head.state, where)
+    totals = budget.rule.read_totals(head.state.totals, where)
+    held, paid = read_reservation(found, budget.rule, where)
+    return head, found, budget, totals, held, paid
+
+
+def _paid_cost(budget: DatasetBudget, held: Holding, paid: Paid) -> Guarantee:
+    """What the releases paid from a reservation cost: their sum under the rule, or, when only the plan
+    route holds them, their tight total as a sub-plan."""
+    rule = budget.rule
+    total = paid.total(rule)
+    if rule.fits_within(total, held.charge) or not paid.events:
+        return rule.charge_cost(total)
+    events = [PrivacyEvent.from_dict(dict(e)) for e in paid.events]
+    return pricing.price(budget, events, held.group_size, True, held.delta, rule.empty()).cost
+
+
+def _ends(records: Sequence[LedgerRecord]) -> dict[int, LedgerRecord]:
+    """The record that ended each reservation, by the reservation's seq."""
+    return {r.reservation: r for r in records if r.reservation is not None and r.kind in END_KINDS}
 
 
 def _check_same_request(dataset: str, key: str, found: ReservationRecords, request: str) -> None:

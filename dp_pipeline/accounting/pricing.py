@@ -17,7 +17,7 @@ from dp_pipeline.accounting.rules import Charge, Totals
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.guarantees import Guarantee
 
-__all__ = ["Price", "price", "price_one", "recorded_request_price", "refusal_detail"]
+__all__ = ["Price", "price", "price_one", "recorded_request_price", "refusal_detail", "zero"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,12 @@ def price(
     parts = flatten_events([to_relation(e, budget.relation) for e in events])
     planned = budget.rule.charge_plan(parts, k, plan_delta, totals)
     return Price(planned.charge, planned.cost, planned.method, budget, planned.basis)
+
+
+def zero(budget: DatasetBudget) -> Price:
+    """The price of no release at all (an empty sub-plan): every amount 0."""
+    charge = budget.rule.charge_total([])
+    return Price(charge, budget.rule.charge_cost(charge), budget.rule.method_of(charge), budget)
 
 
 @functools.lru_cache(maxsize=512)

@@ -1,10 +1,11 @@
 """What the accountant writes to the ledger: typed record bodies, the dataset's budget, and the appends.
 
 Each record kind has a body type here (:class:`BudgetBody`, :class:`ReserveBody`, :class:`CommitBody`,
-:class:`CancelBody`) whose ``to_json`` is exactly what earlier versions wrote, so ledgers old and new read
-and verify alike; the head row caches the :class:`DatasetBudget` (guarantee, rule parameters, relation),
-the rule's stored name and the running totals. :func:`append_commit` is the one place a reservation is
-committed.
+:class:`CancelBody`, and :class:`PayBody` and :class:`ShrinkBody` for releases paid from a reservation and
+reservations lowered to a sub-plan) whose ``to_json`` is exactly what earlier versions wrote, so ledgers old
+and new read and verify alike; the head row caches the :class:`DatasetBudget` (guarantee, rule parameters,
+relation), the rule's stored name and the running totals. :func:`append_commit` is the one place a
+reservation is committed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ __all__ = [
     "CancelBody",
     "CommitBody",
     "DatasetBudget",
+    "PayBody",
     "ReserveBody",
+    "ShrinkBody",
     "append",
     "append_commit",
     "budget_of",
@@ -169,6 +172,49 @@ class CancelBody:
         return {"reason": self.reason, "actor": self.actor, "by": self.by, "totals": self.totals.to_json()}
 
 
+@dataclass(frozen=True)
+class PayBody:
+    """A release paid from a reservation: the release as a reservation would record it (``release``: its
+    request, charge and cost, and the dataset's totals, which a payment leaves unchanged), ``paid`` (the
+    exact sum of the charges of every release paid from the reservation so far, this one included) and
+    ``route`` (why they fit it: ``"adaptive"``, their sum is within its charge under the rule; ``"plan"``,
+    they are releases its plan declared)."""
+
+    kind: ClassVar[RecordKind] = "pay"
+    release: ReserveBody
+    paid: Charge
+    route: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.release.to_json(), "paid": self.paid.to_json(), "route": self.route}
+
+
+@dataclass(frozen=True)
+class ShrinkBody:
+    """A reservation's charge replaced by the tight total of a sub-plan: the sub-plan's events as stated (its
+    group size and δ are the reservation's), its cost and charge, why, by whom, and the totals after it."""
+
+    kind: ClassVar[RecordKind] = "shrink"
+    events: list[dict[str, Any]]
+    cost: Guarantee
+    composition: str
+    charge: Charge
+    reason: str
+    actor: str
+    totals: Totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "events": self.events,
+            "cost": self.cost.to_dict(),
+            "composition": self.composition,
+            "charge": self.charge.to_json(),
+            "reason": self.reason,
+            "actor": self.actor,
+            "totals": self.totals.to_json(),
+        }
+
+
 def _request(events: Any, group_size: Any, plan: Any, delta: Any) -> dict[str, Any]:
     return {"events": events, "group_size": group_size, "plan": plan, "delta": delta}
 
@@ -179,7 +225,7 @@ def request_of(events: Any, group_size: Any, plan: Any, delta: Any) -> str:
     return canonical_json(_request(events, group_size, plan, delta))
 
 
-Body = BudgetBody | ReserveBody | CommitBody | CancelBody
+Body = BudgetBody | ReserveBody | CommitBody | CancelBody | PayBody | ShrinkBody
 
 
 def append(

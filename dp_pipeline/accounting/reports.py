@@ -4,7 +4,7 @@ verification results. Plain values; nothing here reads or writes the ledger."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -22,6 +22,7 @@ __all__ = [
     "VerifyReport",
     "budget_report",
     "ledger_entry",
+    "paid_entry",
     "read_all",
     "release_entry",
 ]
@@ -132,7 +133,8 @@ class LedgerEntry:
     time : datetime
         When it was written (UTC).
     kind : str
-        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"`` (a cancellation, as the ledger names it).
+        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"`` (a cancellation, as the ledger names it),
+        ``"pay"`` (a release paid from a reservation) or ``"shrink"`` (a reservation lowered to a sub-plan).
     status : str
         For a reservation: ``"open"``, ``"committed"`` or ``"released"`` (cancelled); otherwise the kind.
     label, key : str or None
@@ -140,13 +142,15 @@ class LedgerEntry:
     group_size : int or None
         The group size k the spend was charged for.
     guarantee : Guarantee or None
-        The cost charged (a reservation), or the budget set (a budget record).
+        The cost charged (a reservation), paid (a payment) or kept (a shrink), or the budget set (a budget
+        record).
     method : str or None
         How the cost was composed (plans: ``"pld"``, ``"basic"`` or ``"gdp"``), or the budget's rule.
     events : tuple of PrivacyEvent
-        The events of a reservation (several for a plan).
+        The events of a reservation (several for a plan), a payment, or the sub-plan a shrink kept.
     reservation : int or None
-        For ``commit``/``release``: the seq of the reservation it ends.
+        For ``commit``/``release``: the seq of the reservation it ends; for ``pay``/``shrink``: the seq of
+        the reservation paid from or shrunk.
     reason, actor : str or None
         Why and by whom (releases and budget changes).
     hash : str
@@ -197,11 +201,14 @@ class ReleaseEntry:
         The mechanisms' events (several for a plan).
     status : str
         ``"open"`` (reserved, still counted), ``"committed"`` or ``"cancelled"`` (returned to the
-        budget before data was read).
+        budget before data was read); ``"paid"`` for a release paid from a reservation.
     ended : datetime or None
         When it was committed or cancelled.
     reason, actor : str or None
         Why and by whom it was cancelled.
+    paid_from : str or None
+        For a release paid from a reservation: the reservation's key. Such a release charged the dataset
+        nothing (the reservation's own entry did); its ``key`` is None.
     """
 
     dataset: str
@@ -217,6 +224,7 @@ class ReleaseEntry:
     ended: datetime | None = None
     reason: str | None = None
     actor: str | None = None
+    paid_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -265,10 +273,11 @@ def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> Ledg
     events: tuple[PrivacyEvent, ...] = ()
     method: str | None = None
     status = record.kind
-    if record.kind == "reserve":
+    if record.kind in ("reserve", "pay", "shrink"):
         guarantee = guarantee_from_dict(dict(body["cost"]))
         events = tuple(PrivacyEvent.from_dict(dict(e)) for e in body.get("events", ()))
         method = body.get("composition")
+    if record.kind == "reserve":
         end = ends.get(record.seq)
         status = "open" if end is None else ("committed" if end.kind == "commit" else "released")
     elif record.kind == "budget":
@@ -290,7 +299,9 @@ def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> Ledg
         reason=body.get("reason"),
         actor=body.get("actor"),
         hash=record.hash,
-        relation=body.get("relation", DEFAULT_RELATION) if record.kind in ("budget", "reserve") else None,
+        relation=body.get("relation", DEFAULT_RELATION)
+        if record.kind in ("budget", "reserve", "pay")
+        else None,
     )
 
 
@@ -311,8 +322,11 @@ def read_all(dataset: str, records: Sequence[LedgerRecord], read: Callable[[Ledg
     return entries
 
 
-def release_entry(record: LedgerRecord, end: LedgerRecord | None) -> ReleaseEntry:
-    """A reservation record (and the record that ended it, if any) as one line of the history."""
+def release_entry(
+    record: LedgerRecord, end: LedgerRecord | None, shrunk: LedgerRecord | None = None
+) -> ReleaseEntry:
+    """A reservation record (with the record that ended it and its last shrink, if any) as one line of the
+    history: what it holds now."""
     entry = ledger_entry(record, {} if end is None else {record.seq: end})
     assert entry.guarantee is not None
     return ReleaseEntry(
@@ -322,11 +336,16 @@ def release_entry(record: LedgerRecord, end: LedgerRecord | None) -> ReleaseEntr
         label=entry.label,
         key=entry.key,
         group_size=int(entry.group_size or 1),
-        cost=entry.guarantee,
-        method=entry.method,
+        cost=entry.guarantee if shrunk is None else guarantee_from_dict(dict(shrunk.body["cost"])),
+        method=entry.method if shrunk is None else shrunk.body.get("composition"),
         events=entry.events,
         status="cancelled" if entry.status == "released" else entry.status,
         ended=None if end is None else datetime.fromisoformat(end.time),
         reason=None if end is None else end.body.get("reason"),
         actor=None if end is None else end.body.get("actor"),
     )
+
+
+def paid_entry(record: LedgerRecord) -> ReleaseEntry:
+    """A release paid from a reservation (a ``pay`` record) as one line of the history."""
+    return replace(release_entry(record, None), key=None, status="paid", paid_from=record.key)

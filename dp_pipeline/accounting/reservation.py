@@ -1,15 +1,19 @@
-"""A reservation: a charge on a dataset's budget, held open until it is committed or cancelled."""
+"""A reservation: a charge on a dataset's budget, held open until it is committed or cancelled, and a
+budget that the work it covers pays its releases from."""
 
 from __future__ import annotations
 
 import warnings
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from dp_pipeline.events import Relation
+from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
 
 __all__ = ["Reservation", "warn_renamed"]
 
@@ -25,13 +29,32 @@ def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
 
 
 class Reservation:
-    """A reserved (and possibly committed) charge on a dataset's budget.
+    """A reserved (and possibly committed) charge on a dataset's budget, and a budget to pay releases from.
 
     Obtained from :meth:`PrivacyAccountant.reserve` (open), or from :meth:`~PrivacyAccountant.spend` and
-    :meth:`~PrivacyAccountant.spend_plan` (committed). As a context manager it commits when the block
-    ends, **also when the block raises**: once inside the block the attempt may have read data, and an
-    error afterwards does not take back what the data revealed. An attempt that certainly never read
-    data calls :meth:`cancel` with a reason; then nothing is committed.
+    :meth:`~PrivacyAccountant.spend_plan` (committed); :meth:`PrivacyAccountant.reservation` reopens one
+    by its key (in another process, say). As a context manager it commits when the block ends, **also
+    when the block raises**: once inside the block the attempt may have read data, and an error afterwards
+    does not take back what the data revealed. An attempt that certainly never read data calls
+    :meth:`cancel` with a reason; then nothing is committed.
+
+    **Paying from it.** A reservation is accepted wherever an accountant is (``accountant=`` of the
+    transformers and the pandas functions): :meth:`spend` pays a release from the reserved amount instead
+    of charging the dataset again. Each payment is a ``pay`` record on the ledger under the reservation
+    (label, events, cost), written in a locked transaction, so that processes paying from one
+    reservation at once never exceed it; it adds nothing to the dataset's totals, and
+    :meth:`~PrivacyAccountant.history` shows it with ``paid_from`` set to the reservation's key. Payments
+    fit the reservation when, under the dataset's rule, the exact sum of their charges (each priced as a
+    spend of its own) is within the reserved charge, or, for a plan, when they are releases the plan
+    declared (its tight total covers any of them; see :mod:`dp_pipeline.accounting.payments`). A payment
+    that fits neither way raises :class:`~dp_pipeline.exceptions.BudgetExceededError` naming the
+    reservation and pays nothing. A cancelled reservation pays nothing, and one that paid for a release
+    cannot be cancelled. Unspent reserved budget stays charged: the work may have released data by other
+    means (:meth:`PrivacyAccountant.shrink` hands back the share of declared work that never started).
+
+    **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same reservation; pickling
+    carries the accountant's URL, the dataset and the key, and unpickling reopens it (a memory ledger
+    cannot be pickled).
 
     Attributes
     ----------
@@ -70,6 +93,65 @@ class Reservation:
         self.label = label
         self.group_size = group_size
 
+    # ------------------------------------------------------------------------------ paying from it
+
+    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str | None = "") -> ReleaseEntry:
+        """Pay one release from this reservation.
+
+        Parameters
+        ----------
+        dataset : str
+            Must be the reservation's dataset (InvalidParameterError otherwise; nothing is paid).
+        cost : mechanism, PrivacyEvent or Guarantee
+            The release, as for :meth:`PrivacyAccountant.spend`.
+        group_size : int, default 1
+            Charge for groups of k individuals.
+        label : str, optional
+            Shown in the history.
+
+        Returns
+        -------
+        ReleaseEntry
+            The payment as the history shows it (``paid_from`` is this reservation's key).
+
+        Raises
+        ------
+        BudgetExceededError
+            The payments would exceed what the reservation holds (``reservation`` names it); nothing was
+            paid.
+        LedgerError
+            The reservation was cancelled, or the ledger cannot be written.
+        """
+        self._check_dataset(dataset)
+        return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None)
+
+    def relation(self, dataset: str) -> Relation:
+        """The dataset's neighbouring relation (the dataset must be the reservation's)."""
+        self._check_dataset(dataset)
+        return self._accountant.relation(self.dataset)
+
+    def spent(self) -> BudgetReport:
+        """What was paid from the reservation (``budget`` is what it holds), rounded up."""
+        return self._accountant._reservation_report(self.dataset, self.key, "spent")
+
+    def remaining(self) -> BudgetReport:
+        """What a release chosen now could still be paid from the reservation, rounded down.
+
+        Releases that a plan declared and that were not paid yet can always be paid, even when this says
+        less (they fit by the plan's own tight total).
+        """
+        return self._accountant._reservation_report(self.dataset, self.key, "remaining")
+
+    def _check_dataset(self, dataset: Any) -> None:
+        if dataset != self.dataset:
+            raise InvalidParameterError(
+                f"the reservation {self.key!r} is on dataset {self.dataset!r}; it cannot pay for a release "
+                f"on {dataset!r}",
+                "dataset",
+            )
+
+    # ------------------------------------------------------------------------------ its life
+
     def commit(self) -> Reservation:
         """Mark the reservation spent (idempotent). LedgerError if it was cancelled."""
         if self.status != "committed":
@@ -103,8 +185,23 @@ class Reservation:
             self.commit()
         return False
 
+    def __copy__(self) -> Reservation:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Reservation:
+        # a handle to one charge on one ledger: copies (sklearn clone, GridSearchCV) pay from the same one
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen, (self._accountant, self.dataset, self.key))
+
     def __repr__(self) -> str:
         return (
             f"Reservation(dataset={self.dataset!r}, key={self.key!r}, cost={self.cost!r}, "
             f"method={self.method!r}, status={self.status!r})"
         )
+
+
+def _reopen(accountant: PrivacyAccountant, dataset: str, key: str) -> Reservation:
+    """A pickled reservation, reopened from its ledger."""
+    return accountant.reservation(dataset, key)

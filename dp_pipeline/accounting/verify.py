@@ -13,10 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
+from dp_pipeline.accounting.payments import Holding, Paid, event_keys, route
 from dp_pipeline.accounting.pricing import recorded_request_price
 from dp_pipeline.accounting.records import DatasetBudget
-from dp_pipeline.accounting.rules import Charge, Totals
+from dp_pipeline.accounting.rules import Totals
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import guarantee_from_dict
 
@@ -43,14 +46,19 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     """Replay the running totals, the budgets and the reservation states; the first inconsistency, or None.
 
     Every reservation is re-priced under the budget in force when it was made and must fit it, so a
-    budget raised outside dp-pipeline for a spend and put back afterwards is found.
+    budget raised outside dp-pipeline for a spend and put back afterwards is found. Every release paid from
+    a reservation is re-priced too, its running sum recomputed, and the payments so far must fit what the
+    reservation held (an over-payment, or a forged payment that understates its cost, is found); a shrink
+    must keep a sub-plan that costs no more and still covers the payments; a reservation that paid for a
+    release cannot have been cancelled.
     """
     totals: Totals | None = None
     budget: DatasetBudget | None = None
     budget_state: tuple[dict[str, Any], str] | None = None
-    reserves: dict[int, Charge] = {}
-    ended: set[int] = set()
-    keys: set[str] = set()
+    held: dict[int, Holding] = {}
+    paid: dict[int, Paid] = {}
+    ended: dict[int, str] = {}
+    keys: dict[str, int] = {}
     try:
         for record in records:
             where = f"dataset {dataset!r}, record seq={record.seq}"
@@ -69,14 +77,15 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
             elif record.kind == "reserve":
                 if record.key is None or record.key in keys:
                     return f"{where}: missing or repeated idempotency key {record.key!r}"
-                keys.add(record.key)
+                keys[record.key] = record.seq
                 charge = budget.rule.read_charge(body.get("charge"), where)
                 if not charge.covers(recorded_request_price(budget, body, totals).charge):
                     return (
                         f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
                         f"under the budget in force, {budget.rule.describe()}"
                     )
-                reserves[record.seq] = charge
+                held[record.seq] = Holding.of(body, budget.rule, where)
+                paid[record.seq] = Paid()
                 totals = budget.rule.add(totals, charge)
                 if not budget.rule.fits(totals):
                     return (
@@ -86,13 +95,26 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                     )
             else:
                 target = record.reservation
-                if target is None or target not in reserves:
+                if target is None or target not in held:
                     return f"{where}: {record.kind} of seq={target}, which is not a reservation"
-                if target in ended:
-                    return f"{where}: reservation seq={target} was already committed or released"
-                ended.add(target)
-                charge = reserves[target]
-                totals = totals.committed() if record.kind == "commit" else budget.rule.remove(totals, charge)
+                if record.kind in ("pay", "shrink"):
+                    if keys.get(record.key or "") != target:
+                        return f"{where}: the {record.kind} names seq={target} but carries another key"
+                    if ended.get(target) == "release":
+                        return f"{where}: a {record.kind} from reservation seq={target}, which was cancelled"
+                    problem, totals = _replay_payment(record, budget, totals, held, paid)
+                    if problem:
+                        return f"{where}: {problem}"
+                else:
+                    if target in ended:
+                        return f"{where}: reservation seq={target} was already committed or released"
+                    if record.kind == "release" and paid[target].charges:
+                        return f"{where}: reservation seq={target} was cancelled after it paid for releases"
+                    ended[target] = record.kind
+                    charge = held[target].charge
+                    totals = (
+                        totals.committed() if record.kind == "commit" else budget.rule.remove(totals, charge)
+                    )
             stored = budget.rule.read_totals(body.get("totals"), where)
             if not stored.same_as(totals):
                 return (
@@ -111,6 +133,53 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
         return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
     return None
+
+
+def _replay_payment(
+    record: LedgerRecord,
+    budget: DatasetBudget,
+    totals: Totals,
+    held: dict[int, Holding],
+    paid: dict[int, Paid],
+) -> tuple[str | None, Totals]:
+    """Replay a ``pay`` or ``shrink`` record of a reservation: the problem it shows (or None) and the totals
+    after it. Updates what the reservation holds and what was paid from it."""
+    rule, body, target = budget.rule, record.body, record.reservation
+    assert target is not None
+    where = f"record seq={record.seq}"
+    charge = rule.read_charge(body.get("charge"), where)
+    holding, payments = held[target], paid[target]
+    if record.kind == "pay":
+        if not charge.covers(recorded_request_price(budget, body, totals).charge):
+            return f"the recorded charge {charge.to_json()} is below what the paid release costs", totals
+        payments = payments.plus(charge, body["events"], int(body["group_size"]))
+        total = rule.read_charge(body.get("paid"), where)
+        if total.to_json() != payments.total(rule).to_json():
+            return f"the paid sum {total.to_json()} differs from the sum of the payments", totals
+        if route(rule, holding, payments) is None:
+            return (
+                f"the releases paid from reservation seq={target} exceed what it holds ({holding.cost!r}): "
+                "an over-payment",
+                totals,
+            )
+        paid[target] = payments
+        return None, totals
+    kept = holding.shrunk(body, rule, where)
+    if event_keys(kept.events) - event_keys(holding.events):
+        return f"the shrink of seq={target} keeps releases the reservation did not declare", totals
+    rest = rule.remove(totals, holding.charge)
+    events = [PrivacyEvent.from_dict(dict(e)) for e in kept.events]
+    price = (
+        pricing.price(budget, events, holding.group_size, True, holding.delta, rest)
+        if events
+        else pricing.zero(budget)
+    )
+    if not charge.covers(price.charge) or not rule.fits_within(charge, holding.charge):
+        return f"the shrink of seq={target} is below its sub-plan's cost or above what it held", totals
+    if route(rule, kept, payments) is None:
+        return f"the payments from seq={target} do not fit what its shrink kept", totals
+    held[target] = kept
+    return None, rule.add(rest, charge)
 
 
 def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:

@@ -7,7 +7,11 @@ import time
 from pathlib import Path
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting import Reservation
 from dp_pipeline.exceptions import KeyAlreadyUsedError
+
+WORKERS = 8
+"""How many processes race in the concurrency tests."""
 
 
 def warm_up(_: int) -> int:
@@ -53,3 +57,16 @@ def reserve_and_hang(url: str, dataset: str, key: str, ready: str) -> None:
     acct.reserve(dataset, PureDP(1.0), key=key, label="killed before commit")
     Path(ready).write_text("reserved")
     time.sleep(600)
+
+
+def pay_until_refused(reservation: Reservation, epsilon: float, start_at: float) -> int:
+    """Pay ε from a reservation (pickled into this process) until it refuses; return how many payments
+    went through."""
+    time.sleep(max(0.0, start_at - time.time()))
+    paid = 0
+    while True:
+        try:
+            reservation.spend(reservation.dataset, PureDP(epsilon), label="race")
+        except BudgetExceededError:
+            return paid
+        paid += 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,26 @@ def postgres_server() -> Iterator[TemporaryPostgres]:
 def pg_url(postgres_server: TemporaryPostgres) -> str:
     """A fresh database on the test server, as a postgresql+psycopg URL."""
     return postgres_server.create_database()
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ProcessPoolExecutor]:
+    """Worker processes (spawned, warmed up) for the racing tests of a module."""
+    from tests.accounting import _workers
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=_workers.WORKERS, mp_context=context) as executor:
+        pids = set(executor.map(_workers.warm_up, range(_workers.WORKERS)))
+        assert len(pids) == _workers.WORKERS
+        yield executor
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new ledger's URL: an SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture

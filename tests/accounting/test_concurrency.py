@@ -9,7 +9,6 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from dp_pipeline import ApproxDP, PrivacyAccountant
 from tests.accounting import _workers
 
-WORKERS = 8
+WORKERS = _workers.WORKERS
 SPEND_EPSILON = 2.0**-7  # a power of two: 500 spends sum to the budget exactly (the ledger adds exact floats)
 SPENDS_THAT_FIT = 500
 BUDGET = SPENDS_THAT_FIT * SPEND_EPSILON
@@ -26,20 +25,9 @@ BUDGET = SPENDS_THAT_FIT * SPEND_EPSILON
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ProcessPoolExecutor]:
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=WORKERS, mp_context=context) as executor:
-        pids = set(executor.map(_workers.warm_up, range(WORKERS)))
-        assert len(pids) == WORKERS
-        yield executor
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}"
-    return str(request.getfixturevalue("pg_url"))
+@pytest.fixture
+def url(ledger_url: str) -> str:
+    return ledger_url
 
 
 def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolExecutor, url: str) -> None:

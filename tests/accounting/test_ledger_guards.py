@@ -30,6 +30,7 @@ from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccoun
 from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.base import GENESIS_HASH, record_hash
 from dp_pipeline.accounting.ledger.privileges import grant_statements
+from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
 from tests.accounting.conftest import untriggered
 
@@ -377,7 +378,7 @@ def test_old_ledgers_open_upgrade_and_verify(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="older schema revision '0001_initial'"):
         PrivacyAccountant(f"sqlite:///{path}", read_only=True)
     reopened = PrivacyAccountant(f"sqlite:///{path}")
-    assert reopened.verify().records == 3 and reopened.store.schema_revision() == "0002_guards"
+    assert reopened.verify().records == 3 and reopened.store.schema_revision() == HEAD_REVISION
 
 
 # ------------------------------------------------------------------------------------------- processes

@@ -9,7 +9,9 @@ A store knows nothing about privacy arithmetic. It keeps, for every dataset,
   its own hash, the SHA-256 of the canonical JSON of all its fields including ``prev_hash``. Editing or
   deleting any record breaks the chain, which :func:`check_chain` detects.
 
-Every state change is a new record: ``budget`` (set or changed), ``reserve``, ``commit`` and ``release``.
+Every state change is a new record: ``budget`` (set or changed), ``reserve``, ``commit`` and ``release``
+(the two that end a reservation), and ``pay`` (a release paid from a reservation) and ``shrink`` (a
+reservation's charge lowered to a sub-plan), which name their reservation but do not end it.
 The accountant (:mod:`dp_pipeline.accounting.accountant`) decides what to write; a store only guarantees
 that :meth:`LedgerStore.atomic` runs its function under an exclusive per-dataset lock and either keeps all
 its appends or none.
@@ -28,6 +30,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = [
+    "END_KINDS",
     "GENESIS_HASH",
     "KEY_ENV",
     "RECORD_KINDS",
@@ -47,8 +50,10 @@ __all__ = [
     "utc_now",
 ]
 
-RecordKind = Literal["budget", "reserve", "commit", "release"]
-RECORD_KINDS: tuple[str, ...] = ("budget", "reserve", "commit", "release")
+RecordKind = Literal["budget", "reserve", "commit", "release", "pay", "shrink"]
+RECORD_KINDS: tuple[str, ...] = ("budget", "reserve", "commit", "release", "pay", "shrink")
+END_KINDS: tuple[str, ...] = ("commit", "release")
+"""The kinds of record that end a reservation; ``pay`` and ``shrink`` name one without ending it."""
 
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first record of every dataset."""
@@ -184,14 +189,15 @@ class LedgerRecord:
         The dataset whose chain the record belongs to.
     seq : int
         Position in the dataset's chain, from 1 without gaps.
-    kind : {"budget", "reserve", "commit", "release"}
+    kind : {"budget", "reserve", "commit", "release", "pay", "shrink"}
         What happened.
     time : str
         When, as ISO 8601 in UTC.
     key : str or None
-        The idempotency key of a reservation (on ``reserve``, and repeated on ``commit``/``release``).
+        The idempotency key of a reservation (on ``reserve``, and repeated on the records that name it).
     reservation : int or None
-        For ``commit`` and ``release``: the ``seq`` of the ``reserve`` record they end.
+        For ``commit`` and ``release``: the ``seq`` of the ``reserve`` record they end; for ``pay`` and
+        ``shrink``: the reservation paid from or shrunk.
     body : Mapping
         Plain JSON data written by the accountant (costs, events, running totals, reasons).
     prev_hash, hash : str
@@ -247,10 +253,20 @@ class DatasetHead:
 
 @dataclass(frozen=True)
 class ReservationRecords:
-    """A ``reserve`` record and the ``commit`` or ``release`` record that ended it (None while open)."""
+    """A ``reserve`` record, the ``commit`` or ``release`` record that ended it (None while open), and
+    ``after``: the ``pay`` and ``shrink`` records that name it, in chain order."""
 
     reserve: LedgerRecord
     end: LedgerRecord | None = field(default=None)
+    after: tuple[LedgerRecord, ...] = field(default=())
+
+    @classmethod
+    def of(cls, reserve: LedgerRecord, naming: Sequence[LedgerRecord]) -> ReservationRecords:
+        """The reservation ``reserve`` with the records that name it (any order): the first of the kinds
+        that end a reservation ends it; the ``pay`` and ``shrink`` records follow it in chain order."""
+        ordered = sorted(naming, key=lambda r: r.seq)
+        end = next((r for r in ordered if r.kind in END_KINDS), None)
+        return cls(reserve, end, tuple(r for r in ordered if r.kind not in END_KINDS))
 
     @property
     def status(self) -> Literal["open", "committed", "released"]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from dp_pipeline.accounting.ledger.base import (
+    END_KINDS,
     DatasetHead,
     DatasetState,
     LedgerRecord,
@@ -38,6 +39,7 @@ class _Chain:
         self.head: DatasetHead | None = None
         self.by_key: dict[str, int] = {}
         self.ends: dict[int, LedgerRecord] = {}
+        self.naming: dict[int, list[LedgerRecord]] = {}
 
     def add(self, record: LedgerRecord, head: DatasetHead) -> None:
         self.records.append(record)
@@ -45,7 +47,9 @@ class _Chain:
         if record.kind == "reserve" and record.key is not None:
             self.by_key[record.key] = record.seq
         if record.reservation is not None:
-            self.ends[record.reservation] = record
+            self.naming.setdefault(record.reservation, []).append(record)
+            if record.kind in END_KINDS:
+                self.ends.setdefault(record.reservation, record)
 
     def find(self, key: str | None, seq: int | None) -> ReservationRecords | None:
         if key is not None:
@@ -55,7 +59,7 @@ class _Chain:
         record = self.records[seq - 1]
         if record.kind != "reserve":
             return None
-        return ReservationRecords(record, self.ends.get(seq))
+        return ReservationRecords.of(record, self.naming.get(seq, ()))
 
 
 class _MemoryTransaction:
@@ -77,7 +81,7 @@ class _MemoryTransaction:
             if record.kind == "reserve" and ((key is not None and record.key == key) or record.seq == seq):
                 found = ReservationRecords(record)
             elif found is not None and record.reservation == found.reserve.seq:
-                found = ReservationRecords(found.reserve, record)
+                found = ReservationRecords.of(found.reserve, [*found.after, *_end(found), record])
         return found
 
     def append(
@@ -102,6 +106,10 @@ class _MemoryTransaction:
     def apply(self) -> None:
         for record, head in self._staged:
             self._chain.add(record, head)
+
+
+def _end(found: ReservationRecords) -> list[LedgerRecord]:
+    return [] if found.end is None else [found.end]
 
 
 def _plain(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,9 @@ Tables
 ``dp_ledger_records``
     The append-only, hash-chained records; ``UNIQUE (dataset, seq)``, and a unique index on
     ``(dataset, idem_key)`` over ``reserve`` records; ``sig`` is the record's HMAC under the ledger key
-    (NULL without a key). Triggers reject UPDATE and DELETE, and an INSERT that does not extend the
-    dataset's chain (also ``INSERT OR REPLACE``).
+    (NULL without a key). Triggers reject UPDATE and DELETE, an INSERT that does not extend the
+    dataset's chain (also ``INSERT OR REPLACE``), and (revision ``0003_payments``) a record that names a
+    reservation which is not one of its dataset's, or cancels a reservation that paid for a release.
 ``dp_ledger_schema``
     Alembic's version table (a name of its own, so that a database shared with another Alembic-managed
     application keeps both).
@@ -27,7 +28,7 @@ import sqlalchemy as sa
 
 __all__ = ["BUDGETS", "HEAD_REVISION", "METADATA", "RECORDS", "VERSION_TABLE"]
 
-HEAD_REVISION = "0002_guards"
+HEAD_REVISION = "0003_payments"
 VERSION_TABLE = "dp_ledger_schema"
 
 METADATA = sa.MetaData()

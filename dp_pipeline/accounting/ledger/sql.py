@@ -24,10 +24,10 @@ Write path
 ----------
 A write transaction runs on a pooled DBAPI connection (SQLAlchemy's pool) with statements that
 SQLAlchemy compiled once for the dialect: lock and read the head row; look up an idempotency key (one
-query joining the reservation to the record that ended it); then the new records in one ``executemany``
-and the head row in one UPDATE, written only when the accountant's function returns. With psycopg 3,
-pipeline mode sends BEGIN with the locking SELECT, and the writes with the COMMIT, so a spend holds the
-row lock for two round trips to the server.
+query joining the reservation to the records that name it: its end, its payments); then the new records
+in one ``executemany`` and the head row in one UPDATE, written only when the accountant's function
+returns. With psycopg 3, pipeline mode sends BEGIN with the locking SELECT, and the writes with the
+COMMIT, so a spend holds the row lock for two round trips to the server.
 
 Schema
 ------
@@ -59,6 +59,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
 from dp_pipeline.accounting.ledger.base import (
+    END_KINDS,
     DatasetHead,
     DatasetState,
     LedgerRecord,
@@ -153,11 +154,10 @@ _BY_SEQ = sa.select(RECORDS).where(
     RECORDS.c.kind == "reserve",
     RECORDS.c.seq == sa.bindparam("seq"),
 )
-_END_OF = (
+_NAMING = (
     sa.select(RECORDS)
     .where(RECORDS.c.dataset == sa.bindparam("dataset"), RECORDS.c.reservation == sa.bindparam("seq"))
     .order_by(RECORDS.c.seq)
-    .limit(1)
 )
 
 
@@ -173,8 +173,8 @@ def _find_reservation(
     if row is None:
         return None
     reserve = _record(row)
-    end = conn.execute(_END_OF, {"dataset": dataset, "seq": reserve.seq}).one_or_none()
-    return ReservationRecords(reserve, None if end is None else _record(end))
+    naming = conn.execute(_NAMING, {"dataset": dataset, "seq": reserve.seq}).all()
+    return ReservationRecords.of(reserve, [_record(r) for r in naming])
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ class _Compiled:
 
 class _WriteStatements:
     """The statements of a write transaction: lock and read the head row, find a reservation (with the
-    record that ended it, in one query), append records, write the head row."""
+    records that name it, in one query), append records, write the head row."""
 
     def __init__(self, dialect: sa.Dialect) -> None:
         head = [BUDGETS.c[name] for name in _HEAD_COLUMNS]
@@ -226,7 +226,6 @@ class _WriteStatements:
             sa.select(*[r.c[n] for n in _RECORD_COLUMNS], *[e.c[n] for n in _RECORD_COLUMNS])
             .select_from(r.outerjoin(e, sa.and_(e.c.dataset == r.c.dataset, e.c.reservation == r.c.seq)))
             .order_by(e.c.seq)
-            .limit(1)
         )
         mine = sa.and_(r.c.dataset == sa.bindparam("dataset"), r.c.kind == sa.bindparam("reserve_kind"))
         self.by_key = _Compiled(joined.where(mine, r.c.idem_key == sa.bindparam("key")), dialect)
@@ -297,12 +296,12 @@ class _SQLTransaction:
             return None
         self._write_records()  # a lookup sees this transaction's own appends
         self.cursor.execute(statement.sql, statement.params(params))
-        row = self.cursor.fetchone()
-        if row is None:
+        rows = self.cursor.fetchall()
+        if not rows:
             return None
         n = len(_RECORD_COLUMNS)
-        reserve = _record_of(row[:n])
-        return ReservationRecords(reserve, None if row[n] is None else _record_of(row[n:]))
+        naming = [_record_of(row[n:]) for row in rows if row[n] is not None]
+        return ReservationRecords.of(_record_of(rows[0][:n]), naming)
 
     def append(
         self,
@@ -797,7 +796,7 @@ class SQLLedger:
 
     def open_reservations(self, dataset: str) -> list[LedgerRecord]:
         ends = sa.select(RECORDS.c.reservation).where(
-            RECORDS.c.dataset == dataset, RECORDS.c.reservation.is_not(None)
+            RECORDS.c.dataset == dataset, RECORDS.c.reservation.is_not(None), RECORDS.c.kind.in_(END_KINDS)
         )
         with self._reading() as conn:
             rows = conn.execute(

@@ -20,7 +20,17 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee
 
-__all__ = ["SumsRule", "gaussian_mu", "gdp_cost", "is_pure", "pure_cost", "pure_epsilon", "sums"]
+__all__ = [
+    "SumsRule",
+    "gaussian_mu",
+    "gdp_cost",
+    "gdp_left",
+    "is_pure",
+    "pure_cost",
+    "pure_epsilon",
+    "pure_left",
+    "sums",
+]
 
 _ZERO = Decimal(0)
 
@@ -101,6 +111,24 @@ def pure_cost(charge: Charge) -> Guarantee:
     epsilon, delta = charge["epsilon"], charge["delta"]
     assert epsilon is not None and delta is not None
     return ApproxDP(exact.float_up(epsilon), exact.float_up(delta))
+
+
+def _left(limit: Charge, paid: Charge, name: str) -> Decimal:
+    cap, used = limit[name], paid[name]
+    assert cap is not None
+    return max(_ZERO, exact.subtract(cap, used or _ZERO))
+
+
+def pure_left(limit: Charge, paid: Charge) -> ApproxDP:
+    """ApproxDP of the ε and δ of ``limit`` that ``paid`` leaves, rounded down (never below 0)."""
+    return ApproxDP(
+        exact.float_down(_left(limit, paid, "epsilon")), exact.float_down(_left(limit, paid, "delta"))
+    )
+
+
+def gdp_left(limit: Charge, paid: Charge) -> GaussianDP:
+    """GaussianDP(√(μ²_limit − μ²_paid)), rounded down (never below 0)."""
+    return GaussianDP(exact.sqrt_down(_left(limit, paid, "mu2")))
 
 
 def gdp_cost(charge: Charge) -> GaussianDP:

@@ -326,3 +326,39 @@ class BudgetRule(ABC):
     def refusal_hint(self, cost: Guarantee) -> str:
         """Advice to add when a request of ``cost`` was refused (empty: nothing specific to say)."""
         return ""
+
+    # ------------------------------------------------------------------------------ paying from a reservation
+
+    def fits_within(self, paid: Charge, limit: Charge) -> bool:
+        """Whether releases whose charges sum to ``paid`` fit a reservation charged ``limit``.
+
+        True iff every amount that ``limit`` counts is counted by ``paid`` too and is no larger, and no
+        counter of ``paid`` (as the rule counts one charge of that size) exceeds ``limit``'s. An amount the
+        limit lacks (None) is a route its reservation already closed in the dataset's totals, so the paid
+        releases may have it or not.
+
+        **Validity.** The dataset's totals count ``limit`` and were accepted by :meth:`fits`. Replacing
+        ``limit`` by ``paid`` lowers or keeps every sum on the routes the totals leave open and every
+        counter, so for a rule whose :meth:`fits` can only turn false when a sum or a counter grows (all
+        built-in rules), the releases actually made fit whenever the totals do; and the paid releases
+        compose under the rule's own, adaptively valid, composition. A rule whose check is not monotone
+        in that sense, or whose counters count releases, overrides this method.
+        """
+        for name in self.amounts:
+            cap = limit[name]
+            if cap is None:
+                continue
+            got = paid[name]
+            if got is None or got > cap:
+                return False
+        mine, allowed = self.counts(paid), self.counts(limit)
+        return all(mine.get(name, 0) <= allowed.get(name, 0) for name in self.counters)
+
+    def left(self, limit: Charge, paid: Charge) -> tuple[Guarantee, str]:
+        """What a release chosen now could still cost after ``paid`` within a reservation charged ``limit``,
+        in the budget's currency, rounded down (zero when nothing is left), and the method.
+
+        The built-in rules implement it; a new rule that does not raises NotImplementedError, and only
+        :meth:`~dp_pipeline.accounting.reservation.Reservation.remaining` needs it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not report what is left of a reservation")

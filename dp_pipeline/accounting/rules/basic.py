@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from dp_pipeline import exact
 from dp_pipeline.accounting.composition import as_approx_dp, compose_plan, group_event
-from dp_pipeline.accounting.rules._sums import SumsRule, pure_cost, pure_epsilon, sums
+from dp_pipeline.accounting.rules._sums import SumsRule, pure_cost, pure_epsilon, pure_left, sums
 from dp_pipeline.accounting.rules.base import Charge, PlanCharge, Totals
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import UnsupportedCompositionError
@@ -131,6 +131,9 @@ class BasicComposition(SumsRule):
             exact.float_down(exact.subtract(exact.to_decimal(g.delta), totals.sums["delta"])),
         )
         return left, "basic"
+
+    def left(self, limit: Charge, paid: Charge) -> tuple[Guarantee, str]:
+        return pure_left(limit, paid), "basic"
 
     def describe(self) -> str:
         return f"{self.budget!r} (basic composition)"

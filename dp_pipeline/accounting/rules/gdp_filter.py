@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from dp_pipeline import exact
 from dp_pipeline.accounting.composition import compose_plan_gdp, group_event
-from dp_pipeline.accounting.rules._sums import SumsRule, gaussian_mu, gdp_cost, sums
+from dp_pipeline.accounting.rules._sums import SumsRule, gaussian_mu, gdp_cost, gdp_left, sums
 from dp_pipeline.accounting.rules.base import Charge, PlanCharge, Totals
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.guarantees import GaussianDP, Guarantee
@@ -77,6 +77,9 @@ class GaussianDPFilter(SumsRule):
 
     def remaining(self, totals: Totals) -> tuple[Guarantee, str]:
         return GaussianDP(exact.sqrt_down(exact.subtract(self._mu2, totals.sums["mu2"]))), "gdp"
+
+    def left(self, limit: Charge, paid: Charge) -> tuple[Guarantee, str]:
+        return gdp_left(limit, paid), "gdp"
 
     def describe(self) -> str:
         return f"{self.budget!r} (μ-GDP filter)"

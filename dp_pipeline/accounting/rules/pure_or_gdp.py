@@ -15,9 +15,11 @@ from dp_pipeline.accounting.rules._sums import (
     SumsRule,
     gaussian_mu,
     gdp_cost,
+    gdp_left,
     is_pure,
     pure_cost,
     pure_epsilon,
+    pure_left,
     sums,
 )
 from dp_pipeline.accounting.rules.base import Charge, PlanCharge, Totals, parse_decimal
@@ -171,6 +173,12 @@ class PureOrGaussianDP(SumsRule):
             exact.float_down(exact.subtract(exact.to_decimal(g.delta), exact.to_decimal(spent.delta))),
         )
         return left, method
+
+    def left(self, limit: Charge, paid: Charge) -> tuple[Guarantee, str]:
+        # a pure reservation takes pure releases only (its ε caps them); any other, releases with a μ
+        if is_pure(limit):
+            return pure_left(limit, paid), "basic"
+        return gdp_left(limit, paid), "gdp"
 
     def describe(self) -> str:
         return f"{self.budget!r} (basic composition of pure spends, or the μ-GDP filter)"
