@@ -19,6 +19,7 @@ from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
     KeyAlreadyUsedError,
+    ScopedSpendError,
     UnsupportedCompositionError,
     printable,
 )
@@ -206,6 +207,8 @@ def reserve_or_refuse(
         raise refusal(exc, name, on_exhausted) from exc
     except KeyAlreadyUsedError as exc:
         raise AttemptAlreadyChargedError.from_error(exc, task=name) from exc
+    except ScopedSpendError:  # run inside another task's code that pays from its reservation: say so
+        raise
     except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
         raise PrivacyCostError(
             f"Task {name}: its cost {cost.describe()} cannot be charged: {str(exc).rstrip('.')}. Retrying "

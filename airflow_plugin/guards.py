@@ -22,7 +22,7 @@ The guarded task's code pays from the attempt's reservation: the guard puts it i
 that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
 callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`airflow_plugin.operators`).
 
-In a DAG that reserves per run (:func:`airflow_plugin.run_budget.run_budget`) the guard reserves nothing: the
+In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`) the guard reserves nothing: the
 attempt pays its declared cost from the run's reservation when it starts (unless its callable takes ``dp``
 and pays for its own releases), and ``dp`` is the run's reservation.
 
@@ -39,7 +39,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._runs import run_reservation, start_attempt, takes_dp
+from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
     attempt_key,

@@ -13,7 +13,7 @@ second time.
 Unspent reserved budget stays charged once the callable has started: the callable may have released data by
 other means (the ``mechanism`` it was handed, a file it wrote), which the ledger cannot see, so the declared
 cost is the most its attempt can have released. In a DAG that reserves per run
-(:func:`airflow_plugin.run_budget.run_budget`), ``dp`` is the run's reservation instead.
+(:func:`airflow_plugin.runs.run_budget`), ``dp`` is the run's reservation instead.
 
 Retry policy
 ------------
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._runs import run_reservation, start_attempt, takes_dp
+from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
     charged_cost,
@@ -159,7 +159,9 @@ class PrivacyBudgetOperator(PythonOperator):
         accountant = self.get_accountant()
         cost = charged_cost(self.dp_cost, context, rendered=self.dataset)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
-        own = None if run is not None else reserve_or_refuse(accountant, cost, context, self.on_exhausted)
+        own = None
+        if run is None:
+            own = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
         spender = run if run is not None else own
         assert spender is not None
         self._dp_callable_started = False

@@ -470,9 +470,13 @@ def _check_dataset(
             report = accountant.plan_cost(dataset, events, group_size, against="budget")
             total, method = report.guarantee, report.method
             fits_budget = accountant.plan_fits(dataset, events, group_size, against="budget")
-            fits_remaining = accountant.plan_fits(dataset, events, group_size)
         except Exception as exc:
             problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
+        else:
+            try:
+                fits_remaining = accountant.plan_fits(dataset, events, group_size)
+            except Exception as exc:  # e.g. no finite ε at the δ left: it cannot be charged now
+                warnings.append(f"cannot be charged on what remains: {type(exc).__name__}: {exc}")
     if total is not None and budget is not None and not fits_budget:
         needs, whole = format_guarantee(total), format_guarantee(budget)
         problems.append(f"one run needs {needs} but the whole budget is {whole}")

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._runs import RUN_KEY_PREFIX
+from airflow_plugin._attempts import RUN_KEY_PREFIX
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class HistoryRow:
 
 @dataclass(frozen=True)
 class RunReservation:
-    """A DAG run's reservation on a dataset (see :mod:`airflow_plugin.run_budget`).
+    """A DAG run's reservation on a dataset (see :mod:`airflow_plugin.runs`).
 
     Attributes
     ----------

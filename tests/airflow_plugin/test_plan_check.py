@@ -333,6 +333,18 @@ def test_the_cli_the_dag_check_the_dag_policy_and_spend_plan_agree(ledger, tmp_p
     )
     # a task with two retries may be charged three times: 3 × 0.5 exceeds ε = 1.4 (one attempt fits)
     @example(budget=Budget("basic-pure", 1.4), earlier=[], plan=[Release("laplace", epsilon=0.5, attempts=3)])
+    # a plan whose releases' own δ (9 × 1e-7) exceed the δ left after an earlier spend fits the whole budget
+    # (the DAG check once called that "cannot be composed" and the DAG policy refused the DAG)
+    @example(
+        budget=Budget("basic-approx", 0.5, scale=1.0),
+        earlier=[Release("laplace", epsilon=0.1), Release("approx", epsilon=0.1, delta=1e-7, group_size=3)],
+        plan=[
+            Release("laplace", epsilon=0.1),
+            Release("laplace", epsilon=0.1),
+            Release("gaussian_mu", mu=0.1),
+            Release("approx", epsilon=0.1, delta=1e-7, count=3, attempts=3),
+        ],
+    )
     # three μ = 0.1 Gaussians fit an (ε = 1, δ = 1e-6) budget under the pure-or-GDP rule
     @example(budget=Budget("pure-or-gdp", 1.0), earlier=[], plan=[Release("gaussian_mu", mu=0.1, count=3)])
     # an (ε, δ) release cannot be charged to a μ-GDP budget at all

@@ -106,13 +106,16 @@ def test_the_plain_accountant_inside_a_task_is_refused_and_the_reservation_caps_
 
         @dp_task(dataset="patients", mechanism=PureDP(0.25), on_failure_callback=failures)
         def plain(accountant: Any) -> float:
-            return float(_patients().pipe(dp_count, epsilon=0.1, accountant=accountant, dataset="patients"))
+            frame = _patients()
+            return float(
+                frame.pipe(dp_count, epsilon=0.1, accountant=accountant, dataset="patients")["value"]
+            )
 
         @dp_task(dataset="patients", mechanism=PureDP(0.25), on_failure_callback=failures)
         def too_much(dp: Any) -> float:
             frame = _patients()
             frame.pipe(dp_count, epsilon=0.2, accountant=dp, dataset="patients")
-            return float(frame.pipe(dp_count, epsilon=0.2, accountant=dp, dataset="patients"))
+            return float(frame.pipe(dp_count, epsilon=0.2, accountant=dp, dataset="patients")["value"])
 
         plain()
         too_much()

@@ -22,8 +22,7 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
-from airflow_plugin import dp_task
-from airflow_plugin.run_budget import run_budget
+from airflow_plugin import dp_task, run_budget
 from dp_pipeline import PureDP
 
 DATASET = "patients"

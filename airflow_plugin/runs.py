@@ -36,12 +36,12 @@ Every DP task of a run-budgeted DAG must use the run budget's ledger connection.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from airflow_plugin._runs import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
+from airflow_plugin._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
 from airflow_plugin._runtime import OnExhausted, check_on_exhausted, refusal, task_name
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.exceptions import PrivacyCostError
@@ -61,9 +61,6 @@ if TYPE_CHECKING:
     from dp_pipeline.accounting.reservation import Reservation
 
 __all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "run_budget", "run_plan"]
-
-_NOT_STARTED = frozenset({"skipped", "upstream_failed", "removed", "scheduled", "queued", "none", "None"})
-"""Task instance states of instances whose code never started (after the run, as the teardown sees them)."""
 
 
 def run_plan(context: Mapping[str, Any]) -> DagPlan:
@@ -102,7 +99,7 @@ class _RunBudgetOperator(BaseOperator):
 
     ui_color: ClassVar[str] = "#d6c8ee"  # type: ignore[misc]
     dp_run_budget_role: ClassVar[str] = ""
-    """``"setup"`` or ``"teardown"``: how the tasks find them (:func:`airflow_plugin._runs.role_task`)."""
+    """``"setup"`` or ``"teardown"``: how the tasks find them (:func:`airflow_plugin._attempts.role_task`)."""
 
     def __init__(
         self, *, ledger_conn_id: str = DEFAULT_CONN_ID, on_exhausted: OnExhausted = "fail", **kwargs: Any
@@ -207,24 +204,22 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
             accountant.shrink(dataset, key, [], reason=f"the run's plan on {refused!r} did not fit")
 
 
-def _ti_states(context: Mapping[str, Any], task_ids: Sequence[str]) -> dict[str, Any]:
-    """Task instance key (``task_id`` or ``task_id_<map index>``) → state, for this run."""
+def _ran(context: Mapping[str, Any]) -> dict[tuple[str, int], bool]:
+    """(task id, map index) → whether a try of it ran, for the run's finished task instances.
+
+    A task instance that succeeded or failed ran; one stopped by an upstream failure (or removed) never did;
+    a skipped one ran only when it has a duration (a skip raised by its own code, after it started), not
+    when a branch skipped it.
+    """
     ti = context["ti"]
-    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=list(task_ids), run_ids=[ti.run_id])
-    return dict(states.get(ti.run_id, {}))
-
-
-def _instances(planned: PlannedTask, states: Mapping[str, Any]) -> list[tuple[int, str]]:
-    """(map index, state) of the task's instances in this run."""
-    if planned.bound == "unmapped":
-        return [(-1, str(states[planned.task_id]))] if planned.task_id in states else []
-    prefix = f"{planned.task_id}_"
-    found = []
-    for name, state in states.items():
-        suffix = name[len(prefix) :] if name.startswith(prefix) else ""
-        if suffix.isdigit():
-            found.append((int(suffix), str(state)))
-    return sorted(found)
+    found = {}
+    for row in ti.get_task_breadcrumbs(ti.dag_id, ti.run_id):
+        state, duration = str(row.get("state")), row.get("duration")
+        ran = state in ("success", "failed") or (
+            state not in ("upstream_failed", "removed") and duration is not None and duration > 0
+        )
+        found[(str(row["task_id"]), int(row["map_index"]))] = ran
+    return found
 
 
 class RunBudgetTeardownOperator(_RunBudgetOperator):
@@ -248,7 +243,7 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
         accountant = self.get_accountant()
         plan = self._plan(context)
         key = run_key(context["dag"].dag_id, context["run_id"])
-        states = _ti_states(context, sorted({t.task_id for t in plan.tasks}))
+        ran = _ran(context)
         settled: dict[str, Any] = {}
         for dataset, tasks in plan.datasets().items():
             try:
@@ -258,13 +253,17 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
             releases = [
                 (t.cost.event, t.cost.group_size)
                 for t in tasks
-                for index, state in _instances(t, states)
-                for _ in range(self._started_attempts(context, t, index, state))
+                for (task_id, index), has_run in sorted(ran.items())
+                if task_id == t.task_id
+                for _ in range(self._started_attempts(context, t, index, has_run))
             ]
             before = reservation.cost
             kept = reservation
-            if len(releases) < sum(t.releases for t in tasks):
-                kept = self._shrink(accountant, dataset, key, releases, reservation.group_size, context)
+            planned = sum(t.releases for t in tasks)
+            if len(releases) < planned:
+                kept = self._shrink(
+                    accountant, dataset, key, releases, planned, reservation.group_size, context
+                )
             settled[dataset] = {
                 "reserved": before.to_dict(),
                 "kept": kept.cost.to_dict(),
@@ -274,14 +273,19 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
         return settled
 
     def _started_attempts(
-        self, context: Mapping[str, Any], planned: PlannedTask, index: int, state: str
+        self, context: Mapping[str, Any], planned: PlannedTask, index: int, has_run: bool
     ) -> int:
+        """How many attempts of a task instance may have started its code: the try number its last
+        started attempt recorded, else every attempt its retries allow when a try of it ran at all (an
+        earlier attempt may have started before the last one failed early), else none."""
+        if not has_run:
+            return 0
         recorded = context["ti"].xcom_pull(
             task_ids=planned.task_id, key=ATTEMPT_XCOM_KEY, map_indexes=index, default=None
         )
         if isinstance(recorded, int) and recorded > 0:
             return min(recorded, planned.attempts)
-        return planned.attempts if state not in _NOT_STARTED else 0
+        return planned.attempts
 
     def _shrink(
         self,
@@ -289,12 +293,13 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
         dataset: str,
         key: str,
         releases: list[tuple[PrivacyEvent, int]],
+        planned: int,
         group_size: int,
         context: Mapping[str, Any],
     ) -> Reservation:
         reason = (
-            f"run {context['run_id']} settled: kept the declared costs of the {len(releases)} task attempts "
-            "that started"
+            f"run {context['run_id']} settled: {len(releases)} of {planned} planned task attempts started; "
+            "kept their declared costs"
         )
         try:
             return accountant.shrink(dataset, key, plan_form(releases, group_size), reason=reason)

@@ -1,7 +1,7 @@
 """What a DP task attempt does inside a run-budgeted DAG: find the run's reservation, record that it starts,
-pay its declared cost when its code cannot pay for itself (see :mod:`airflow_plugin.run_budget`).
+pay its declared cost when its code cannot pay for itself (see :mod:`airflow_plugin.runs`).
 
-Kept apart from :mod:`airflow_plugin.run_budget` (which plans with :mod:`airflow_plugin.planning`, which
+Kept apart from :mod:`airflow_plugin.runs` (which plans with :mod:`airflow_plugin.planning`, which
 reads the guards) so that the operators and the guards can use it without an import cycle.
 """
 
