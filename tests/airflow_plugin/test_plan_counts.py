@@ -18,12 +18,13 @@ START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 MONDAY = dt.datetime(2026, 3, 2, tzinfo=dt.UTC)
 
 
-def test_retries_are_counted_in_the_plan_and_a_run_charges_what_was_counted(ledger, tmp_path) -> None:
+def test_retries_are_counted_in_the_plan_and_a_run_charges_what_was_counted(any_ledger, tmp_path) -> None:
     """``retries=2``: up to three attempts start the callable and each is charged (it may have read data,
     and the next attempt redraws noise). The check counts three Laplace releases of ε = 0.5, whose total is
     3 × 0.5 = 1.5 (pure ε adds up, and the tight total of pure Laplace releases is that sum): an ε = 1.4
     budget cannot hold one run, though it holds one attempt. A run whose callable fails twice after it
     started is then charged exactly the counted total."""
+    ledger = any_ledger
     from airflow.sdk import DAG
 
     from airflow_plugin import PrivacyBudgetOperator, check_dag, plan_dag
@@ -199,11 +200,12 @@ def _templated_dag() -> Any:
     return dag
 
 
-def test_a_templated_dataset_is_checked_and_charged_under_its_rendered_name(ledger, caplog) -> None:
+def test_a_templated_dataset_is_checked_and_charged_under_its_rendered_name(any_ledger, caplog) -> None:
     """``dataset`` is a template field of the operator and the decorator, and a guard renders its own: a
     run charges the name rendered for its logical date, the name the check renders for that date. Without
     a date the check reports each template unchecked, and the DAG policy (parse time, no date) lets the DAG
     load."""
+    ledger = any_ledger
     from airflow_plugin import PrivacyBudgetOperator, check_dag
     from airflow_plugin.decorators import _DPDecoratedOperator
     from airflow_plugin.policies import make_dag_policy

@@ -219,9 +219,10 @@ def test_the_share_of_a_skipped_branch_goes_back_to_the_budget(any_ledger, tmp_p
     assert "Run reservations" in page and run.key in page
 
 
-def test_in_a_run_each_attempt_that_started_keeps_its_share(ledger, tmp_path) -> None:
+def test_in_a_run_each_attempt_that_started_keeps_its_share(any_ledger, tmp_path) -> None:
     """``retries=1``: the run reserves two attempts of each task. ``steady`` succeeds at once and keeps one
     share; ``flaky`` fails after its code started and succeeds on its retry, and keeps two."""
+    ledger = any_ledger
     from airflow.sdk import DAG
 
     from airflow_plugin import dp_task, run_budget
@@ -261,10 +262,11 @@ def test_in_a_run_each_attempt_that_started_keeps_its_share(ledger, tmp_path) ->
     assert ledger.spent("visits").epsilon == pytest.approx(3 * 0.25)
 
 
-def test_a_run_reserves_templated_names_and_map_bounds_and_keeps_the_map_indexes_that_ran(ledger) -> None:
+def test_a_run_reserves_templated_names_and_map_bounds_and_keeps_the_map_indexes_that_ran(any_ledger) -> None:
     """The setup renders ``visits/{{ ds }}`` in the run's context and reserves a task mapped over an
     upstream result at its declared bound (3 × 0.2); the upstream returns two values, so the teardown keeps
     two map indexes (2 × 0.2) on the rendered dataset."""
+    ledger = any_ledger
     from airflow.sdk import DAG, task
 
     from airflow_plugin import PrivacyBudgetOperator, run_budget

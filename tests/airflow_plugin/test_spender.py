@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.airflow_plugin._helpers import charges, run_dag, states
+from tests.airflow_plugin._helpers import FailureLog, charges, run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -23,16 +23,6 @@ def _patients() -> Any:
 
     rng = np.random.default_rng(7)
     return pd.DataFrame({"age": rng.integers(18, 90, 200), "bmi": rng.normal(27.0, 4.0, 200).clip(15, 45)})
-
-
-class Failures:
-    """An ``on_failure_callback`` that keeps the exception of each failed task."""
-
-    def __init__(self) -> None:
-        self.errors: dict[str, BaseException] = {}
-
-    def __call__(self, context: Any) -> None:
-        self.errors[context["ti"].task_id] = context["exception"]
 
 
 def _paid(ledger: Any, dataset: str, key: str) -> list[Any]:
@@ -87,20 +77,21 @@ def test_each_kind_of_dp_task_hands_its_callable_the_reservation_and_is_charged_
 def test_the_plain_accountant_inside_a_task_is_refused_and_the_reservation_caps_its_releases(
     any_ledger,
 ) -> None:
-    """Inside the task, a release through the plain dataset accountant (the injected ``accountant``, or a
-    module-level one) is refused with ``ScopedSpendError`` and charges nothing; a release beyond what the
-    task reserved is refused with ``BudgetExceededError`` naming the reservation. Either way the attempt had
-    started, so it stays charged its declared cost, once."""
+    """Inside the task, a release through the plain dataset accountant (the injected ``accountant``, or one
+    the code already holds) is refused with ``ScopedSpendError`` and charges nothing; a release beyond what
+    the task reserved is refused with ``BudgetExceededError`` naming the reservation. Either way the attempt
+    had started, so it stays charged its declared cost, once."""
+    from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task
+    from airflow_plugin import dp_guard, dp_task
     from dp_pipeline import BudgetExceededError, PureDP
     from dp_pipeline.exceptions import ScopedSpendError
     from dp_pipeline.frames import dp_count
 
     ledger = any_ledger
     ledger.set_budget("patients", PureDP(2.0))
-    failures = Failures()
+    failures = FailureLog()
 
     with DAG("dp_refusals", schedule=None, start_date=START, catchup=False) as dag:
 
@@ -117,19 +108,32 @@ def test_the_plain_accountant_inside_a_task_is_refused_and_the_reservation_caps_
             frame.pipe(dp_count, epsilon=0.2, accountant=dp, dataset="patients")
             return float(frame.pipe(dp_count, epsilon=0.2, accountant=dp, dataset="patients")["value"])
 
+        def held(dp: Any) -> float:  # a guarded callable reaching for the accountant it already holds
+            return float(
+                _patients().pipe(dp_count, epsilon=0.1, accountant=ledger, dataset="patients")["value"]
+            )
+
         plain()
         too_much()
+        PythonOperator(
+            task_id="held",
+            python_callable=held,
+            pre_execute=dp_guard("patients", PureDP(0.25)),
+            on_failure_callback=failures,
+        )
 
     dag_run = run_dag(dag)
 
-    assert states(dag_run) == {"plain": "failed", "too_much": "failed"}
+    assert states(dag_run) == {"plain": "failed", "too_much": "failed", "held": "failed"}
     assert isinstance(failures.errors["plain"], ScopedSpendError)
+    assert isinstance(failures.errors["held"], ScopedSpendError)
+    assert "'dp'" in str(failures.errors["held"])  # the message says to pay with the task's reservation
     assert isinstance(failures.errors["too_much"], BudgetExceededError)
     assert "too_much" in str(failures.errors["too_much"])  # the reservation's key names the task
     recorded = dict(charges(ledger, "patients"))
-    assert sorted(key.split("/")[1] for key in recorded) == ["plain", "too_much"]
+    assert sorted(key.split("/")[1] for key in recorded) == ["held", "plain", "too_much"]
     assert set(recorded.values()) == {"committed"}
-    assert ledger.spent("patients").epsilon == pytest.approx(0.25 + 0.25)
+    assert ledger.spent("patients").epsilon == pytest.approx(3 * 0.25)
     (plain_key,) = [key for key in recorded if "/plain/" in key]
     (capped_key,) = [key for key in recorded if "/too_much/" in key]
     assert _paid(ledger, "patients", plain_key) == []
