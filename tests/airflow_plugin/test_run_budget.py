@@ -319,6 +319,7 @@ def test_an_attempt_outside_what_its_run_reserved_does_not_run(ledger) -> None:
     from airflow_plugin.costs import DPCost
     from airflow_plugin.exceptions import PrivacyCostError
     from dp_pipeline import PureDP
+    from dp_pipeline.exceptions import InvalidParameterError
 
     ledger.set_budget("visits", PureDP(1.0))
     with DAG("dp_run_cleared", schedule=None, start_date=START, catchup=False) as dag:
@@ -344,7 +345,13 @@ def test_an_attempt_outside_what_its_run_reserved_does_not_run(ledger) -> None:
     assert (
         run_reservation(ledger, cost, context(2, settled=False), "dp_ledger_default") is None
     )  # no run budget
-    run_budget(dag)
+    setup, teardown = run_budget(dag)
+    assert setup.is_setup and teardown.is_teardown
+    assert setup.downstream_task_ids == {"count", "dp_settle_run"} and op.downstream_task_ids == {
+        "dp_settle_run"
+    }
+    with pytest.raises(InvalidParameterError, match="already reserves its plan per run"):
+        run_budget(dag)
     with pytest.raises(PrivacyCostError, match="attempt 2 is beyond the 1 attempt"):
         run_reservation(ledger, cost, context(2, settled=False), "dp_ledger_default")
     with pytest.raises(PrivacyCostError, match="settled by 'dp_settle_run'"):
