@@ -44,7 +44,7 @@ from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exact import divide_down, split_epsilon, sqrt_up, subtract_up
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
-from dp_pipeline.guarantees import Guarantee
+from dp_pipeline.guarantees import Guarantee, PureDP
 from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 
@@ -60,6 +60,7 @@ __all__ = [
     "composed_event",
     "dataset_relation",
     "declared_bounds",
+    "declared_cost",
     "declared_sensitivity",
     "kept_rng",
     "learn_categories",
@@ -300,14 +301,11 @@ def plan_noise(
             events = [_stating(e, float(other)) for e, other in zip(events, replace_one, strict=True)]
         return NoisePlan(laplace, _whole(events, relation))
     if family == "gaussian":
-        norm = sqrt_up(d)  # the L2 sensitivity √d in units of Δⱼ, rounded up
-        if calibration == "gdp":
-            joint = Gaussian(calibration="gdp", mu=mu, sensitivity=norm)
-        else:
-            joint = Gaussian(epsilon=epsilon, delta=delta, sensitivity=norm, calibration=calibration)  # type: ignore[arg-type]
+        unit = _unit_gaussian(epsilon, delta, mu, calibration)
+        joint = unit if d == 1 else _scaled(unit, sqrt_up(d))  # √d: the L2 sensitivity in units of Δⱼ
         unit_mu = divide_down(1.0, joint.sigma)  # rounded down: each part's σ = Δⱼ/μ (up) is at least Δⱼ·σ
         gaussian = tuple(Gaussian.from_mu(mu=unit_mu, sensitivity=s) for s in deltas)
-        event = joint.event
+        event = joint.event if d == 1 else joint.event.model_copy(update={"guarantee": unit.guarantee})
         if replace_one is not None:
             units = (Fraction(other) / Fraction(s) for other, s in zip(replace_one, deltas, strict=True))
             event = _stating(event, sqrt_up(sum((u * u for u in units), Fraction(0))))
@@ -324,6 +322,38 @@ def plan_noise(
     raise InvalidParameterError(
         f"unknown noise {family!r}; use 'laplace', 'gaussian' or 'staircase'", "mechanism"
     )
+
+
+def _unit_gaussian(epsilon: Any, delta: Any, mu: Any, calibration: str) -> Gaussian:
+    """The Gaussian mechanism of one part of unit sensitivity with the release's ε, δ (or μ)."""
+    if calibration == "gdp":
+        return Gaussian(calibration="gdp", mu=mu, sensitivity=1.0)
+    return Gaussian(epsilon=epsilon, delta=delta, sensitivity=1.0, calibration=calibration)  # type: ignore[arg-type]
+
+
+def _scaled(unit: Gaussian, norm: float) -> Gaussian:
+    """The Gaussian mechanism at L2 sensitivity ``norm`` with the noise of ``unit`` scaled by it, rounded up.
+
+    Its μ = norm/σ is at most the unit's 1/σ₁ (σ = norm/μ₁ with μ₁ = 1/σ₁ rounded down, and σ rounded up), so
+    a release of d parts never costs more than the release of one part with the same ε, δ (or μ): what it
+    is declared to cost before d is known (:func:`declared_cost`). The unit's (ε, δ) holds for it.
+    """
+    return Gaussian.from_mu(mu=divide_down(1.0, unit.sigma), sensitivity=norm)
+
+
+def declared_cost(
+    family: str, epsilon: Any, *, delta: Any = None, mu: Any = None, calibration: str = "analytic"
+) -> PrivacyEvent:
+    """What one release of any number of parts costs at most, from its parameters alone (before the parts
+    are known), stating ``"replace_one"``.
+
+    Gaussian noise: the event of one part of unit sensitivity (a release of d parts has the same (ε, δ)
+    and at most its μ, see :func:`_scaled`). Every other family: pure ε-DP (d parts of ε/d rounded down
+    sum to at most ε, and pure ε-DP implies the μ of ``PureDP(ε).to_gdp()``).
+    """
+    if family == "gaussian":
+        return _unit_gaussian(epsilon, delta, mu, calibration).event.under("replace_one")
+    return PrivacyEvent(kind="guarantee", guarantee=PureDP(check_epsilon(epsilon)), relation="replace_one")
 
 
 # --------------------------------------------------------------------------------------------------------

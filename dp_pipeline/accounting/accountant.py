@@ -576,6 +576,20 @@ class PrivacyAccountant:
         """
         return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=False)
 
+    def spend_cost(self, dataset: str, cost: Any, group_size: int = 1) -> BudgetReport:
+        """What :meth:`spend` would charge for one release now, in the budget's currency; nothing is charged.
+
+        The release is priced exactly as :meth:`spend` prices it (a ``"composite"`` event as the sum of its
+        parts' charges under the budget's rule), not as a plan.
+        """
+        events = [_to_event(cost)]
+        k = check_positive_int(group_size, "group_size")
+        _, budget, totals = self._read(dataset)
+        price = pricing.price(budget, events, k, False, None, totals)
+        return BudgetReport(
+            dataset, "spend cost", price.cost, price.method, budget.guarantee, totals.open, budget.relation
+        )
+
     def plan_cost(
         self,
         dataset: str,

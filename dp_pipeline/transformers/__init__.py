@@ -14,11 +14,13 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from dp_pipeline._release import UNACCOUNTED
 from dp_pipeline.transformers.bounded import BoundedLaplaceNoise, BoundedStaircaseNoise
+from dp_pipeline.transformers.composite import AllOrNothing, reserve_search, search_cost
 from dp_pipeline.transformers.noise import GaussianNoise, LaplaceNoise, StaircaseNoise
 from dp_pipeline.transformers.randomized_response import KRandomizedResponseEncoder, RandomizedResponseEncoder
 
 __all__ = [
     "UNACCOUNTED",
+    "AllOrNothing",
     "BoundedLaplaceNoise",
     "BoundedStaircaseNoise",
     "GaussianNoise",
@@ -26,4 +28,6 @@ __all__ = [
     "LaplaceNoise",
     "RandomizedResponseEncoder",
     "StaircaseNoise",
+    "reserve_search",
+    "search_cost",
 ]

@@ -8,6 +8,10 @@ A transformer's ``transform`` is a release. It runs in this order, which is the 
    nothing is randomised or returned;
 3. draw the noise and return the noisy data.
 
+Inside one call of a composite estimator (Pipeline, ColumnTransformer, FeatureUnion) that releases through
+several DP steps, step 2 pays from a reservation of the whole call's cost (see
+:mod:`dp_pipeline.transformers.composite`): all of them are charged, or none.
+
 With ``random_state=None`` a fitted transformer holds no random state: each ``transform`` draws its noise
 from a generator keyed from OS entropy at that moment, so copies of the transformer (pickling, ``deepcopy``,
 ``clone``, joblib workers, ``ColumnTransformer``/``FeatureUnion`` with ``n_jobs > 1``, one saved pipeline
@@ -26,7 +30,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp_pipeline._release import charge, check_ledger, kept_rng, missing_mask, release_rng
+from dp_pipeline._release import charge, check_ledger, declared_cost, kept_rng, missing_mask, release_rng
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
@@ -72,6 +76,12 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _randomize(self, X: NDArray[Any], rng: np.random.Generator) -> NDArray[Any]:
         raise NotImplementedError  # pragma: no cover
+
+    def declared_cost(self) -> PrivacyEvent:
+        """What one ``transform`` costs at most, from the parameters alone (before ``fit``, whatever the
+        number of features): ``PureDP(epsilon)`` for the pure mechanisms (d features get ε/d each, rounded
+        down). A composite estimator reserves it for a step it is about to fit."""
+        return declared_cost("pure", getattr(self, "epsilon", None))
 
     # -- the scikit-learn API ------------------------------------------------------------------------------
 
@@ -120,7 +130,9 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         check_ledger(self.accountant, self.dataset)
         array = self._prepare(self._validate_input(X, reset=False))
-        charge(self.accountant, self.dataset, self.cost_, self._label(), self.group_size)
+        from dp_pipeline.transformers.composite import spender_for  # the module imports this one
+
+        charge(spender_for(self), self.dataset, self.cost_, self._label(), self.group_size)
         return self._randomize(array, self._release_rng())
 
     def _release_rng(self) -> np.random.Generator:

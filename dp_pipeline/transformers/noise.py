@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, plan_noise
+from dp_pipeline._release import NoisePlan, declared_cost, plan_noise
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
@@ -163,6 +164,15 @@ class GaussianNoise(ContinuousNoise):
     def _calibrate(
         self, lower: NDArray[np.float64], upper: NDArray[np.float64], sensitivity: NDArray[np.float64]
     ) -> NoisePlan:
+        return plan_noise("gaussian", sensitivity, **self._noise())
+
+    def declared_cost(self) -> PrivacyEvent:
+        """What one ``transform`` costs at most, from the parameters alone: the release of one feature of
+        unit sensitivity (d features have the same (ε, δ) and at most its μ)."""
+        return declared_cost("gaussian", **self._noise())
+
+    def _noise(self) -> dict[str, Any]:
+        """ε, δ, μ and the calibration, checked against each other (InvalidParameterError)."""
         calibration = self.calibration or ("analytic" if self.mu is None else "gdp")
         if calibration == "gdp":
             unused = [name for name in ("epsilon", "delta") if getattr(self, name) is not None]
@@ -174,7 +184,7 @@ class GaussianNoise(ContinuousNoise):
                 )
             if self.mu is None:
                 raise InvalidParameterError("calibration='gdp' needs 'mu'", "mu")
-            return plan_noise("gaussian", sensitivity, mu=self.mu, calibration="gdp")
+            return {"epsilon": None, "mu": self.mu, "calibration": "gdp"}
         if self.mu is not None:
             raise InvalidParameterError(
                 f"'mu' is only used with calibration='gdp' (or no calibration), not {calibration!r}; give "
@@ -183,7 +193,7 @@ class GaussianNoise(ContinuousNoise):
             )
         epsilon = 1.0 if self.epsilon is None else self.epsilon
         delta = 1e-5 if self.delta is None else self.delta
-        return plan_noise("gaussian", sensitivity, epsilon=epsilon, delta=delta, calibration=calibration)
+        return {"epsilon": epsilon, "delta": delta, "calibration": calibration}
 
 
 class StaircaseNoise(ContinuousNoise):

@@ -29,7 +29,9 @@ DF = pd.DataFrame(
 )
 
 
-def test_column_transformer_with_pandas_output_charges_each_step(acct: PrivacyAccountant) -> None:
+def test_column_transformer_with_pandas_output_is_charged_once_and_each_step_pays(
+    acct: PrivacyAccountant,
+) -> None:
     ct = ColumnTransformer(
         [
             (
@@ -52,7 +54,8 @@ def test_column_transformer_with_pandas_output_charges_each_step(acct: PrivacyAc
     assert out.index.equals(DF.index)
     assert out["smoker"].dtype == bool and set(out["blood"]) <= {"A", "B", "AB", "O"}
     assert list(ct.get_feature_names_out()) == ["age", "weight", "smoker", "blood"]
-    assert len(charges(acct)) == 3  # one release per step
+    assert len(charges(acct)) == 1  # the call's three releases, reserved together
+    assert [e.status for e in acct.history("d")] == ["committed", "paid", "paid", "paid"]
     assert acct.spent("d").epsilon == pytest.approx(3.0)
 
 

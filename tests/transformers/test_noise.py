@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,13 @@ def test_gaussian_sigma_is_the_vector_mechanism_at_sensitivity_root_d() -> None:
     assert exact == pytest.approx(delta, rel=1e-6)
     for j in range(4):
         assert stats.kstest(noise[:, j], stats.norm(scale=t.noise_std_[j]).cdf).pvalue > 1e-3
-    assert t.cost_ == Gaussian(epsilon=eps, delta=delta, sensitivity=2.0).event.under("replace_one")
+    vector = Gaussian(epsilon=eps, delta=delta, sensitivity=2.0)
+    assert (t.cost_.kind, t.cost_.sensitivity, t.cost_.relation) == ("gaussian", 2.0, "replace_one")
+    assert t.cost_.parameters["sigma"] == pytest.approx(vector.sigma, rel=1e-12)
+    # the unit mechanism's noise scaled by √d, rounded up: never less noise per unit of sensitivity than one
+    # feature gets, so d features never cost more than the one-feature release declared before fit
+    one = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0)
+    assert Fraction(t.cost_.parameters["sigma"]) >= 2 * Fraction(one.sigma)
     assert t.cost_.guarantee == ApproxDP(eps, delta)
 
 
