@@ -64,7 +64,7 @@ from dp_pipeline.frames._common import (
     require_pandas,
     result_frame,
 )
-from dp_pipeline.frames._dpbounds import check_outer, learn_and_charge
+from dp_pipeline.frames._dpbounds import learn_and_charge, outer_range
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -362,12 +362,9 @@ def _clipped_column(
     the rows that enter the release with their values of the column clipped to those bounds, and whether
     the bounds are still to be learned."""
     (name,) = column_list(release.df, column, "column")
-    searched = check_outer(lower, upper, bounds, outer, str(name))
-    if searched is None:
-        lows, highs = declared_bounds(lower, upper, [str(name)], required=True)
-        low, high = float(lows[0]), float(highs[0])
-    else:
-        low, high = searched
+    searched = outer_range(lower, upper, bounds, outer, [str(name)])
+    lows, highs = declared_bounds(lower, upper, [str(name)], required=True) if searched is None else searched
+    low, high = float(lows[0]), float(highs[0])
     numeric_values(release.df, name, "column")
     rows = release.rows()
     values = np.clip(numeric_values(rows, name, "column"), low, high)
@@ -407,7 +404,7 @@ def dp_sum(
     bounds : {None, "dp"}
         ``"dp"`` learns the bounds instead (no ``lower``/``upper``): the 1st and 99th percentiles, released
         with 10% of ε by the exponential mechanism inside ``outer``, charged with the release as one event
-        whose cost is fixed before the data are read (see :mod:`dp_pipeline.frames._dpbounds`).
+        whose cost is fixed before the data are read (see :mod:`dp_pipeline._learned_bounds`).
         ``result.attrs`` records the learned ``lower`` and ``upper``.
     outer : (float, float)
         With ``bounds="dp"``: the declared range (lo < hi) the bounds are learned in.

@@ -1,23 +1,19 @@
 """DP quantiles and the median for ``DataFrame.pipe``: the exponential mechanism over a fixed grid.
 
-**Method.** The clipped values x₁ ≤ … ≤ xₙ of the column (after contribution bounding) are scored on a
-data-independent grid of K + 1 = 2¹⁶ + 1 candidates cₖ = lower + (upper − lower)·k/K: candidate c has rank
-i(c) = #{x < c} and utility u(c) = −|i(c) − q·n|, computed exactly (rationals). One candidate is selected by
-the exponential mechanism (:class:`~dp_pipeline.mechanisms.Exponential`), sampled exactly: the grid
-candidates between two consecutive order statistics share a utility, so the mechanism first selects an
-interval [x_(i), x_(i+1)) with probability ∝ (its number of grid points)·e^{εu/(2Δu)}, then a uniform grid
-point in it, both with the secure sampler. This is Smith's (2011) interval mechanism with the uniform point
-restricted to the grid, so that every probability is exact.
+**Method** (:mod:`dp_pipeline._quantile`). The clipped values of the column (after contribution bounding)
+are scored on a data-independent grid of 2¹⁶ + 1 candidates between the declared bounds: candidate c has
+rank i(c) = #{x < c} and utility −|i(c) − q·n|. One candidate is selected by the exponential mechanism
+(:class:`~dp_pipeline.mechanisms.Exponential`), sampled exactly (Smith's 2011 interval mechanism with the
+uniform point restricted to the grid).
 
-**Sensitivity Δu.** One person has at most m = ``max_contributions`` rows. Adding or removing a row moves
-i(c) by at most 1 and q·n by q, so u(c) by at most max(q, 1 − q) ≤ 1; replacing one person's rows (a ≤ m by
-b ≤ m) moves i(c) − q·n by at most max(a, b) ≤ m. Hence Δu = m under either relation for one release. Per
-declared group, under add/remove the person's rows split between groups (Σ mₘ ≤ m, the losses add up to at
-most ε), and under replace-one the old and new person's rows can fall into two groups: Δu = 2m (as for
-grouped counts).
+**Sensitivity Δu** = m = ``max_contributions`` under either relation, and 2m per declared group under
+replace-one (the old and new person's rows can fall into two groups).
 
 **Several quantiles** in one call split ε evenly: each quantile is one exponential mechanism with ε/k, and
-the call is charged once, as a composite event of those k pure-ε parts.
+the call is charged once, as a composite event of those k pure-ε parts. They select on the same data
+independently, so a plan prices them by the optimal composition of k ε/k-bounded-range mechanisms (Dong,
+Durfee & Rogers 2020), tighter than ε at δ > 0. (The joint exponential mechanism of Gillenwater, Joseph &
+Kulesza 2021, which spends ε once on all k quantiles, is not implemented.)
 
 **Error estimate** (data-independent): ``rank_error`` is the radius ρ = (2Δu/εq)·(ln(K + 1) + ln(1/β)) with
 β = 1 − ``level``: with probability at least ``level`` the released value's rank i is within ρ of the best
@@ -28,14 +24,13 @@ are not reported (they are not private).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_quantile
 from dp_pipeline._release import charge
 from dp_pipeline._validation import check_real
 from dp_pipeline.accounting.composition import composite_event
@@ -43,16 +38,11 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import require_pandas
 from dp_pipeline.frames.aggregates import _clipped_column, _Release
-from dp_pipeline.mechanisms import _sampling
-from dp_pipeline.mechanisms.exponential import Exponential
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["dp_median", "dp_quantile", "dp_quantiles"]
-
-GRID_BITS = 16
-"""The grid has 2**GRID_BITS + 1 candidates between the declared bounds."""
 
 
 def _check_quantiles(quantiles: Any) -> list[float]:
@@ -63,40 +53,6 @@ def _check_quantiles(quantiles: Any) -> list[float]:
     if any(not 0.0 <= q <= 1.0 for q in checked):
         raise InvalidParameterError("every quantile must lie in [0, 1]", "quantiles")
     return checked
-
-
-def _grid(low: float, high: float) -> NDArray[np.float64]:
-    steps = 1 << GRID_BITS
-    return np.asarray(low + (high - low) * (np.arange(steps + 1) / steps), dtype=np.float64)
-
-
-def quantile_mechanism(epsilon: float, grouped: bool, relation: str, m: int) -> Exponential:
-    """The exponential mechanism of one quantile: Δu = m, or 2m for declared groups under replace-one."""
-    factor = 2 if grouped and relation == "replace_one" else 1
-    return Exponential(epsilon=epsilon, sensitivity=float(factor * m))
-
-
-def select_quantile(
-    mechanism: Exponential,
-    ordered: NDArray[np.float64],
-    grid: NDArray[np.float64],
-    q: float,
-    rng: np.random.Generator,
-) -> float:
-    """One DP quantile of the sorted clipped ``ordered`` over ``grid`` (see the module notes)."""
-    ranks = np.searchsorted(ordered, grid, side="left")  # i(c) = #{x < c}, non-decreasing along the grid
-    starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
-    sizes = np.diff(np.r_[starts, grid.size])
-    target = Fraction(q) * int(ordered.size)
-    utilities = [-abs(int(r) - target) for r in ranks[starts]]
-    block = mechanism.select(utilities, sizes, rng)
-    return float(grid[starts[block] + _sampling.uniform_index(rng, int(sizes[block]))])
-
-
-def rank_error(mechanism: Exponential, candidates: int, level: float) -> float:
-    """ρ = (2Δu/ε)·(ln(candidates) + ln(1/(1 − level))), rounded up (see the module notes)."""
-    exact = 2.0 * mechanism.sensitivity / mechanism.epsilon * (math.log(candidates) - math.log1p(-level))
-    return math.nextafter(exact, math.inf) * (1.0 + 1e-12)
 
 
 def _groups(release: _Release, rows: pd.DataFrame, values: NDArray[np.float64]) -> list[NDArray[np.float64]]:
@@ -132,12 +88,12 @@ def _quantile_table(
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
     label = release.label(f"{owner} of {name!r}")
     charge(release.accountant, release.dataset, event, label, release.group_size)
-    grid = _grid(low, high)
+    candidates = grid(low, high)
     released = [
-        [select_quantile(mechanism, ordered, grid, q, release.rng) for q in qs]
+        [select_quantile(mechanism, ordered, candidates, q, release.rng) for q in qs]
         for ordered in _groups(release, rows, values)
     ]
-    radius = rank_error(mechanism, grid.size, release.level)
+    radius = rank_error(mechanism, candidates.size, release.level)
     pandas = require_pandas()
     table = pandas.DataFrame(
         {"value": np.ravel(released), "rank_error": np.full(len(released) * len(qs), radius)},
@@ -149,7 +105,7 @@ def _quantile_table(
         epsilon=release.epsilon,
         epsilon_per_quantile=per_quantile,
         utility_sensitivity=mechanism.sensitivity,
-        grid_size=int(grid.size),
+        grid_size=int(candidates.size),
         level=release.level,
         lower=low,
         upper=high,
