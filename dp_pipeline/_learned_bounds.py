@@ -33,7 +33,7 @@ Smith, "Privacy-preserving statistical estimation with optimal convergence rates
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._quantile import grid, quantile_mechanism, select_quantile
-from dp_pipeline._release import declared_bounds, split_epsilon
+from dp_pipeline._release import charge, declared_bounds, split_epsilon
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
@@ -138,13 +138,15 @@ class BoundsSearch:
         self,
         columns: Sequence[NDArray[np.float64]],
         rng: np.random.Generator,
-        charge: Callable[[PrivacyEvent], None],
-        release: Sequence[PrivacyEvent] = (),
+        release: Sequence[PrivacyEvent],
+        ledger: tuple[Any, Any, str, Any],
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], PrivacyEvent]:
-        """Charge the search (with the ``release`` events priced in advance) as one composite event, then
-        learn the bounds of ``columns`` (each column's values): (lower, upper, charged event)."""
+        """Charge the search with the ``release`` events priced in advance as one composite event to
+        ``ledger`` = (accountant, dataset, label, group_size), then learn the bounds of ``columns`` (each
+        column's values): (lower, upper, charged event)."""
+        accountant, dataset, label, group_size = ledger
         event = composite_event([*self.events, *release], self.relation)
-        charge(event)
+        charge(accountant, dataset, event, label, group_size)
         learned = [
             self._learn(values, float(lo), float(hi), rng)
             for values, lo, hi in zip(columns, self.lower, self.upper, strict=True)

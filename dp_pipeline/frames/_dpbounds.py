@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share, worst_bounds
-from dp_pipeline._release import NoisePlan, charge
+from dp_pipeline._release import NoisePlan
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 
@@ -51,10 +51,7 @@ def learn_and_charge(
         search_epsilon, np.array([outer[0]]), np.array([outer[1]]), release.relation, release.m
     )
     priced = release.plan(ranges(*worst_bounds(*outer)), rest).event
-
-    def charged(event: PrivacyEvent) -> None:
-        charge(release.accountant, release.dataset, event, label, release.group_size)
-
-    low, high, event = search.charge_and_learn([values], release.rng, charged, [priced])
+    ledger = (release.accountant, release.dataset, label, release.group_size)
+    low, high, event = search.charge_and_learn([values], release.rng, [priced], ledger)
     learned = float(low[0]), float(high[0])
     return *learned, release.plan(ranges(*learned), rest), event

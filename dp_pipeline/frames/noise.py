@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
+from dp_pipeline._learned_bounds import BoundsSearch, search_share
 from dp_pipeline._release import (
+    NoisePlan,
     charge,
     check_delta,
     check_epsilon,
@@ -20,6 +23,7 @@ from dp_pipeline._release import (
 )
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames._common import check_frame, column_list, numeric_values
+from dp_pipeline.frames._dpbounds import outer_range
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 
 if TYPE_CHECKING:
@@ -46,6 +50,8 @@ def add_noise(
     upper: Any = None,
     group_size: int = 1,
     random_state: Any = None,
+    bounds: str | None = None,
+    outer: Any = None,
 ) -> pd.DataFrame:
     """Return a copy of ``df`` whose ``columns`` carry noise; one release, charged once, ε-DP per row.
 
@@ -79,11 +85,22 @@ def add_noise(
     random_state : None, int or numpy.random.Generator
         None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
         PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
+    bounds : {None, "dp"}
+        ``"dp"`` learns each column's bounds instead of ``lower``/``upper`` (which must then be None, as
+        must ``sensitivity``): its 1st and 99th percentiles, released with 10% of ε by the exponential
+        mechanism inside ``outer``; the noise is calibrated to the learned bounds (Δⱼ = upperⱼ − lowerⱼ) with
+        the other 90%. One charge for both, whose cost is fixed before the data are read (see
+        :mod:`dp_pipeline._learned_bounds`).
+    outer : (lo, hi)
+        With ``bounds="dp"``: the declared range each column's bounds are learned in; lo and hi are
+        numbers, one per column, or dicts column → number.
 
     Returns
     -------
     DataFrame
-        A copy of ``df``; the listed columns are float and noisy, the others unchanged.
+        A copy of ``df``; the listed columns are float and noisy, the others unchanged. With
+        ``bounds="dp"``, ``attrs["bounds"]`` maps each column to its learned (lower, upper), which are
+        differentially private.
 
     Notes
     -----
@@ -103,17 +120,38 @@ def add_noise(
             f"'mechanism' must be one of {list(_NOISES)}, got {mechanism!r}", "mechanism"
         )
     labels = [str(n) for n in names]
-    low, high = declared_bounds(lower, upper, labels, required=False)
+    searched = outer_range(lower, upper, bounds, outer, labels)
+    if searched is not None and sensitivity is not None:
+        raise InvalidParameterError(
+            "bounds='dp' calibrates the noise to the learned bounds; leave 'sensitivity' None", "sensitivity"
+        )
+    low, high = declared_bounds(lower, upper, labels, required=False) if searched is None else searched
     deltas = declared_sensitivity(sensitivity, low, high, labels)
     check_delta(mechanism, delta)
-    plan = plan_noise(mechanism, deltas, epsilon=epsilon, delta=delta)  # type: ignore[arg-type]
+    total = check_epsilon(epsilon)
+    search_epsilon, rest = search_share(total) if searched is not None else (0.0, total)
+
+    def plan(widths: NDArray[np.float64]) -> NoisePlan:
+        return plan_noise(mechanism, widths, epsilon=rest, delta=delta)  # type: ignore[arg-type]
+
+    noise = plan(deltas)
     rng = release_rng(random_state, "add_noise")
     values = np.column_stack([numeric_values(frame, name, "columns") for name in names])
-    clipped, _ = clip_columns(values, low, high)
-    charge(accountant, dataset, plan.event, f"add_noise to {labels}", group_size)
+    label = f"add_noise to {labels}"
     out = frame.copy()
+    if searched is None:
+        charge(accountant, dataset, noise.event, label, group_size)
+    else:
+        search = BoundsSearch.plan(search_epsilon, low, high, "replace_one")
+        columns = [values[:, j] for j in range(len(names))]
+        ledger = (accountant, dataset, label, group_size)
+        low, high, _ = search.charge_and_learn(columns, rng, [noise.event], ledger)
+        noise = plan(declared_sensitivity(None, low, high, labels))
+        learned = zip(names, low.tolist(), high.tolist(), strict=True)
+        out.attrs = {**frame.attrs, "bounds": {name: (a, b) for name, a, b in learned}}
+    clipped, _ = clip_columns(values, low, high)
     for j, name in enumerate(names):
-        out[name] = plan.mechanisms[j].randomize(clipped[:, j], rng)
+        out[name] = noise.mechanisms[j].randomize(clipped[:, j], rng)
     return out
 
 
