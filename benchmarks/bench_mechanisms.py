@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,9 @@ def opendp_rates(n: int) -> dict[str, float]:
     }
 
 
-def diffprivlib_rates(n: int) -> dict[str, float]:
+def diffprivlib_worker(*args: str) -> Any:
+    """Run ``_diffprivlib_worker.py args…`` in benchmarks/.venv-diffprivlib (created on first use) and
+    return the JSON it prints."""
     env = HERE / ".venv-diffprivlib"
     python = env / "bin" / "python"
     if not python.exists():
@@ -74,12 +77,17 @@ def diffprivlib_rates(n: int) -> dict[str, float]:
             check=True,
         )
     out = subprocess.run(
-        [str(python), str(HERE / "_diffprivlib_worker.py"), str(n)],
+        [str(python), str(HERE / "_diffprivlib_worker.py"), *args],
         check=True,
         capture_output=True,
         text=True,
     )
     return json.loads(out.stdout)
+
+
+def diffprivlib_rates(n: int) -> dict[str, float]:
+    rates: dict[str, float] = diffprivlib_worker("rates", str(n))
+    return rates
 
 
 def main() -> None:

@@ -46,7 +46,8 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     ``accountant``, ``dataset`` and ``random_state``) and implement :meth:`_validate_input`,
     :meth:`_fit_release` (which sets ``cost_``, and returns the event it charged when it reads X),
     :meth:`_prepare` and :meth:`_randomize`. A family of subclasses shares docstring sections through
-    ``_doc_sections``: each ``{name}`` marker in a subclass's docstring is replaced by its text. """
+    ``_doc_sections``: each ``{name}`` marker in a subclass's docstring is replaced by its text.
+    """
 
     _doc_sections: ClassVar[Mapping[str, str]] = {}
 

@@ -85,7 +85,7 @@ class _ResponseEncoder(DPTransformer):
         _check_handle_unknown(self.handle_unknown)
         mechanisms, self.cost_ = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
         self.mechanisms_ = list(mechanisms)
-        return None  # fit reads no values (categories="data" warns instead)
+        return None  # fit charges nothing (categories="data" warns instead)
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
         if self.handle_unknown == "error":
@@ -162,6 +162,8 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         The mechanism that randomises each feature.
     cost_ : PrivacyEvent
         What one ``transform`` costs one row.
+    fit_cost_ : None
+        None: ``fit`` charges nothing.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -279,6 +281,8 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         The mechanism that randomises each feature.
     cost_ : PrivacyEvent
         What one ``transform`` costs one row.
+    fit_cost_ : None
+        None: ``fit`` charges nothing.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
