@@ -9,7 +9,7 @@ linear in the candidates; a finer grid made it far slower), with the noise scale
 ``d_in = 1`` (``binary_search_param``), under MaxDivergence. diffprivlib: ``diffprivlib.tools.quantile``
 (Smith's interval exponential mechanism, continuous output, float probabilities) with ``bounds`` and ε
 (split evenly over the quartiles), run in its own environment through benchmarks/_diffprivlib_worker.py
-(see bench_mechanisms.py), on the same array saved to a temporary file. Each library releases ``runs`` times
+(benchmarks/_worker_env.py), on the same array saved to a temporary file. Each library releases ``runs`` times
 (100 by default); the table shows the mean wall time per call and the mean absolute error against
 ``numpy.quantile``.
 
@@ -19,6 +19,7 @@ Run: ``.venv/bin/python benchmarks/bench_quantiles.py [--runs 100]`` (prints a M
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_mechanisms import diffprivlib_worker
+from _worker_env import run_worker
 
 from dp_pipeline.frames import dp_median, dp_quantiles
 
@@ -70,7 +71,8 @@ def diffprivlib_measure(
         path = Path(folder) / "data.npy"
         np.save(path, data)
         bounds = [str(LOWER), str(UPPER)]
-        out = diffprivlib_worker("quantiles", str(path), str(runs), str(EPSILON), *bounds, *map(str, qs))
+        args = ["quantiles", str(path), str(runs), str(EPSILON), *bounds, *map(str, qs)]
+        out = json.loads(run_worker("diffprivlib", args))
     errors = [abs(v - t) for released in out["values"] for v, t in zip(released, truth, strict=True)]
     return float(out["seconds"]), float(np.mean(errors))
 

@@ -49,9 +49,9 @@ from dp_pipeline._release import (
     declared_bounds,
     plan_noise,
     release_rng,
-    sqrt_up,
 )
-from dp_pipeline._validation import check_positive_int, subtract_up, times_up
+from dp_pipeline._validation import check_positive_int
+from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
