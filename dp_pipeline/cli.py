@@ -279,7 +279,12 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
     }
 
 
-_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD"}
+_RULES = {
+    "basic": "basic composition",
+    "gdp": "μ-GDP filter",
+    "pld": "tight PLD",
+    "bounded_range": "bounded-range composition",
+}
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
