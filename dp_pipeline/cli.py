@@ -824,7 +824,6 @@ def plan_check(
             raise typer.Exit(EXIT_REFUSED)
 
 
-
 # ------------------------------------------------------------------------------------------------ allocation
 
 
@@ -913,6 +912,7 @@ def plan_allocate(
                 "plan": [_allocated_plan_item(a) for a in allocation],
             }
         )
+
 
 if __name__ == "__main__":  # python -m dp_pipeline.cli
     app()
