@@ -44,7 +44,7 @@ from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
 from dp_pipeline.guarantees import Guarantee
-from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, _sampling
+from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 
 __all__ = [
@@ -146,9 +146,9 @@ def release_rng(random_state: Any, owner: str) -> np.random.Generator:
     An int seed or an unlabelled numpy Generator warns (PrivacyLeakWarning): anyone who knows the seed can
     regenerate the noise and subtract it, and releases seeded alike add the same noise, so their difference
     shows the data's. ``secure_rng(seed)`` and ``fast_rng(seed)`` are the labelled choices and do not warn
-    (see :mod:`dp_pipeline.mechanisms._sampling`).
+    (see :mod:`dp_pipeline.mechanisms.sampling`).
     """
-    return _sampling.label_rng(random_state, owner, "random_state", stacklevel=3)
+    return sampling.label_rng(random_state, owner, "random_state", stacklevel=3)
 
 
 def kept_rng(random_state: Any, owner: str) -> np.random.Generator | None:
@@ -161,7 +161,7 @@ def kept_rng(random_state: Any, owner: str) -> np.random.Generator | None:
     """
     if random_state is None:
         return None
-    return _sampling.label_rng(random_state, owner, "random_state", kept=True, stacklevel=3)
+    return sampling.label_rng(random_state, owner, "random_state", kept=True, stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------------------

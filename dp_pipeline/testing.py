@@ -19,7 +19,7 @@ from scipy import stats
 
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, PureDP
-from dp_pipeline.mechanisms._sampling import secure_rng
+from dp_pipeline.mechanisms.sampling import secure_rng
 
 __all__ = ["AuditReport", "audit"]
 

@@ -43,7 +43,7 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import require_pandas
 from dp_pipeline.frames.aggregates import _clipped_column, _Release
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms.exponential import Exponential
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def select_quantile(
     target = Fraction(q) * int(ordered.size)
     utilities = [-abs(int(r) - target) for r in ranks[starts]]
     block = mechanism.select(utilities, sizes, rng)
-    return float(grid[starts[block] + _sampling.uniform_index(rng, int(sizes[block]))])
+    return float(grid[starts[block] + sampling.uniform_index(rng, int(sizes[block]))])
 
 
 def rank_error(mechanism: Exponential, candidates: int, level: float) -> float:

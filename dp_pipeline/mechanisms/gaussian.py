@@ -13,7 +13,7 @@ from scipy import optimize, special
 
 from dp_pipeline._validation import FiniteFloat, divide_up
 from dp_pipeline.guarantees import ApproxDP, GaussianDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 
 __all__ = ["Calibration", "Gaussian", "analytic_sigma", "classic_sigma", "tail_bound_sigma"]
@@ -186,7 +186,7 @@ class Gaussian(ContinuousMechanism):
     drawn from its exact law with a CSPRNG: |N|/λ by exact rejection sampling from a piecewise-uniform
     proposal (blocks of width about σ/100 picked by an alias table of dyadic probabilities, with an
     exponential tail; acceptance above 0.99), every comparison certified or decided in exact arithmetic
-    (:mod:`~dp_pipeline.mechanisms._sampling`). The release is a deterministic function of Y, so
+    (:mod:`~dp_pipeline.mechanisms.sampling`). The release is a deterministic function of Y, so
     :attr:`guarantee`, :attr:`gdp` and :attr:`event` (σ and S unchanged) hold exactly, for any input and
     any number of values. Rounding moves the output by at most λ/2 ≤ σ·2⁻¹³. Floating-point safe: outputs
     lie on λ(ℤ + ½) whatever t. Integer input: λ = 1, t + ⌊N + ½⌋ (the Gaussian rounded to the nearest
@@ -354,15 +354,15 @@ class Gaussian(ContinuousMechanism):
     @property
     def lattice(self) -> float:
         """λ = 2^k, the step of the secure path's output lattice (2^{k+12} ≤ σ < 2^{k+13})."""
-        return 2.0 ** _sampling.lattice_exponent(self._sigma)
+        return 2.0 ** sampling.lattice_exponent(self._sigma)
 
     def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
-        return values + _sampling.gaussian(rng, self._sigma, values.shape)
+        return values + sampling.gaussian(rng, self._sigma, values.shape)
 
     def _randomize_secure(
         self, values: NDArray[np.float64], rng: np.random.Generator
     ) -> NDArray[np.float64]:
-        return _sampling.gaussian_cells(rng, values, self._sigma, _sampling.lattice_exponent(self._sigma))
+        return sampling.gaussian_cells(rng, values, self._sigma, sampling.lattice_exponent(self._sigma))
 
     def _integer_noise(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
-        return _sampling.gaussian_integers(rng, self._sigma, n)
+        return sampling.gaussian_integers(rng, self._sigma, n)

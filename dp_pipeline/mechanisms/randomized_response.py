@@ -32,7 +32,7 @@ from pydantic import BeforeValidator, Field
 from dp_pipeline._validation import FiniteFloat, check_positive_int, times_up
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import Mechanism
 
 __all__ = ["BinaryRandomizedResponse", "KRandomizedResponse"]
@@ -195,14 +195,14 @@ class BinaryRandomizedResponse(Mechanism):
         out = np.where(same, self.p_true, self.p_other)
         return float(out) if out.ndim == 0 else out
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise every entry of ``values`` (0/1 or bools) independently; same shape and dtype out."""
         array = _check_binary(values, "values")
-        generator = _sampling.make_rng(rng)
-        if _sampling.is_fast(generator):
-            flip = _sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
+        generator = sampling.make_rng(rng)
+        if sampling.is_fast(generator):
+            flip = sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
         else:
-            flip = (~_sampling.truthful(generator, self.epsilon, 2, array.size)).astype(np.intp)
+            flip = (~sampling.truthful(generator, self.epsilon, 2, array.size)).astype(np.intp)
             flip = flip.reshape(array.shape)
         out = np.not_equal(array != 0, flip != 0).astype(array.dtype)
         return out.item() if out.ndim == 0 else out
@@ -434,15 +434,15 @@ class KRandomizedResponse(Mechanism):
         out = np.where(same, self.p, self.q)
         return float(out) if out.ndim == 0 else out
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise each category in ``values``: a category gives a category, an array the same shape."""
         codes = self._indices(values, "values")
-        generator = _sampling.make_rng(rng)
-        if _sampling.is_fast(generator):
-            offset = _sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
+        generator = sampling.make_rng(rng)
+        if sampling.is_fast(generator):
+            offset = sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
         else:
-            truth = _sampling.truthful(generator, self.epsilon, self.k, codes.size)
-            other = _sampling.other_offset(generator, self.k, codes.size)
+            truth = sampling.truthful(generator, self.epsilon, self.k, codes.size)
+            other = sampling.other_offset(generator, self.k, codes.size)
             offset = np.where(truth, 0, other).reshape(codes.shape)
         reported = (codes + offset) % self.k
         if reported.ndim == 0:
