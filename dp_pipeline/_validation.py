@@ -6,6 +6,7 @@ import decimal
 import math
 import numbers
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
@@ -22,10 +23,14 @@ __all__ = [
     "check_array",
     "check_positive_int",
     "check_real",
+    "check_sequence",
     "divide_down",
     "divide_up",
+    "root_sum_squares_up",
+    "round_up",
     "sqrt_up",
     "subtract_up",
+    "sum_up",
     "times_up",
 ]
 
@@ -108,9 +113,51 @@ def check_real(value: Any, name: str) -> float:
         raise InvalidParameterError(f"{name!r} {exc}", name) from None
 
 
+def check_sequence(values: Any, name: str) -> list[Any]:
+    """Return ``values`` (a list or a tuple, not a string) as a list, or raise InvalidParameterError."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidParameterError(
+            f"{name!r} must be a sequence (list or tuple), got {type(values).__name__}", name
+        )
+    return list(values)
+
+
 # Directed rounding of derived privacy parameters. IEEE arithmetic rounds to nearest, which is below the
 # exact result half of the time; a noise scale, a sensitivity or a privacy loss derived from the user's
 # parameters is instead rounded toward more noise or more loss, by comparing with the exact rational.
+
+
+def round_up(exact: Fraction) -> float:
+    """The least double not below ``exact``; +∞ beyond the largest."""
+    try:
+        value = float(exact)
+    except OverflowError:
+        return math.inf
+    if math.isfinite(value) and Fraction(value) < exact:
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+def sum_up(values: Sequence[float]) -> float:
+    """Σ values, summed exactly at the doubles' binary values and rounded up.
+
+    A mechanism calibrated with the double 0.1 can lose 0.1000000000000000055…, so ten of them cost
+    1.0000000000000002, not 1.
+    """
+    return round_up(sum((Fraction(v) for v in values), Fraction(0)))
+
+
+def root_sum_squares_up(values: Sequence[float]) -> float:
+    """√(Σ vᵢ²) of the exact values, rounded up: the least double whose exact square is ≥ the sum."""
+    exact = sum((Fraction(v) ** 2 for v in values), Fraction(0))
+    with decimal.localcontext() as context:
+        context.prec = 40
+        root = float((decimal.Decimal(exact.numerator) / decimal.Decimal(exact.denominator)).sqrt())  # ±1 ulp
+    while root > 0.0 and Fraction(math.nextafter(root, -math.inf)) ** 2 >= exact:
+        root = math.nextafter(root, -math.inf)
+    while Fraction(root) ** 2 < exact:
+        root = math.nextafter(root, math.inf)
+    return root
 
 
 def divide_up(numerator: float, denominator: float) -> float:

@@ -15,7 +15,7 @@ import math
 import struct
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -30,11 +30,23 @@ from dp_pipeline._validation import (
     check_array,
     check_positive_int,
     check_real,
+    check_sequence,
+    root_sum_squares_up,
+    sum_up,
     times_up,
 )
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
-__all__ = ["ApproxDP", "GaussianDP", "Guarantee", "PureDP", "guarantee_from_dict"]
+__all__ = [
+    "ApproxDP",
+    "GaussianDP",
+    "Guarantee",
+    "PureDP",
+    "check_guarantee",
+    "compose_basic",
+    "compose_gdp",
+    "guarantee_from_dict",
+]
 
 
 def _check_alpha(alpha: ArrayLike) -> NDArray[np.float64]:
@@ -80,8 +92,6 @@ class Guarantee(ValidatedModel, ABC):
 # Relative rounding error of the group δ: at most a few units in the last place of log-space terms whose
 # magnitudes stay below 1500 whenever the result is below 1, so under 1e-12; ten times that is added.
 _GROUP_LOG_MARGIN = 1e-11
-
-
 
 
 def _log_exprel(y: float) -> float:
@@ -414,9 +424,76 @@ def _from_bits(bits: int) -> float:
     return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
-_GUARANTEE_TYPES: dict[str, type[Guarantee]] = {
-    cls.type_name: cls for cls in (PureDP, ApproxDP, GaussianDP)
-}
+def check_guarantee(value: Any, name: str = "guarantee") -> Guarantee:
+    """Return ``value`` if it is a guarantee, or raise InvalidParameterError naming ``name``."""
+    if not isinstance(value, Guarantee):
+        raise InvalidParameterError(
+            f"{name!r} must be a PureDP, ApproxDP or GaussianDP guarantee, got {type(value).__name__}", name
+        )
+    return value
+
+
+def compose_basic(guarantees: Sequence[Guarantee]) -> ApproxDP:
+    """Basic composition: (Σεᵢ, Σδᵢ), each sum exact and rounded up.
+
+    The parameters are summed exactly at their binary values (the double 0.1 is 0.1000000000000000055…,
+    which is what noise calibrated with it can lose) and the result is the least double not below the
+    sum. So 40 guarantees of ε = 0.125 compose to exactly 5.0, while 50 of ε = 0.1 compose to
+    5.000000000000001: never below the loss, with no float drift.
+
+    Valid under adaptive composition, where each release is chosen after the earlier results are known
+    (Dwork & Roth 2014, Thm 3.16). Pure guarantees count as (ε, 0). An empty sequence costs (0, 0).
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        For a GaussianDP guarantee (it has no single (ε, δ); convert it with
+        :func:`~dp_pipeline.accounting.composition.as_approx_dp` first),
+        or when Σδ ≥ 1 or Σε overflows (the composition guarantees nothing).
+    """
+    items = check_sequence(guarantees, "guarantees")
+    epsilons: list[float] = []
+    deltas: list[float] = []
+    for index, item in enumerate(items):
+        check_guarantee(item, f"guarantees[{index}]")
+        if isinstance(item, GaussianDP):
+            raise UnsupportedCompositionError(
+                f"basic composition takes (ε, δ) guarantees; {item!r} has no single (ε, δ). Convert it "
+                "with as_approx_dp(g, delta) or compose in μ-GDP."
+            )
+        approx = item.to_approx_dp() if isinstance(item, PureDP) else item
+        assert isinstance(approx, ApproxDP)
+        epsilons.append(approx.epsilon)
+        deltas.append(approx.delta)
+    epsilon, delta = sum_up(epsilons), sum_up(deltas)
+    if not math.isfinite(epsilon) or delta >= 1.0:
+        raise UnsupportedCompositionError(
+            f"basic composition of {len(items)} guarantees gives ε = {epsilon}, δ = {delta}, which "
+            "guarantees nothing"
+        )
+    return ApproxDP(epsilon, delta)
+
+
+def compose_gdp(mus: Sequence[GaussianDP]) -> GaussianDP:
+    """μ-GDP composition: √(Σμᵢ²), rounded up from its exact value (μᵢ at their exact binary values, as
+    in :func:`compose_basic`).
+
+    Exact for a fixed sequence of μᵢ-GDP releases (Dong, Roth & Su 2022, Cor. 3.3), and valid adaptively
+    as a privacy filter that stops once Σμᵢ² would exceed the budget's μ² (Smith & Thakurta 2022). An
+    empty sequence costs μ = 0.
+    """
+    items = check_sequence(mus, "mus")
+    for index, item in enumerate(items):
+        if not isinstance(item, GaussianDP):
+            raise InvalidParameterError(
+                f"'mus[{index}]' must be a GaussianDP guarantee, got {type(item).__name__} (convert with "
+                "as_gdp)",
+                "mus",
+            )
+    return GaussianDP(root_sum_squares_up([g.mu for g in items]))
+
+
+_GUARANTEE_TYPES: dict[str, type[Guarantee]] = {cls.type_name: cls for cls in (PureDP, ApproxDP, GaussianDP)}
 
 
 def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
@@ -426,4 +503,3 @@ def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
     fields = {key: value for key, value in data.items() if key != "type"}
     cls = _GUARANTEE_TYPES[data["type"]]
     return cls(**fields)
-

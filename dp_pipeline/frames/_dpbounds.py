@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, charge, declared_bounds
-from dp_pipeline.accounting.composition import composite_event
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.charging import charge
+from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.splitting import NoisePlan
+from dp_pipeline.tabular import declared_bounds
 
 SEARCH_SHARE = 0.1
 """The share of ε spent on learning the bounds."""

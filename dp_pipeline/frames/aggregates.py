@@ -12,7 +12,7 @@ of that person's rows (the others are dropped before anything is computed). Ever
 per-row values in a declared range [l, u] (a count: l = u = 1; a sum: the clip bounds; a centred sum
 Σ(x − c), c = (lower + upper)/2: ±(upper − lower)/2). The noise is calibrated to the most one person can
 change it (see :func:`_sensitivity`, never the data), with Laplace noise (ε-DP, L1) or Gaussian noise
-((ε, δ)-DP, L2), through :func:`dp_pipeline._release.plan_noise`. The result's ``attrs["relation"]`` names
+((ε, δ)-DP, L2), through :func:`dp_pipeline.splitting.plan_noise`. The result's ``attrs["relation"]`` names
 the relation.
 
 **Groups.** ``by=`` groups the rows by one or more columns. The set of groups that is released must not
@@ -38,20 +38,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dp_pipeline._release import (
-    NoiseFamily,
-    NoisePlan,
-    charge,
-    check_delta,
-    check_epsilon,
-    check_ledger,
-    dataset_relation,
-    declared_bounds,
-    plan_noise,
-    release_rng,
-    sqrt_up,
-)
-from dp_pipeline._validation import check_positive_int, subtract_up, times_up
+from dp_pipeline._validation import check_positive_int, sqrt_up, subtract_up, times_up
+from dp_pipeline.charging import charge, check_ledger, dataset_relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
@@ -65,6 +53,9 @@ from dp_pipeline.frames._common import (
     result_frame,
 )
 from dp_pipeline.frames._dpbounds import check_outer, learn_and_charge
+from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
+from dp_pipeline.tabular import declared_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,7 +200,7 @@ def _sensitivity(relation: str, grouped: bool, m: int, low: float, high: float) 
 def _noisy(
     plan: NoisePlan, part: int, exact: NDArray[np.float64], rng: np.random.Generator
 ) -> NDArray[np.float64]:
-    return np.asarray(plan.mechanisms[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
+    return np.asarray(plan.parts[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
 
 
 def _count_or_sum(
@@ -473,7 +464,7 @@ def dp_mean(
     With c = (lower + upper)/2, one release of two parts: the centred sum S = Σ(x − c) (values in ±h,
     h = (upper − lower)/2: sensitivity mh under add/remove, 2mh under replace-one) and the count N (as for
     :func:`dp_count`), each noisy, the budget split between them by
-    :func:`~dp_pipeline._release.plan_noise` (Laplace: ε/2 each). The estimate is
+    :func:`~dp_pipeline.splitting.plan_noise` (Laplace: ε/2 each). The estimate is
     clip(c + S̃/max(Ñ, 1), lower, upper); centring keeps the noise of S̃ independent of where the data lie.
     Its standard error is the delta-method √(Var S̃ + (S̃/Ñ)² Var Ñ)/max(Ñ, 1), evaluated at the noisy values
     (post-processing, no further cost). The estimate is slightly biased when Ñ is small (division and

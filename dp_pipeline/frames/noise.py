@@ -6,21 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dp_pipeline._release import (
-    charge,
-    check_delta,
-    check_epsilon,
-    check_ledger,
-    clip_columns,
-    declared_bounds,
-    declared_sensitivity,
-    learn_categories,
-    plan_noise,
-    release_rng,
-)
+from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames._common import check_frame, column_list, numeric_values
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.splitting import check_delta, check_epsilon, plan_noise
+from dp_pipeline.tabular import clip_columns, declared_bounds, declared_sensitivity, learn_categories
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +81,7 @@ def add_noise(
     -----
     The columns share ε exactly as the scikit-learn transformers' features do: Laplace noise of scale d·Δⱼ/ε
     on column j (one d-dimensional Laplace mechanism in units of Δⱼ), Gaussian noise σΔⱼ with σ calibrated at
-    L2 sensitivity √d, or staircase noise at ε/d per column. See :mod:`dp_pipeline._release`.
+    L2 sensitivity √d, or staircase noise at ε/d per column. See :mod:`dp_pipeline.splitting`.
 
     References
     ----------
@@ -113,7 +105,7 @@ def add_noise(
     charge(accountant, dataset, plan.event, f"add_noise to {labels}", group_size)
     out = frame.copy()
     for j, name in enumerate(names):
-        out[name] = plan.mechanisms[j].randomize(clipped[:, j], rng)
+        out[name] = plan.parts[j].randomize(clipped[:, j], rng)
     return out
 
 

@@ -3,6 +3,7 @@ the accounting."""
 
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 from dp_pipeline.mechanisms.bounded import BoundedLaplace, BoundedStaircase
+from dp_pipeline.mechanisms.composite import Composite
 from dp_pipeline.mechanisms.exponential import Exponential
 from dp_pipeline.mechanisms.gaussian import Gaussian
 from dp_pipeline.mechanisms.laplace import Laplace
@@ -14,6 +15,7 @@ __all__ = [
     "BinaryRandomizedResponse",
     "BoundedLaplace",
     "BoundedStaircase",
+    "Composite",
     "ContinuousMechanism",
     "Exponential",
     "FastGenerator",

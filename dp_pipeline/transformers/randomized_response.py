@@ -10,10 +10,11 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils import Tags
 
-from dp_pipeline._release import basic_composition, learn_categories, missing_mask
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.splitting import basic_composition
+from dp_pipeline.tabular import learn_categories, missing_mask
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["KRandomizedResponseEncoder", "RandomizedResponseEncoder"]
@@ -82,8 +83,8 @@ class _ResponseEncoder(DPTransformer):
 
     def _fit_release(self, X: NDArray[Any]) -> None:
         _check_handle_unknown(self.handle_unknown)
-        mechanisms, self.cost_ = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
-        self.mechanisms_ = list(mechanisms)
+        release = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
+        self.mechanisms_, self.cost_ = list(release.parts), release.event
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
         if self.handle_unknown == "error":

@@ -83,8 +83,10 @@ from dp_pipeline.mechanisms.sampling._sources import (
     RNGLike,
     fast_rng,
     is_fast,
+    kept_rng,
     label_rng,
     make_rng,
+    release_rng,
     secure_rng,
 )
 from dp_pipeline.mechanisms.sampling._staircase import staircase_cells, staircase_integers
@@ -103,6 +105,7 @@ __all__ = [
     "gaussian_integers",
     "geometric",
     "is_fast",
+    "kept_rng",
     "label_rng",
     "laplace",
     "laplace_cells",
@@ -110,6 +113,7 @@ __all__ = [
     "lattice_exponent",
     "make_rng",
     "other_offset",
+    "release_rng",
     "secure_rng",
     "staircase_cells",
     "staircase_integers",

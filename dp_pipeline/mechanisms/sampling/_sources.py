@@ -18,8 +18,10 @@ __all__ = [
     "RNGLike",
     "fast_rng",
     "is_fast",
+    "kept_rng",
     "label_rng",
     "make_rng",
+    "release_rng",
     "secure_rng",
 ]
 
@@ -131,6 +133,31 @@ def label_rng(
     if problem:
         warnings.warn(problem, PrivacyLeakWarning, stacklevel=stacklevel + 1)
     return generator
+
+
+def release_rng(random_state: Any, owner: str) -> np.random.Generator:
+    """The generator of one release of ``owner`` (a transformer, a pandas function) for its
+    ``random_state``: fresh OS entropy for None, new at every call.
+
+    An int seed or an unlabelled numpy Generator warns (PrivacyLeakWarning): anyone who knows the seed can
+    regenerate the noise and subtract it, and releases seeded alike add the same noise, so their difference
+    shows the data's. ``secure_rng(seed)`` and ``fast_rng(seed)`` are the labelled choices and do not warn.
+    The warning points at the caller of ``owner``.
+    """
+    return label_rng(random_state, owner, "random_state", stacklevel=3)
+
+
+def kept_rng(random_state: Any, owner: str) -> np.random.Generator | None:
+    """The generator a fitted object keeps for its releases: None for ``random_state=None``.
+
+    With None nothing is kept: each release draws its own generator from :func:`release_rng`, keyed from OS
+    entropy at release time, so copies of the object (pickling, ``deepcopy``, joblib workers, ``n_jobs > 1``)
+    never share noise. Any other ``random_state`` is kept, with a PrivacyLeakWarning: every copy of the
+    object repeats its noise. Seeds are for tests; real releases leave ``random_state=None``.
+    """
+    if random_state is None:
+        return None
+    return label_rng(random_state, owner, "random_state", kept=True, stacklevel=3)
 
 
 def make_rng(rng: Any = None) -> np.random.Generator:
