@@ -33,7 +33,7 @@ from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.mechanisms.randomized_response import (
     BinaryRandomizedResponse,
     KRandomizedResponse,
-    _check_binary,
+    check_binary,
 )
 
 __all__ = [
@@ -207,7 +207,7 @@ def rr_share_from_counts(
 
 
 def _binary_counts(reports: Any, axis: int | None) -> tuple[NDArray[np.float64], int]:
-    array = _check_binary(reports, "reports")
+    array = check_binary(reports, "reports")
     if axis is None:
         return np.asarray(np.count_nonzero(array), dtype=float), int(array.size)
     is_int = isinstance(axis, numbers.Integral) and not isinstance(axis, bool)

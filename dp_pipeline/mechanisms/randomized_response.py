@@ -35,7 +35,7 @@ from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import Mechanism
 
-__all__ = ["BinaryRandomizedResponse", "KRandomizedResponse"]
+__all__ = ["BinaryRandomizedResponse", "KRandomizedResponse", "check_binary"]
 
 _SHOWN = 5  # how many offending values an error message lists
 
@@ -64,8 +64,12 @@ def _shown(values: Iterable[Any]) -> str:
     return f"[{text}{', …' if len(items) > _SHOWN else ''}]"
 
 
-def _check_binary(values: Any, name: str) -> NDArray[Any]:
-    """``values`` as an array of 0/1 (bool, integer or float dtype), else InvalidParameterError."""
+def check_binary(values: Any, name: str) -> NDArray[Any]:
+    """``values`` as an array of 0/1 (bool, integer or float dtype), else InvalidParameterError naming it.
+
+    The check of binary reports, shared by the binary mechanisms and their estimators
+    (:mod:`dp_pipeline.estimation`); an error counts the offending values and never quotes them.
+    """
     if isinstance(values, (str, bytes)):
         raise InvalidParameterError(f"{name!r} must hold 0/1 or booleans, got a string", name)
     try:
@@ -186,8 +190,8 @@ class BinaryRandomizedResponse(Mechanism):
 
     def pmf(self, y: Any, t: Any) -> Any:
         """P(report = y | truth = t): p_true if y = t else p_other; y, t are 0/1 or bools, broadcast."""
-        y_array = _check_binary(y, "y").astype(bool)
-        t_array = _check_binary(t, "t").astype(bool)
+        y_array = check_binary(y, "y").astype(bool)
+        t_array = check_binary(t, "t").astype(bool)
         try:
             same = np.equal(y_array, t_array)
         except ValueError as exc:
@@ -197,7 +201,7 @@ class BinaryRandomizedResponse(Mechanism):
 
     def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise every entry of ``values`` (0/1 or bools) independently; same shape and dtype out."""
-        array = _check_binary(values, "values")
+        array = check_binary(values, "values")
         generator = sampling.make_rng(rng)
         if sampling.is_fast(generator):
             flip = sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
