@@ -192,8 +192,12 @@ class _BoundedMechanism(ContinuousMechanism):
         _, second = self._moments(t)
         return self._out(second, t)
 
-    def variance(self, t: ArrayLike) -> NDArray[np.float64]:
-        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)²."""
+    def variance_at(self, t: ArrayLike) -> NDArray[np.float64]:
+        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)², the output's variance for the input ``t``.
+
+        A method of the input, unlike the ``variance`` property of the additive mechanisms, whose noise does
+        not depend on it: a bounded mechanism has no ``variance`` of its own.
+        """
         first, second = self._moments(t)
         return self._out(np.maximum(second - first**2, 0.0), t)
 
