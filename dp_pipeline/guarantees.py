@@ -45,6 +45,7 @@ __all__ = [
     "check_guarantee",
     "compose_basic",
     "compose_gdp",
+    "format_guarantee",
     "guarantee_from_dict",
 ]
 
@@ -65,9 +66,6 @@ def _approx_tradeoff(epsilon: float, delta: float, alpha: ArrayLike) -> NDArray[
     return value if value.ndim else float(value)
 
 
-_SYMBOLS = {"epsilon": "ε", "delta": "δ", "mu": "μ"}
-
-
 class Guarantee(ValidatedModel, ABC):
     """Base class of the privacy guarantees. Subclasses are immutable and validated on construction."""
 
@@ -82,7 +80,7 @@ class Guarantee(ValidatedModel, ABC):
         """The trade-off function: least type II error of any test with type I error ``alpha``."""
 
     def __str__(self) -> str:
-        return ", ".join(f"{_SYMBOLS[name]} = {value:.8g}" for name, value in self.model_dump().items())
+        return format_guarantee(self, digits=8)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form, as stored in the ledger: ``{"type": ..., <parameters>}``."""
@@ -301,7 +299,7 @@ class GaussianDP(Guarantee):
             upper *= 2.0
         if not math.isfinite(upper):
             raise InvalidParameterError(
-                f"μ-GDP with μ = {self.mu:.6g} implies no finite ε at this 'delta'", "delta"
+                f"μ-GDP with {format_guarantee(self)} implies no finite ε at this 'delta'", "delta"
             )
         return ApproxDP(least_double_where(holds, 0.0, upper), target)
 
@@ -422,6 +420,35 @@ def _bits(value: float) -> int:
 
 def _from_bits(bits: int) -> float:
     return float(struct.unpack("<d", struct.pack("<q", bits))[0])
+
+
+def format_guarantee(
+    guarantee: Guarantee, *, digits: int = 6, compact: bool = False, delta_digits: int | None = None
+) -> str:
+    """A guarantee's parameters as text: ``ε = 0.5`` (pure), ``ε = 1, δ = 1e-06`` or ``μ = 0.8``.
+
+    The one formatter of guarantees: ``str(guarantee)``, reports, error messages, the command line and the
+    Airflow pages all print through it.
+
+    Parameters
+    ----------
+    guarantee : PureDP, ApproxDP or GaussianDP
+    digits : int
+        Significant digits of each number (Python's ``g`` format).
+    compact : bool
+        ``ε=1, δ=1e-06`` without spaces, and without δ when it is 0 (tables, log lines).
+    delta_digits : int or None
+        Significant digits of δ (default: ``digits``).
+    """
+    check_guarantee(guarantee)
+    equals = "=" if compact else " = "
+    if isinstance(guarantee, GaussianDP):
+        return f"μ{equals}{guarantee.mu:.{digits}g}"
+    assert isinstance(guarantee, (PureDP, ApproxDP))
+    text = f"ε{equals}{guarantee.epsilon:.{digits}g}"
+    if isinstance(guarantee, ApproxDP) and (guarantee.delta > 0.0 or not compact):
+        text += f", δ{equals}{guarantee.delta:.{delta_digits or digits}g}"
+    return text
 
 
 def check_guarantee(value: Any, name: str = "guarantee") -> Guarantee:

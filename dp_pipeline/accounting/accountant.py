@@ -63,6 +63,7 @@ from dp_pipeline.guarantees import (
     GaussianDP,
     Guarantee,
     PureDP,
+    format_guarantee,
     guarantee_from_dict,
     least_double_where,
 )
@@ -444,31 +445,19 @@ class BudgetReport:
         return self.guarantee.mu
 
     def __str__(self) -> str:
-        g = self.guarantee
-        amount = (
-            f"μ = {g.mu:.6g}"
-            if isinstance(g, GaussianDP)
-            else f"ε = {self.epsilon:.6g}, δ = {self.delta:.6g}"
-        )
+        amount = format_guarantee(self.guarantee)
         method = {
             "basic": "basic composition",
             "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
         }.get(self.method, self.method)
         text = (
-            f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "
+            f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {format_guarantee(self.budget)}; "
             f"{self.relation})"
         )
         if self.open_reservations:
             text += f", including {self.open_reservations} open reservation(s)"
         return text
-
-
-def _short(g: Guarantee) -> str:
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
 
 
 @dataclass(frozen=True)
