@@ -5,6 +5,8 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
+    KeyAlreadyUsedError,
+    LedgerError,
     PrivacyLeakWarning,
     UnsupportedCompositionError,
 )
@@ -16,6 +18,8 @@ __all__ = [
     "GaussianDP",
     "Guarantee",
     "InvalidParameterError",
+    "KeyAlreadyUsedError",
+    "LedgerError",
     "PrivacyAccountant",
     "PrivacyEvent",
     "PrivacyLeakWarning",

@@ -12,7 +12,9 @@ __all__ = [
     "InvalidParameterError",
     "KeyAlreadyUsedError",
     "LedgerError",
+    "LedgerURLError",
     "PrivacyLeakWarning",
+    "UnknownDatasetError",
     "UnsupportedCompositionError",
     "data_value_error",
     "printable",
@@ -45,6 +47,10 @@ class BudgetExceededError(RuntimeError):
         The group size k the request was charged for (``requested`` is the cost for the group).
     single : object or None
         For k > 1: what the request would cost one person, shown beside ``requested``.
+    detail : str
+        What the message adds after the numbers (why the request does not fit, what to do).
+
+    A pickled error (a worker process, a task's log) keeps every attribute and its message.
     """
 
     def __init__(
@@ -65,6 +71,7 @@ class BudgetExceededError(RuntimeError):
         self.budget = budget
         self.group_size = group_size
         self.single = single
+        self.detail = detail
         group = f" (for a group of k = {group_size}; {single} for one person)" if single is not None else ""
         message = (
             f"privacy budget of dataset {dataset!r} would be exceeded: requested {requested}{group}, "
@@ -89,11 +96,53 @@ class BudgetExceededError(RuntimeError):
                 self.spent,
                 self.remaining,
                 self.budget,
-                "",
+                self.detail,
                 self.group_size,
                 self.single,
             ),
         )
+
+
+class UnknownDatasetError(InvalidParameterError, KeyError):
+    """The dataset has no budget in this ledger (also a KeyError).
+
+    Attributes
+    ----------
+    dataset : str
+    ledger : str or None
+        The ledger's URL, password hidden.
+    empty : bool
+        The ledger has no dataset at all: it may have just been created at a mistyped path.
+    advice : str or None
+        How to set a budget (default: the Python call; the command line names its command).
+    """
+
+    def __init__(
+        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
+    ) -> None:
+        where = "this ledger" if ledger is None else f"the ledger {ledger}"
+        message = f"dataset {dataset!r} has no privacy budget in {where}."
+        if empty:
+            message += (
+                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
+                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
+            )
+        message += " " + (
+            advice
+            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
+            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
+        )
+        super().__init__(message, "dataset")
+        self.dataset = dataset
+        self.ledger = ledger
+        self.empty = empty
+        self.advice = advice
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
 
 
 class UnsupportedCompositionError(ValueError):
@@ -106,6 +155,11 @@ class UnsupportedCompositionError(ValueError):
 
 class LedgerError(RuntimeError):
     """The ledger cannot be used: corrupt, tampered, written by a newer schema, or inconsistent."""
+
+
+class LedgerURLError(InvalidParameterError, LedgerError):
+    """A ledger URL that cannot name a database: invalid input (``InvalidParameterError``, the command exits
+    2), and still a ``LedgerError`` for callers that catch that when a ledger cannot be opened."""
 
 
 class KeyAlreadyUsedError(LedgerError):

@@ -13,7 +13,6 @@ import getpass
 import json
 import math
 import os
-import re
 import socket
 import sys
 import uuid
@@ -48,6 +47,7 @@ from dp_pipeline.accounting.ledger.base import (
     check_chain,
     utc_now,
 )
+from dp_pipeline.accounting.ledger.urls import redact_url
 from dp_pipeline.accounting.relations import to_relation
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
@@ -55,6 +55,7 @@ from dp_pipeline.exceptions import (
     InvalidParameterError,
     KeyAlreadyUsedError,
     LedgerError,
+    UnknownDatasetError,
     UnsupportedCompositionError,
     printable,
 )
@@ -585,53 +586,6 @@ class VerifyReport:
         if self.anchored:
             text += "; the anchor's heads are still in the chains"
         return text
-
-
-class UnknownDatasetError(InvalidParameterError, KeyError):
-    """The dataset has no budget in this ledger (also a KeyError).
-
-    Attributes
-    ----------
-    dataset : str
-    ledger : str or None
-        The ledger's URL, password hidden.
-    empty : bool
-        The ledger has no dataset at all: it may have just been created at a mistyped path.
-    advice : str or None
-        How to set a budget (default: the Python call; the command line names its command).
-    """
-
-    def __init__(
-        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
-    ) -> None:
-        where = "this ledger" if ledger is None else f"the ledger {ledger}"
-        message = f"dataset {dataset!r} has no privacy budget in {where}."
-        if empty:
-            message += (
-                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
-                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
-            )
-        message += " " + (
-            advice
-            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
-            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
-        )
-        super().__init__(message, "dataset")
-        self.dataset = dataset
-        self.ledger = ledger
-        self.empty = empty
-        self.advice = advice
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password (a local, minimal redaction)."""
-    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", url)
 
 
 class Reservation:
@@ -1661,7 +1615,7 @@ class PrivacyAccountant:
 
     def _unknown(self, dataset: str) -> UnknownDatasetError:
         empty = not any(self._store.head(name) is not None for name in self._store.datasets())
-        return UnknownDatasetError(dataset, _redacted(self.url), empty)
+        return UnknownDatasetError(dataset, redact_url(self.url), empty)
 
     def _read(self, dataset: str) -> tuple[DatasetHead, _Budget, _Totals]:
         dataset = _check_name(dataset, "dataset")
