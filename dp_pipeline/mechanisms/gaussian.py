@@ -19,14 +19,14 @@ from dp_pipeline.mechanisms._base import ContinuousMechanism
 __all__ = ["Calibration", "Gaussian", "analytic_sigma", "classic_sigma", "tail_bound_sigma"]
 
 Calibration = Literal["analytic", "tail_bound", "classic", "gdp"]
-"""How σ is derived: the exact (ε, δ) condition, the seed's tail bound, the classic bound, or μ-GDP."""
+"""How σ is derived: the exact (ε, δ) condition, the tail bound P(L > ε) ≤ δ, the classic bound, or μ-GDP."""
 
 _UNIT = 2.0**-52  # double precision unit roundoff (times 2)
 _CLASSIC_MARGIN = 2.0**-45  # relative margin of the classic σ over its rounding error (see classic_sigma)
 
 
 def _log_tail(epsilon: float, x: float) -> float:
-    """ln Φ(1/(2x) − εx) with x = σ/S: the log of the seed's tail bound P(L > ε)."""
+    """ln Φ(1/(2x) − εx) with x = σ/S: the log of the privacy loss's tail P(L > ε)."""
     return float(special.log_ndtr(0.5 / x - epsilon * x))
 
 
@@ -107,7 +107,7 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 
 
 def tail_bound_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """σ solving the seed's condition δ = Φ(S/(2σ) − εσ/S) in closed form, rounded up.
+    """σ solving the tail-bound condition δ = Φ(S/(2σ) − εσ/S) in closed form, rounded up.
 
     With x = σ/S the condition reads 1/(2x) − εx = z, z = Φ⁻¹(δ), a quadratic εx² + zx − 1/2 = 0 whose
     positive root is x = (√(z² + 2ε) − z)/(2ε) = 1/(z + √(z² + 2ε)). σ is then raised until the
@@ -170,7 +170,8 @@ class Gaussian(ContinuousMechanism):
     For ε = 1, δ = 1e-5, S = 1: σ ≈ 3.73.
 
     ``"tail_bound"``: σ solving Φ(S/(2σ) − εσ/S) = δ, i.e. P(L > ε) = δ. Sufficient for (ε, δ)-DP but not
-    tight; closed form from a quadratic in σ. ε = 1, δ = 1e-5, S = 1: σ ≈ 4.38.
+    tight (the sufficient condition of the classical analysis, Balle & Wang 2018, Sec. 3); closed form
+    from a quadratic in σ. ε = 1, δ = 1e-5, S = 1: σ ≈ 4.38.
 
     ``"classic"``: σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1). Its proof needs ε < 1; for
     ε ≥ 1 it is accepted where it is at least the analytic σ (so the exact condition certifies it: up to
