@@ -8,18 +8,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.mechanisms.sampling._exact import compare_exact
 from dp_pipeline.mechanisms.sampling._exponential import ExpParams, draw_exponential, params_for
 from dp_pipeline.mechanisms.sampling._lattice import (
     Cells,
     Round,
     carry_z,
     e_bounds,
-    exact_bounds,
     exact_cell,
     exact_e,
     in_chunks,
     integers_in_chunks,
+    outside_exact,
     range_check,
 )
 
@@ -53,7 +52,6 @@ def _laplace_round(p: ExpParams, cells: Cells, bounds: tuple[float, float] | Non
             fx = cells.exact_f(i)
             sign = -1 if negative[j] else 1
             if bounds is not None:
-                low, high = exact_bounds(cells, i, bounds)
                 scale = 1 << p.t
 
                 def rho() -> tuple[Fraction, Fraction]:
@@ -61,7 +59,7 @@ def _laplace_round(p: ExpParams, cells: Cells, bounds: tuple[float, float] | Non
                     b = fx + sign * (th + scale * u.hi())
                     return min(a, b), max(a, b)
 
-                if not compare_exact(rng, rho, low, (u,)) or compare_exact(rng, rho, high, (u,)):
+                if outside_exact(rng, rho, cells, i, bounds, (u,)):
                     return None
             return exact_cell(rng, fx, bool(negative[j]), th, p.t, u)
 

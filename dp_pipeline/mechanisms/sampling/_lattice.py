@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from dp_pipeline.mechanisms.sampling import _exact
 from dp_pipeline.mechanisms.sampling._bounds import word_lo
-from dp_pipeline.mechanisms.sampling._exact import P53, TWO64, LazyUniform, floor_exact
+from dp_pipeline.mechanisms.sampling._exact import P53, TWO64, LazyUniform, compare_exact, floor_exact
 from dp_pipeline.mechanisms.sampling._exponential import ExpDraw, ExpParams, exact_exponential
 
 __all__ = [
@@ -22,12 +22,12 @@ __all__ = [
     "Round",
     "carry_z",
     "e_bounds",
-    "exact_bounds",
     "exact_cell",
     "exact_e",
     "in_chunks",
     "integers_in_chunks",
     "lattice_exponent",
+    "outside_exact",
     "range_check",
 ]
 
@@ -280,8 +280,17 @@ def range_check(
     return inside, inside | outside
 
 
-def exact_bounds(cells: Cells, i: int, bounds: tuple[float, float]) -> tuple[Fraction, Fraction]:
-    """The range relative to n, exactly (mirrored for x < 0)."""
+def outside_exact(
+    rng: np.random.Generator,
+    rho: Callable[[], tuple[Fraction, Fraction]],
+    cells: Cells,
+    i: int,
+    bounds: tuple[float, float],
+    lazies: tuple[LazyUniform, ...],
+) -> bool:
+    """Exactly decide whether n + ρ of element ``i``, with ρ in ``rho()``, lies outside the range in lattice
+    units (below l or at or above u; mirrored to [−u, −l] for x < 0), refining ``lazies``."""
     n_i = Fraction(float(cells.n[i]))
     low, high = (-bounds[1], -bounds[0]) if cells.negative[i] else bounds
-    return Fraction(low) - n_i, Fraction(high) - n_i
+    below = not compare_exact(rng, rho, Fraction(low) - n_i, lazies)
+    return below or compare_exact(rng, rho, Fraction(high) - n_i, lazies)

@@ -15,7 +15,6 @@ from dp_pipeline.mechanisms.sampling._exact import (
     P53,
     LazyUniform,
     below_fraction,
-    compare_exact,
     exp_neg_exact,
     floor_exact,
     random_words,
@@ -24,10 +23,10 @@ from dp_pipeline.mechanisms.sampling._exponential import ExpParams, draw_exponen
 from dp_pipeline.mechanisms.sampling._lattice import (
     Cells,
     Round,
-    exact_bounds,
     exact_e,
     in_chunks,
     integers_in_chunks,
+    outside_exact,
     range_check,
 )
 
@@ -106,10 +105,8 @@ def _staircase_round(
                     ends.append(fx + sign * d_exact * (g_steps + part))
                 return min(ends), max(ends)
 
-            if bounds is not None:
-                low, high = exact_bounds(cells, i, bounds)
-                if not compare_exact(rng, rho, low, (v,)) or compare_exact(rng, rho, high, (v,)):
-                    return None
+            if bounds is not None and outside_exact(rng, rho, cells, i, bounds, (v,)):
+                return None
             return floor_exact(rng, rho, (v,))
 
         return z.astype(np.int64), accepted, exact, finish
