@@ -1,12 +1,16 @@
 """Privacy guarantees as frozen, validated values: pure ε-DP, approximate (ε, δ)-DP and μ-GDP.
 
 Conversions always round toward more privacy loss, so a converted guarantee is never stronger than the
-one it came from.
+one it came from. Beside the values: their basic and μ-GDP composition (:func:`compose_basic`,
+:func:`compose_gdp`, exact sums rounded up; the accountants and :mod:`dp_pipeline.accounting.composition`
+build on them, and so do composite mechanisms, which never import the accounting) and the one formatter
+(:func:`format_guarantee`).
 
 References
 ----------
 Dong, Roth & Su, "Gaussian differential privacy", JRSS-B 84(1), 2022.
 Dwork & Roth, "The algorithmic foundations of differential privacy", 2014.
+Smith & Thakurta, "Fully adaptive composition for Gaussian differential privacy", arXiv:2210.17520, 2022.
 """
 
 from __future__ import annotations
