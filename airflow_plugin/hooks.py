@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseHook
 
+from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.exceptions import LedgerConnectionError
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
 
 __all__ = ["DEFAULT_CONN_ID", "LedgerConnectionError", "PrivacyLedgerHook", "connection_to_sqlalchemy_url"]
-
-DEFAULT_CONN_ID = "dp_ledger_default"
 
 _POSTGRES_TYPES = frozenset({"postgres", "postgresql"})
 _POSTGRES_QUERY_EXTRAS = (

@@ -1,6 +1,7 @@
 """dp-pipeline: keep data pipelines inside a differential-privacy budget."""
 
 from dp_pipeline.accounting.accountant import PrivacyAccountant
+from dp_pipeline.allocation import Allocation, PlannedRelease, allocate
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -13,6 +14,7 @@ from dp_pipeline.exceptions import (
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
 __all__ = [
+    "Allocation",
     "ApproxDP",
     "BudgetExceededError",
     "GaussianDP",
@@ -20,10 +22,12 @@ __all__ = [
     "InvalidParameterError",
     "KeyAlreadyUsedError",
     "LedgerError",
+    "PlannedRelease",
     "PrivacyAccountant",
     "PrivacyEvent",
     "PrivacyLeakWarning",
     "PureDP",
     "UnsupportedCompositionError",
+    "allocate",
 ]
 __version__ = "0.1.0"

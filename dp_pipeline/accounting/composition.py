@@ -62,6 +62,7 @@ __all__ = [
     "event_gdp",
     "flatten_events",
     "group_event",
+    "group_plan",
 ]
 
 # Tolerances of the check that an event's guarantee is implied by its noise parameters: they absorb the
@@ -332,6 +333,29 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         parameters=parameters,
         relation=event.relation,
     )
+
+
+def group_plan(releases: Sequence[tuple[PrivacyEvent, int]]) -> tuple[list[PrivacyEvent], int]:
+    """A plan whose releases each protect groups of their own size, as the accountant's plan methods take it.
+
+    Parameters
+    ----------
+    releases : sequence of (PrivacyEvent, int)
+        Every release of the plan, for one individual, with its group size k ≥ 1.
+
+    Returns
+    -------
+    events : list of PrivacyEvent
+    group_size : int
+        With one group size for every release: the events as given and that size, which the accountant
+        applies to the whole plan exactly as it applies a group size to each spend. With several: each
+        event grouped on its own (:func:`group_event`) and 1. The ``dp-pipeline plan check`` command and
+        the Airflow DAG check price their plans this way, so that both ask the accountant the same question.
+    """
+    sizes = {size for _, size in releases}
+    if len(sizes) == 1:
+        return [event for event, _ in releases], sizes.pop()
+    return [group_event(event, size) for event, size in releases], 1
 
 
 def as_approx_dp(guarantee: Guarantee, delta: float | None = None) -> ApproxDP:
