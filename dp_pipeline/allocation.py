@@ -17,10 +17,11 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from dp_pipeline._validation import check_positive_int, check_real, divide_down
+from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting.accountant import PrivacyAccountant
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exact import divide_down
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 

@@ -11,7 +11,7 @@
     dp-pipeline plan check patients plan.json        exit 1 when the plan does not fit
     dp-pipeline plan allocate patients releases.json the least noise that fits (JSON in, JSON out)
     dp-pipeline ledger verify [patients]             exit 1 when a record was tampered with
-    dp-pipeline ledger release patients KEY --reason "worker died before reading data"
+    dp-pipeline ledger cancel patients KEY --reason "worker died before reading data"
 
 The ledger is named by ``--ledger URL`` or the environment variable ``DP_PIPELINE_LEDGER``; there is no
 default, and only ``ledger init`` creates a ledger, so a mistyped URL never starts an empty one. Output is
@@ -53,17 +53,24 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
         f'the dp-pipeline command needs Typer and Rich: pip install "dp-pipeline[cli]" ({_err})'
     ) from None
 
-from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
     LedgerError,
+    UnknownDatasetError,
     UnsupportedCompositionError,
     printable,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, format_guarantee
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    format_guarantee,
+    guarantee_from_dict,
+)
 
 __all__ = ["app"]
 
@@ -276,14 +283,13 @@ _RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PL
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
-    if budget["type"] == "gdp":
-        return "μ-GDP filter"
-    return "pure ε or μ-GDP filter" if method == "gdp" else "basic composition"
+    """The budget's rule in a few words, from the rule's class (its stored name and the budget's type)."""
+    from dp_pipeline.accounting.rules import stored_rule
+
+    return stored_rule(method, guarantee_from_dict(dict(budget)), "the ledger").title
 
 
 def _shown(data: dict[str, Any]) -> str:
-    from dp_pipeline.guarantees import guarantee_from_dict
-
     return _amount(guarantee_from_dict(dict(data)))
 
 
@@ -331,12 +337,15 @@ def budget_set(
     mu: Annotated[
         str | None, typer.Option("--mu", metavar="FLOAT", help="μ of a μ-GDP budget.", show_default=False)
     ] = None,
-    method: Annotated[
+    rule: Annotated[
         str,
         typer.Option(
+            "--rule",
             "--method",
-            help="Composition rule: auto (basic for (ε, δ), the μ-GDP filter for μ), basic, or gdp "
-            "(an (ε, δ) budget with δ > 0 spent by pure or Gaussian releases).",
+            help="How spends compose: auto (basic for --epsilon, gdp_filter for --mu); basic (Σε and Σδ); "
+            "gdp_filter (Σμ², a --mu budget); pure_or_gdp (an --epsilon budget with --delta > 0 spent by "
+            "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits). "
+            "--method is the older name of this option, gdp the older name of gdp_filter and pure_or_gdp.",
         ),
     ] = "auto",
     relation: Annotated[
@@ -372,7 +381,7 @@ def budget_set(
         with _accountant(ledger) as acct:
             if eps is not None:
                 budget = ApproxDP(eps, _kept_delta(acct, dataset) if given_delta is None else given_delta)
-            acct.set_budget(dataset, budget, method=method, relation=relation, reason=reason, actor=actor)
+            acct.set_budget(dataset, budget, rule=rule, relation=relation, reason=reason, actor=actor)
             status = _status(acct, dataset)
         if as_json:
             _print_json(status)
@@ -588,8 +597,8 @@ def ledger_grant(
         typer.echo(f"granted the ledger's writer privileges to {role}")
 
 
-@ledger_app.command("release")
-def ledger_release(
+@ledger_app.command("cancel")
+def ledger_cancel(
     dataset: DatasetArgument,
     key: Annotated[str, typer.Argument(metavar="KEY", help="The reservation's idempotency key.")],
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded); required.", show_default=False)],
@@ -597,9 +606,12 @@ def ledger_release(
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Return an open reservation to the budget, e.g. of a worker that died before reading data."""
+    """Return an open reservation to the budget, e.g. of a worker that died before reading data.
+
+    Only for an attempt that certainly read no data ('ledger release' is the older name of this command).
+    """
     with _errors(), _accountant(ledger) as acct:
-        r = acct.release(dataset, key, reason, actor=actor)
+        r = acct.cancel(dataset, key, reason, actor=actor)
         remaining = acct.remaining(dataset)
         if as_json:
             _print_json(
@@ -613,10 +625,14 @@ def ledger_release(
                 }
             )
         else:
+            status = "cancelled" if r.status == "released" else r.status
             typer.echo(
-                f"reservation {r.key!r} (seq {r.seq}, {_amount(r.cost)}) on {r.dataset!r} is {r.status}; "
+                f"reservation {r.key!r} (seq {r.seq}, {_amount(r.cost)}) on {r.dataset!r} is {status}; "
                 f"remaining {_amount(remaining.guarantee)}"
             )
+
+
+ledger_app.command("release", hidden=True, help="Older name of 'ledger cancel'.")(ledger_cancel)
 
 
 # ------------------------------------------------------------------------------------------------ plans

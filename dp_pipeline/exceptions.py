@@ -33,6 +33,48 @@ class InvalidParameterError(ValueError, TypeError):
         self.parameter = parameter
 
 
+class UnknownDatasetError(InvalidParameterError, KeyError):
+    """The dataset has no budget in this ledger (also a KeyError).
+
+    Attributes
+    ----------
+    dataset : str
+    ledger : str or None
+        The ledger's URL, password hidden.
+    empty : bool
+        The ledger has no dataset at all: it may have just been created at a mistyped path.
+    advice : str or None
+        How to set a budget (default: the Python call; the command line names its command).
+    """
+
+    def __init__(
+        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
+    ) -> None:
+        where = "this ledger" if ledger is None else f"the ledger {ledger}"
+        message = f"dataset {dataset!r} has no privacy budget in {where}."
+        if empty:
+            message += (
+                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
+                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
+            )
+        message += " " + (
+            advice
+            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
+            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
+        )
+        super().__init__(message, "dataset")
+        self.dataset = dataset
+        self.ledger = ledger
+        self.empty = empty
+        self.advice = advice
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
+
+
 class BudgetExceededError(RuntimeError):
     """A spend would take a dataset past its privacy budget; nothing was charged.
 
@@ -103,48 +145,6 @@ class BudgetExceededError(RuntimeError):
         )
 
 
-class UnknownDatasetError(InvalidParameterError, KeyError):
-    """The dataset has no budget in this ledger (also a KeyError).
-
-    Attributes
-    ----------
-    dataset : str
-    ledger : str or None
-        The ledger's URL, password hidden.
-    empty : bool
-        The ledger has no dataset at all: it may have just been created at a mistyped path.
-    advice : str or None
-        How to set a budget (default: the Python call; the command line names its command).
-    """
-
-    def __init__(
-        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
-    ) -> None:
-        where = "this ledger" if ledger is None else f"the ledger {ledger}"
-        message = f"dataset {dataset!r} has no privacy budget in {where}."
-        if empty:
-            message += (
-                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
-                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
-            )
-        message += " " + (
-            advice
-            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
-            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
-        )
-        super().__init__(message, "dataset")
-        self.dataset = dataset
-        self.ledger = ledger
-        self.empty = empty
-        self.advice = advice
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
-
-
 class UnsupportedCompositionError(ValueError):
     """A guarantee cannot be expressed in the currency of the budget it is charged to.
 
@@ -181,7 +181,7 @@ class KeyAlreadyUsedError(LedgerError):
     _ADVICE: ClassVar[dict[str, str]] = {
         "open": (
             "another call holding this key is running or died before committing. Its holder commits or "
-            "releases it; an operator may release it with PrivacyAccountant.release(dataset, key, reason) "
+            "cancels it; an operator may cancel it with PrivacyAccountant.cancel(dataset, key, reason) "
             "only if that call certainly read no data"
         ),
         "committed": (

@@ -6,9 +6,9 @@ behind a mean. Each part has its own sensitivity Δⱼ, the most one person can 
 the release as one composite mechanism, whose event is charged once.
 
 * Laplace: each part gets Laplace noise of scale b·Δⱼ with b = d/ε, i.e. an ε/d-DP Laplace mechanism at
-  sensitivity Δⱼ (ε/d rounded down, :func:`split_epsilon`). The event is the ``"composite"`` of those d
-  Laplace events: their basic composition is ε-DP, and the tight composition of a plan sees every part
-  (ten 10-feature releases at ε = 1 compose to about ε = 4.7 at δ = 10⁻⁶, not 10).
+  sensitivity Δⱼ (ε/d rounded down, :func:`~dp_pipeline.exact.split_epsilon`). The event is the
+  ``"composite"`` of those d Laplace events: their basic composition is ε-DP, and the tight composition of
+  a plan sees every part (ten 10-feature releases at ε = 1 compose to about ε = 4.7 at δ = 10⁻⁶, not 10).
 * Gaussian: each part gets N(0, (σΔⱼ)²) with σ the calibration of the scalar Gaussian mechanism at L2
   sensitivity √d (the norm of the vector of d unit changes). The release is exactly that mechanism applied
   to xⱼ/Δⱼ (Gaussian noise is rotation invariant), so its event is that mechanism's ("joint"):
@@ -23,16 +23,15 @@ relation of the dataset they are charged to (:func:`~dp_pipeline.charging.datase
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
-from fractions import Fraction
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._validation import check_real, divide_down, sqrt_up
+from dp_pipeline._validation import check_real
 from dp_pipeline.events import Relation
+from dp_pipeline.exact import divide_down, split_epsilon, sqrt_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.mechanisms import Composite, ContinuousMechanism, Gaussian, Laplace, Mechanism, Staircase
 
@@ -43,7 +42,6 @@ __all__ = [
     "check_delta",
     "check_epsilon",
     "plan_noise",
-    "split_epsilon",
 ]
 
 NoiseFamily = Literal["laplace", "gaussian", "staircase"]
@@ -70,22 +68,14 @@ def check_delta(family: str, delta: Any) -> None:
         raise InvalidParameterError("'delta' is only used with mechanism='gaussian'", "delta")
 
 
-def split_epsilon(epsilon: float, parts: int) -> float:
-    """The largest float ε' ≤ ε/parts with parts·ε' ≤ ε exactly (basic composition never rounds up)."""
-    share = epsilon / parts
-    while Fraction(share) * parts > Fraction(epsilon):
-        share = math.nextafter(share, 0.0)
-    return share
-
-
 def basic_composition(
     epsilon: Any, parts: int, build: Callable[[float], Iterable[M]], relation: Relation = "replace_one"
 ) -> Composite[M]:
     """A release of ``parts`` pure-DP parts that share ``epsilon`` equally.
 
     ``build(ε')`` makes the parts' mechanisms, each ε'-DP with ε' = ε/parts rounded down (see
-    :func:`split_epsilon`); the release is their :class:`~dp_pipeline.mechanisms.Composite` under
-    ``relation``, at most ε-DP.
+    :func:`~dp_pipeline.exact.split_epsilon`); the release is their
+    :class:`~dp_pipeline.mechanisms.Composite` under ``relation``, at most ε-DP.
     """
     total = check_epsilon(epsilon)
     return Composite(parts=tuple(build(split_epsilon(total, parts))), relation=relation)

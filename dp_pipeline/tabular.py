@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._validation import check_real, subtract_up
+from dp_pipeline._validation import check_real
+from dp_pipeline.exact import subtract_up
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
 
 __all__ = [

@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from dp_pipeline._validation import check_positive_int, check_real, divide_up, sum_up, times_up
+from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.events import PrivacyEvent, check_events, composite_event, flatten_events
+from dp_pipeline.exact import divide_up, sum_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import (
     ApproxDP,

@@ -38,8 +38,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dp_pipeline._validation import check_positive_int, sqrt_up, subtract_up, times_up
+from dp_pipeline._validation import check_positive_int
 from dp_pipeline.charging import charge, check_ledger, dataset_relation
+from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,

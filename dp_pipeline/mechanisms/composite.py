@@ -9,8 +9,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
-from dp_pipeline._validation import FiniteFloat, sqrt_up
+from dp_pipeline._validation import FiniteFloat
 from dp_pipeline.events import PrivacyEvent, Relation, composite_event
+from dp_pipeline.exact import sqrt_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import sampling
