@@ -42,11 +42,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._quantile import grid, quantile_mechanism, select_quantile
-from dp_pipeline._release import charge, declared_bounds, split_epsilon
-from dp_pipeline.accounting.composition import composite_event
-from dp_pipeline.events import PrivacyEvent, Relation
+from dp_pipeline.charging import charge
+from dp_pipeline.events import PrivacyEvent, Relation, composite_event
+from dp_pipeline.exact import split_epsilon
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.mechanisms.exponential import Exponential
+from dp_pipeline.tabular import declared_bounds
 
 __all__ = [
     "SEARCH_QUANTILES",

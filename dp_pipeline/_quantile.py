@@ -37,7 +37,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms.exponential import Exponential
 
 __all__ = ["GRID_BITS", "grid", "quantile_mechanism", "rank_error", "select_quantile"]
@@ -73,7 +73,7 @@ def select_quantile(
     target = Fraction(q) * int(ordered.size)
     utilities = [-abs(int(r) - target) for r in ranks[starts]]
     block = mechanism.select(utilities, sizes, rng)
-    return float(candidates[starts[block] + _sampling.uniform_index(rng, int(sizes[block]))])
+    return float(candidates[starts[block] + sampling.uniform_index(rng, int(sizes[block]))])
 
 
 def rank_error(mechanism: Exponential, candidates: int, level: float) -> float:

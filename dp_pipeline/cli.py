@@ -63,7 +63,14 @@ from dp_pipeline.exceptions import (
     UnsupportedCompositionError,
     printable,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    format_guarantee,
+    guarantee_from_dict,
+)
 
 __all__ = ["app"]
 
@@ -251,14 +258,7 @@ def _number(text: str, option: str) -> float:
 
 
 def _amount(g: Guarantee | None) -> str:
-    if g is None:
-        return ""
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    if isinstance(g, PureDP):
-        return f"ε = {g.epsilon:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+    return "" if g is None else format_guarantee(g)
 
 
 def _report_json(report: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from scipy import stats
 
 from dp_pipeline import _quantile
 from dp_pipeline._learned_bounds import SEARCH_QUANTILES, BoundsSearch, search_share
-from dp_pipeline.accounting.composition import composite_event
+from dp_pipeline.events import composite_event
 from dp_pipeline.mechanisms import secure_rng
 from dp_pipeline.testing import audit
 

@@ -12,7 +12,10 @@ composing. Which rule is valid depends on how the spends arrive:
 - **bounded-range composition** (inside :func:`compose_plan`): an exponential mechanism at ε is ε-bounded
   range, which a plan composes much tighter than pure ε (Dong, Durfee & Rogers 2020).
 
-All results round toward more privacy loss.
+All results round toward more privacy loss. :func:`compose_basic` and :func:`compose_gdp` live with the
+guarantees (:mod:`dp_pipeline.guarantees`) and :func:`composite_event` with the events
+(:mod:`dp_pipeline.events`), so that a composite mechanism builds its event without importing the
+accounting; they are exported here too.
 
 References
 ----------
@@ -36,7 +39,6 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -44,10 +46,18 @@ from scipy import optimize, special
 from scipy.special import gammaln, xlogy
 
 from dp_pipeline._validation import check_positive_int, check_real
-from dp_pipeline.events import PrivacyEvent, Relation
-from dp_pipeline.exact import divide_up, float_up, sqrt_up, times_up
+from dp_pipeline.events import PrivacyEvent, check_events, composite_event, flatten_events
+from dp_pipeline.exact import divide_up, sum_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    check_guarantee,
+    compose_basic,
+    compose_gdp,
+)
 
 __all__ = [
     "Composition",
@@ -96,51 +106,7 @@ class Composition:
 
 
 # --------------------------------------------------------------------------------------------------
-# exact arithmetic, rounded toward more privacy loss
-
-
-def _sum_up(values: Sequence[float]) -> float:
-    """Σ values, summed exactly at the doubles' binary values and rounded up.
-
-    A mechanism calibrated with the double 0.1 can lose 0.1000000000000000055…, so ten of them cost
-    1.0000000000000002, not 1.
-    """
-    return float_up(sum((Fraction(v) for v in values), Fraction(0)))
-
-
-def _root_sum_squares_up(values: Sequence[float]) -> float:
-    """√(Σ vᵢ²) of the exact values, rounded up: the least double whose exact square is ≥ the sum."""
-    return sqrt_up(sum((Fraction(v) ** 2 for v in values), Fraction(0)))
-
-
-# --------------------------------------------------------------------------------------------------
 # input checks
-
-
-def _check_guarantee(value: Any, name: str = "guarantee") -> Guarantee:
-    if not isinstance(value, Guarantee):
-        raise InvalidParameterError(
-            f"{name!r} must be a PureDP, ApproxDP or GaussianDP guarantee, got {type(value).__name__}", name
-        )
-    return value
-
-
-def _check_sequence(values: Any, name: str) -> list[Any]:
-    if isinstance(values, (str, bytes, Guarantee, PrivacyEvent)) or not isinstance(values, Sequence):
-        raise InvalidParameterError(
-            f"{name!r} must be a sequence (list or tuple), got {type(values).__name__}", name
-        )
-    return list(values)
-
-
-def _check_events(events: Any) -> list[PrivacyEvent]:
-    items = _check_sequence(events, "events")
-    for index, item in enumerate(items):
-        if not isinstance(item, PrivacyEvent):
-            raise InvalidParameterError(
-                f"'events[{index}]' must be a PrivacyEvent, got {type(item).__name__}", "events"
-            )
-    return items
 
 
 def _check_delta(delta: Any) -> float:
@@ -388,7 +354,6 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
     )
 
 
-
 def group_plan(releases: Sequence[tuple[PrivacyEvent, int]]) -> tuple[list[PrivacyEvent], int]:
     """A plan whose releases each protect groups of their own size, as the accountant's plan methods take it.
 
@@ -410,27 +375,6 @@ def group_plan(releases: Sequence[tuple[PrivacyEvent, int]]) -> tuple[list[Priva
     if len(sizes) == 1:
         return [event for event, _ in releases], sizes.pop()
     return [group_event(event, size) for event, size in releases], 1
-
-def composite_event(parts: Sequence[PrivacyEvent], relation: Relation | None) -> PrivacyEvent:
-    """One release made of ``parts`` (each stating ``relation``), as a ``"composite"`` event.
-
-    Its guarantee is the basic composition of the parts (:func:`compose_basic`, rounded up; μ-GDP
-    composition when every part is μ-GDP); accountants and :func:`compose_plan` see the parts themselves.
-    """
-    items = flatten_events(_check_events(parts))
-    guarantees = [e.guarantee for e in items]
-    mus = [g for g in guarantees if isinstance(g, GaussianDP)]
-    total: Guarantee = compose_gdp(mus) if len(mus) == len(guarantees) else compose_basic(guarantees)
-    if isinstance(total, ApproxDP) and total.delta == 0.0:
-        total = PureDP(total.epsilon)
-    return PrivacyEvent(
-        kind="composite", guarantee=total, relation=relation, parts=tuple(e.under(relation) for e in items)
-    )
-
-
-def flatten_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
-    """The events with every ``"composite"`` event replaced by its parts."""
-    return [part for event in events for part in (event.parts if event.kind == "composite" else (event,))]
 
 
 def as_approx_dp(guarantee: Guarantee, delta: float | None = None) -> ApproxDP:
@@ -455,7 +399,7 @@ def as_approx_dp(guarantee: Guarantee, delta: float | None = None) -> ApproxDP:
     sequence and composing the results with :func:`compose_basic` is valid; it is looser than composing
     in μ-GDP first and converting once.
     """
-    _check_guarantee(guarantee)
+    check_guarantee(guarantee)
     if delta is not None:
         delta = _check_delta(delta)
     if isinstance(guarantee, PureDP):
@@ -489,7 +433,7 @@ def as_gdp(guarantee: Guarantee) -> GaussianDP:
     -----
     A conversion of one guarantee, valid wherever the guarantee is (adaptively too).
     """
-    _check_guarantee(guarantee)
+    check_guarantee(guarantee)
     if isinstance(guarantee, GaussianDP):
         return guarantee
     assert isinstance(guarantee, (PureDP, ApproxDP))
@@ -526,65 +470,6 @@ def event_gdp(event: PrivacyEvent) -> GaussianDP:
     return as_gdp(event.guarantee)
 
 
-def compose_basic(guarantees: Sequence[Guarantee]) -> ApproxDP:
-    """Basic composition: (Σεᵢ, Σδᵢ), each sum exact and rounded up.
-
-    The parameters are summed exactly at their binary values (the double 0.1 is 0.1000000000000000055…,
-    which is what noise calibrated with it can lose) and the result is the least double not below the
-    sum. So 40 guarantees of ε = 0.125 compose to exactly 5.0, while 50 of ε = 0.1 compose to
-    5.000000000000001: never below the loss, with no float drift.
-
-    Valid under adaptive composition, where each release is chosen after the earlier results are known
-    (Dwork & Roth 2014, Thm 3.16). Pure guarantees count as (ε, 0). An empty sequence costs (0, 0).
-
-    Raises
-    ------
-    UnsupportedCompositionError
-        For a GaussianDP guarantee (it has no single (ε, δ); convert it with :func:`as_approx_dp` first),
-        or when Σδ ≥ 1 or Σε overflows (the composition guarantees nothing).
-    """
-    items = _check_sequence(guarantees, "guarantees")
-    epsilons: list[float] = []
-    deltas: list[float] = []
-    for index, item in enumerate(items):
-        _check_guarantee(item, f"guarantees[{index}]")
-        if isinstance(item, GaussianDP):
-            raise UnsupportedCompositionError(
-                f"basic composition takes (ε, δ) guarantees; {item!r} has no single (ε, δ). Convert it "
-                "with as_approx_dp(g, delta) or compose in μ-GDP."
-            )
-        approx = item.to_approx_dp() if isinstance(item, PureDP) else item
-        assert isinstance(approx, ApproxDP)
-        epsilons.append(approx.epsilon)
-        deltas.append(approx.delta)
-    epsilon, delta = _sum_up(epsilons), _sum_up(deltas)
-    if not math.isfinite(epsilon) or delta >= 1.0:
-        raise UnsupportedCompositionError(
-            f"basic composition of {len(items)} guarantees gives ε = {epsilon}, δ = {delta}, which "
-            "guarantees nothing"
-        )
-    return ApproxDP(epsilon, delta)
-
-
-def compose_gdp(mus: Sequence[GaussianDP]) -> GaussianDP:
-    """μ-GDP composition: √(Σμᵢ²), rounded up from its exact value (μᵢ at their exact binary values, as
-    in :func:`compose_basic`).
-
-    Exact for a fixed sequence of μᵢ-GDP releases (Dong, Roth & Su 2022, Cor. 3.3), and valid adaptively
-    as a privacy filter that stops once Σμᵢ² would exceed the budget's μ² (Smith & Thakurta 2022). An
-    empty sequence costs μ = 0.
-    """
-    items = _check_sequence(mus, "mus")
-    for index, item in enumerate(items):
-        if not isinstance(item, GaussianDP):
-            raise InvalidParameterError(
-                f"'mus[{index}]' must be a GaussianDP guarantee, got {type(item).__name__} (convert with "
-                "as_gdp)",
-                "mus",
-            )
-    return GaussianDP(_root_sum_squares_up([g.mu for g in items]))
-
-
 def compose_plan_gdp(events: Sequence[PrivacyEvent]) -> Composition:
     """A fixed or adaptive plan composed in the μ-GDP currency.
 
@@ -597,7 +482,7 @@ def compose_plan_gdp(events: Sequence[PrivacyEvent]) -> Composition:
     UnsupportedCompositionError
         If an event only has an (ε, δ > 0) guarantee.
     """
-    items = flatten_events(_check_events(events))
+    items = flatten_events(check_events(events))
     return Composition(compose_gdp([event_gdp(e) for e in items]), "gdp")
 
 
@@ -906,7 +791,7 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     events' worst-case losses (the sum is attained with positive probability), so the result is the
     basic composition, exact and without discretisation.
     """
-    items = flatten_events(_check_events(events))
+    items = flatten_events(check_events(events))
     target = _check_delta(delta)
     losses = [_event_loss(e) for e in items]
     if not items:
@@ -940,7 +825,7 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
         own = [g.delta for g in guarantees if isinstance(g, ApproxDP)]
         raise UnsupportedCompositionError(
             f"no finite ε at δ = {target}: the plan's events put more than δ on unbounded privacy loss "
-            f"(their own δ sum to {_sum_up(own)}). Ask for a larger δ."
+            f"(their own δ sum to {sum_up(own)}). Ask for a larger δ."
         )
     return best
 
@@ -1019,7 +904,7 @@ def _bounded_range_candidate(events: Sequence[PrivacyEvent], delta: float) -> Co
     def fits(epsilon_g: float) -> bool:
         return _bounded_range_delta(k, epsilon, epsilon_g) * (1.0 + _DELTA_MARGIN) <= delta
 
-    basic = _sum_up([epsilon] * k)  # δ(kε) = 0: the losses never exceed kε
+    basic = sum_up([epsilon] * k)  # δ(kε) = 0: the losses never exceed kε
     if fits(0.0):
         return Composition(ApproxDP(0.0, delta), "bounded_range")
     root = optimize.brentq(

@@ -16,7 +16,7 @@ from scipy import special
 
 from dp_pipeline._validation import check_real
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,7 +134,7 @@ def bound_contributions(
             f"'privacy_unit': column {unit!r} contains missing values; every row must name its person",
             "privacy_unit",
         )
-    priority = _sampling.uniform(rng, (len(df),))
+    priority = sampling.uniform(rng, (len(df),))
     order = np.argsort(priority, kind="stable")
     shuffled = units.iloc[order]
     rank = shuffled.groupby(shuffled, sort=False).cumcount().to_numpy()

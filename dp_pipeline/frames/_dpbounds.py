@@ -14,9 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share, worst_bounds
-from dp_pipeline._release import NoisePlan
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.splitting import NoisePlan
 
 Ranges = Callable[[float, float], list[tuple[float, float]]]
 

@@ -38,19 +38,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dp_pipeline._release import (
-    NoiseFamily,
-    NoisePlan,
-    charge,
-    check_delta,
-    check_epsilon,
-    check_ledger,
-    dataset_relation,
-    declared_bounds,
-    plan_noise,
-    release_rng,
-)
 from dp_pipeline._validation import check_positive_int
+from dp_pipeline.charging import charge, check_ledger, dataset_relation
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
@@ -65,6 +54,9 @@ from dp_pipeline.frames._common import (
     result_frame,
 )
 from dp_pipeline.frames._dpbounds import learn_and_charge, outer_range
+from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
+from dp_pipeline.tabular import declared_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,7 +201,7 @@ def _sensitivity(relation: str, grouped: bool, m: int, low: float, high: float) 
 def _noisy(
     plan: NoisePlan, part: int, exact: NDArray[np.float64], rng: np.random.Generator
 ) -> NDArray[np.float64]:
-    return np.asarray(plan.mechanisms[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
+    return np.asarray(plan.parts[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
 
 
 def _count_or_sum(

@@ -8,23 +8,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._learned_bounds import BoundsSearch, search_share
-from dp_pipeline._release import (
-    NoisePlan,
-    charge,
-    check_delta,
-    check_epsilon,
-    check_ledger,
-    clip_columns,
-    declared_bounds,
-    declared_sensitivity,
-    learn_categories,
-    plan_noise,
-    release_rng,
-)
+from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames._common import check_frame, column_list, numeric_values
 from dp_pipeline.frames._dpbounds import outer_range
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.splitting import NoisePlan, check_delta, check_epsilon, plan_noise
+from dp_pipeline.tabular import clip_columns, declared_bounds, declared_sensitivity, learn_categories
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -151,7 +142,7 @@ def add_noise(
         out.attrs = {**frame.attrs, "bounds": {name: (a, b) for name, a, b in learned}}
     clipped, _ = clip_columns(values, low, high)
     for j, name in enumerate(names):
-        out[name] = noise.mechanisms[j].randomize(clipped[:, j], rng)
+        out[name] = noise.parts[j].randomize(clipped[:, j], rng)
     return out
 
 

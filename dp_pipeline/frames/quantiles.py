@@ -31,10 +31,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_quantile
-from dp_pipeline._release import charge
 from dp_pipeline._validation import check_real
-from dp_pipeline.accounting.composition import composite_event
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.charging import charge
+from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import require_pandas
 from dp_pipeline.frames.aggregates import _clipped_column, _Release

@@ -3,7 +3,7 @@
 **Estimator.** With c = (lower + upper)/2 and h = (upper − lower)/2, each kept value x (clipped to
 [lower, upper]) gives y = x − c ∈ [−h, h]. One release of three parts adds noise to S₁ = Σy (values in
 [−h, h]), S₂ = Σy² (values in [0, h²]) and the count N (sensitivities as for
-:func:`~dp_pipeline.frames.dp_sum`, by :func:`~dp_pipeline._release.plan_noise`, which splits ε between
+:func:`~dp_pipeline.frames.dp_sum`, by :func:`~dp_pipeline.splitting.plan_noise`, which splits ε between
 the parts). The estimate of the population variance (ddof = 0) of the clipped values is
 V̂ = S̃₂/Ñ − (S̃₁/Ñ)², Ñ = max(noisy count, 1), clamped to [0, h²] = [0, (upper − lower)²/4] (no variance of
 values in [lower, upper] exceeds it); the standard deviation is √V̂. Centring keeps S̃₂ small and its noise

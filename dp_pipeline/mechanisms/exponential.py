@@ -14,7 +14,7 @@ from pydantic import Field
 from dp_pipeline._validation import FiniteFloat, check_array
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import Mechanism
 
 __all__ = ["Exponential"]
@@ -54,7 +54,7 @@ class Exponential(Mechanism):
     **Exact sampling** (rejection, not a floating-point softmax or the Gumbel-max trick): with the utilities
     taken as the rationals their floats denote, γ_r = ε(u* − u_r)/(2Δu) ≥ 0 (u* the largest utility) is
     exact; a candidate is proposed with probability w_r/Σw (an exact uniform integer) and accepted with an
-    exact Bernoulli(e^{−γ_r}) from the secure sampler (:func:`~dp_pipeline.mechanisms._sampling.
+    exact Bernoulli(e^{−γ_r}) from the secure sampler (:func:`~dp_pipeline.mechanisms.sampling.
     exponential_choice`). The first accepted proposal has exactly the law above, so the guarantee is the
     mathematical one, with no floating-point loss.
 
@@ -97,13 +97,13 @@ class Exponential(Mechanism):
         return mass / mass.sum()
 
     def select(
-        self, utilities: Utilities, weights: ArrayLike | None = None, rng: _sampling.RNGLike = None
+        self, utilities: Utilities, weights: ArrayLike | None = None, rng: sampling.RNGLike = None
     ) -> int:
         """The index of one candidate, drawn exactly from :meth:`pmf` (see the class notes)."""
         gammas, counts = self._checked(utilities, weights)
-        return _sampling.exponential_choice(_sampling.make_rng(rng), gammas, counts)
+        return sampling.exponential_choice(sampling.make_rng(rng), gammas, counts)
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """:meth:`select` with ``values`` as the utilities (weights 1)."""
         return self.select(values, rng=rng)
 

@@ -31,10 +31,12 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp_pipeline._release import charge, check_ledger, kept_rng, missing_mask, release_rng
 from dp_pipeline._validation import check_positive_int
+from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.mechanisms.sampling import kept_rng, release_rng
+from dp_pipeline.tabular import missing_mask
 
 __all__ = ["DPTransformer"]
 

@@ -15,10 +15,11 @@ from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share
-from dp_pipeline._release import NoisePlan, check_epsilon, clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
-from dp_pipeline.mechanisms._base import ContinuousMechanism
+from dp_pipeline.mechanisms import ContinuousMechanism
+from dp_pipeline.splitting import NoisePlan, check_epsilon
+from dp_pipeline.tabular import clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["ContinuousNoise"]
@@ -230,8 +231,8 @@ class ContinuousNoise(DPTransformer):
         sensitivity = declared_sensitivity(declared, lower, upper, self._names(X.shape[1]))
         plan = self._calibrate(lower, upper, sensitivity)
         self.lower_, self.upper_, self.sensitivity_ = lower, upper, sensitivity
-        self.mechanisms_ = list(plan.mechanisms)
-        self._one_mechanism = all(m == plan.mechanisms[0] for m in plan.mechanisms[1:])
+        self.mechanisms_ = list(plan.parts)
+        self._one_mechanism = all(m == plan.parts[0] for m in plan.parts[1:])
         self.cost_ = plan.event
         self.noise_std_ = plan.noise_std
         self._clip_log = {"n_clipped": np.zeros(X.shape[1], dtype=np.int64)}

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, basic_composition
 from dp_pipeline.mechanisms import BoundedLaplace, BoundedStaircase
 from dp_pipeline.mechanisms.staircase import optimal_gamma
+from dp_pipeline.splitting import NoisePlan, basic_composition
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["BoundedLaplaceNoise", "BoundedStaircaseNoise"]
@@ -88,7 +88,7 @@ class BoundedLaplaceNoise(ContinuousNoise):
                 for lo, hi, s in zip(lower.tolist(), upper.tolist(), sensitivity.tolist(), strict=True)
             ]
 
-        return NoisePlan(*basic_composition(self.epsilon, len(lower), build))
+        return basic_composition(self.epsilon, len(lower), build)
 
 
 class BoundedStaircaseNoise(ContinuousNoise):
@@ -167,4 +167,4 @@ class BoundedStaircaseNoise(ContinuousNoise):
                 for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)
             ]
 
-        return NoisePlan(*basic_composition(self.epsilon, len(lower), build))
+        return basic_composition(self.epsilon, len(lower), build)

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, plan_noise
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.splitting import NoisePlan, plan_noise
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["GaussianNoise", "LaplaceNoise", "StaircaseNoise"]

@@ -10,11 +10,12 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils import Tags
 
-from dp_pipeline._release import basic_composition, learn_categories, missing_mask
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.splitting import basic_composition
+from dp_pipeline.tabular import learn_categories, missing_mask
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["KRandomizedResponseEncoder", "RandomizedResponseEncoder"]
@@ -83,8 +84,8 @@ class _ResponseEncoder(DPTransformer):
 
     def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
         _check_handle_unknown(self.handle_unknown)
-        mechanisms, self.cost_ = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
-        self.mechanisms_ = list(mechanisms)
+        release = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
+        self.mechanisms_, self.cost_ = list(release.parts), release.event
         return None  # fit charges nothing (categories="data" warns instead)
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
@@ -223,7 +224,7 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         return codes, codes >= 0
 
     def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
-        return _sampling.bernoulli(rng, 0.5, (n,))  # exact: 1/2 = 2⁵²·2⁻⁵³
+        return sampling.bernoulli(rng, 0.5, (n,))  # exact: 1/2 = 2⁵²·2⁻⁵³
 
     def _hint(self, j: int) -> str:
         return (
@@ -383,7 +384,7 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
 
     def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
         # exactly uniform over the k categories: an offset uniform in {1, …, k} (of k + 1), less 1
-        picks = _sampling.other_offset(rng, mechanism.k + 1, n) - 1
+        picks = sampling.other_offset(rng, mechanism.k + 1, n) - 1
         return _object_array(mechanism.categories)[picks]
 
     def _hint(self, j: int) -> str:

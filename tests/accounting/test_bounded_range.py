@@ -122,7 +122,7 @@ def test_bounded_range_is_never_below_the_common_t_worst_case_nor_above_pure_com
 ) -> None:
     reported = compose_plan([exponential(epsilon)] * k, delta=delta).guarantee
     assert common_t_delta(k, epsilon, reported.epsilon) <= delta * (1.0 + 1e-9)
-    assert reported.epsilon <= comp._sum_up([epsilon] * k)
+    assert reported.epsilon <= comp.sum_up([epsilon] * k)
     assert reported.epsilon <= compose_plan([pure(epsilon)] * k, delta=delta).guarantee.epsilon
 
 
