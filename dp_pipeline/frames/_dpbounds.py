@@ -17,17 +17,17 @@ only, never on the learned bounds, and whether the budget refuses cannot depend 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, charge, declared_bounds
+from dp_pipeline._release import NoisePlan, declared_bounds
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.mechanisms.exponential import Exponential
 
 SEARCH_SHARE = 0.1
 """The share of ε spent on learning the bounds."""
@@ -72,26 +72,39 @@ def _worst(low: float, high: float) -> tuple[float, float]:
     return low, high
 
 
-def learn_and_charge(
-    release: Any, outer: tuple[float, float], values: NDArray[np.float64], ranges: Ranges, label: str
-) -> tuple[float, float, NoisePlan, PrivacyEvent]:
-    """Charge the whole call once, then learn the bounds from ``values`` (clipped to ``outer``) and plan the
-    release's noise for them: (low, high, plan, charged event)."""
+def _search(release: Any) -> tuple[Exponential, float]:
+    """The exponential mechanism of each searched quantile and the ε left for the release."""
     from dp_pipeline.frames import quantiles  # it builds on the aggregates, which import this module
 
     search, rest = _shares(release.epsilon)
-    mechanism = quantiles.quantile_mechanism(search / 2.0, False, release.relation, release.m)
+    return quantiles.quantile_mechanism(search / 2.0, False, release.relation, release.m), rest
+
+
+def search_cost(release: Any, outer: tuple[float, float], ranges: Ranges) -> PrivacyEvent:
+    """The cost of the whole call, fixed before the data is read: the searched quantiles and the release
+    priced at the worst bounds inside ``outer`` (see the module notes)."""
+    mechanism, rest = _search(release)
     parts = [mechanism.event.under(release.relation)] * len(SEARCH_QUANTILES)
     priced = release.plan(ranges(*_worst(*outer)), rest)
-    event = composite_event([*parts, priced.event], release.relation)
-    charge(release.accountant, release.dataset, event, label, release.group_size)
+    return composite_event([*parts, priced.event], release.relation)
+
+
+def learn_bounds(
+    release: Any, column: Hashable, outer: tuple[float, float], ranges: Ranges
+) -> tuple[float, float, NoisePlan]:
+    """Learn the bounds from the kept values of ``column`` clipped to ``outer`` (the whole column, also
+    when grouped) and plan the release's noise for them: (low, high, plan). Called inside the charge of
+    :func:`search_cost`."""
+    from dp_pipeline.frames import quantiles
+
+    mechanism, rest = _search(release)
     grid = quantiles._grid(*outer)
-    ordered = np.sort(values)
+    (ranks,) = release.grid_ranks(column, outer, grid, whole=True)
     picked = sorted(
-        quantiles.select_quantile(mechanism, ordered, grid, q, release.rng) for q in SEARCH_QUANTILES
+        quantiles.select_from_ranks(mechanism, ranks, grid, q, release.rng) for q in SEARCH_QUANTILES
     )
     low, high = picked
     if high <= low:  # one grid step apart, inside the outer range
         step = (outer[1] - outer[0]) / (grid.size - 1)
         low, high = (low, low + step) if low + step <= outer[1] else (high - step, high)
-    return low, high, release.plan(ranges(low, high), rest), event
+    return low, high, release.plan(ranges(low, high), rest)

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dp_pipeline._release import (
-    charge,
     check_delta,
     check_epsilon,
     check_ledger,
-    clip_columns,
     declared_bounds,
     declared_sensitivity,
     learn_categories,
     plan_noise,
     release_rng,
 )
-from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._common import check_frame, column_list, numeric_values
+from dp_pipeline._validation import check_positive_int
+from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.frames._common import column_list
+from dp_pipeline.frames._core import charging
+from dp_pipeline.frames._engine import engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 
 if TYPE_CHECKING:
@@ -95,8 +94,8 @@ def add_noise(
     ----------
     Dwork, McSherry, Nissim & Smith, "Calibrating noise to sensitivity in private data analysis", TCC 2006.
     """
-    frame = check_frame(df)
-    names = column_list(frame, columns, "columns")
+    engine = engine_of(df)
+    names = column_list(engine, columns, "columns")
     check_ledger(accountant, dataset)
     if mechanism not in _NOISES:
         raise InvalidParameterError(
@@ -108,13 +107,12 @@ def add_noise(
     check_delta(mechanism, delta)
     plan = plan_noise(mechanism, deltas, epsilon=epsilon, delta=delta)  # type: ignore[arg-type]
     rng = release_rng(random_state, "add_noise")
-    values = np.column_stack([numeric_values(frame, name, "columns") for name in names])
-    clipped, _ = clip_columns(values, low, high)
-    charge(accountant, dataset, plan.event, f"add_noise to {labels}", group_size)
-    out = frame.copy()
-    for j, name in enumerate(names):
-        out[name] = plan.mechanisms[j].randomize(clipped[:, j], rng)
-    return out
+    for name in names:
+        engine.check_numeric(name, "columns")
+    k = check_positive_int(group_size, "group_size")
+    with charging(accountant, dataset, plan.event, f"add_noise to {labels}", k):
+        engine.validate()
+    return engine.with_noise(names, low, high, plan.mechanisms, rng)
 
 
 def randomized_response(
@@ -179,30 +177,18 @@ def randomized_response(
     Warner, "Randomized response", JASA 60(309), 1965; Kairouz, Oh & Viswanath, "Extremal mechanisms for
     local differential privacy", JMLR 17, 2016.
     """
-    frame = check_frame(df)
-    (name,) = column_list(frame, column, "column")
+    engine = engine_of(df)
+    (name,) = column_list(engine, column, "column")
     check_ledger(accountant, dataset)
     eps = check_epsilon(epsilon)
-    series = frame[name]
-    if series.isna().any():
-        raise InvalidParameterError(
-            f"'column': column {name!r} contains missing values; fill them with a declared answer first",
-            "column",
-        )
     mechanism: BinaryRandomizedResponse | KRandomizedResponse
-    values = series.to_numpy()
     if categories is None:
-        if getattr(series.dtype, "kind", "O") not in "biuf":
-            raise InvalidParameterError(
-                f"'column': column {name!r} has dtype {series.dtype}; a yes/no answer must be True/False or "
-                "0/1, or declare 'categories' for k-ary randomized response",
-                "column",
-            )
+        engine.check_yes_no(name)
         mechanism = BinaryRandomizedResponse(epsilon=eps)
     else:
         if isinstance(categories, str) and categories == "data":
             (categories,) = learn_categories(
-                [values],
+                [engine.distinct_values(name)],
                 "categories='data' takes the answers present in the column; which answers occur is not "
                 "differentially private. Declare the categories instead",
                 stacklevel=2,
@@ -212,24 +198,15 @@ def randomized_response(
         except InvalidParameterError as exc:
             raise InvalidParameterError(str(exc), "categories") from None
     rng = release_rng(random_state, "randomized_response")
-    if isinstance(mechanism, KRandomizedResponse):
-        try:
-            mechanism.tally(values)  # every value must be a declared category
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(f"'column': column {name!r}: {exc}", "column") from None
-    elif not (answers := np.isin(values, (0, 1))).all():
-        raise data_value_error(
-            f"'column': column {name!r}",
-            int(np.count_nonzero(~answers)),
-            "not True/False or 0/1",
-            "column",
-            "declare 'categories' for k-ary randomized response",
-        )
-    charge(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", group_size)
-    out = frame.copy()
-    out[name] = mechanism.randomize(values, rng)
+    engine.check_answers(name, mechanism)
+    k = check_positive_int(group_size, "group_size")
+    with charging(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", k):
+        engine.validate()
+    out = engine.randomized(name, mechanism, rng)
     recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}
     if isinstance(mechanism, KRandomizedResponse):
         recorded["categories"] = list(mechanism.categories)
-    out.attrs = {**frame.attrs, RR_ATTRS: {**frame.attrs.get(RR_ATTRS, {}), name: recorded}}
+    attrs = getattr(out, "attrs", None)
+    if attrs is not None:  # pandas keeps what rr_share and krr_frequencies read; Spark frames have no attrs
+        out.attrs = {**attrs, RR_ATTRS: {**attrs.get(RR_ATTRS, {}), name: recorded}}
     return out

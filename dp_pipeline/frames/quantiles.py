@@ -36,13 +36,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import charge
 from dp_pipeline._validation import check_real
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import require_pandas
-from dp_pipeline.frames.aggregates import _clipped_column, _Release
+from dp_pipeline.frames._core import Release
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms.exponential import Exponential
 
@@ -84,10 +83,24 @@ def select_quantile(
     rng: np.random.Generator,
 ) -> float:
     """One DP quantile of the sorted clipped ``ordered`` over ``grid`` (see the module notes)."""
-    ranks = np.searchsorted(ordered, grid, side="left")  # i(c) = #{x < c}, non-decreasing along the grid
+    ranks = np.searchsorted(ordered, np.append(grid, np.inf), side="left")
+    return select_from_ranks(mechanism, ranks, grid, q, rng)
+
+
+def select_from_ranks(
+    mechanism: Exponential,
+    ranks: NDArray[np.int64],
+    grid: NDArray[np.float64],
+    q: float,
+    rng: np.random.Generator,
+) -> float:
+    """One DP quantile from the ranks i(cₖ) = #{x < cₖ} of the grid points, followed by n (the number of
+    values): the exponential mechanism of the module notes. Every engine's counts arrive here."""
+    n = int(ranks[-1])
+    ranks = ranks[:-1]  # non-decreasing along the grid
     starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
     sizes = np.diff(np.r_[starts, grid.size])
-    target = Fraction(q) * int(ordered.size)
+    target = Fraction(q) * n
     utilities = [-abs(int(r) - target) for r in ranks[starts]]
     block = mechanism.select(utilities, sizes, rng)
     return float(grid[starts[block] + _sampling.uniform_index(rng, int(sizes[block]))])
@@ -99,19 +112,7 @@ def rank_error(mechanism: Exponential, candidates: int, level: float) -> float:
     return math.nextafter(exact, math.inf) * (1.0 + 1e-12)
 
 
-def _groups(release: _Release, rows: pd.DataFrame, values: NDArray[np.float64]) -> list[NDArray[np.float64]]:
-    """The sorted values of the whole column, or of each declared group (in the order of the keys)."""
-    if release.by is None:
-        return [np.sort(values)]
-    pandas = require_pandas()
-    series = pandas.Series(values, index=rows.index)
-    positions = series.groupby([rows[c] for c in release.by], observed=True, dropna=False).indices
-    assert release.index is not None
-    empty = np.array([], dtype=np.intp)
-    return [np.sort(values[positions.get(key, empty)]) for key in release.index]
-
-
-def _index(release: _Release, qs: list[float]) -> pd.Index:
+def _index(release: Release, qs: list[float]) -> pd.Index:
     """The quantiles, or (key columns…, quantile) for each declared key."""
     pandas = require_pandas()
     if release.by is None or release.index is None:
@@ -123,20 +124,17 @@ def _index(release: _Release, qs: list[float]) -> pd.Index:
 
 def _quantile_table(
     df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str
-) -> tuple[pd.DataFrame, list[float]]:
-    release = _Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
-    name, low, high, rows, values, _ = _clipped_column(release, column, options["lower"], options["upper"])
+) -> pd.DataFrame:
+    release = Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
+    name, low, high = release.value_column(column, options["lower"], options["upper"])
     per_quantile = release.epsilon / len(qs)
     mechanism = quantile_mechanism(per_quantile, release.by is not None, release.relation, release.m)
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
-    label = release.label(f"{owner} of {name!r}")
-    charge(release.accountant, release.dataset, event, label, release.group_size)
     grid = _grid(low, high)
-    released = [
-        [select_quantile(mechanism, ordered, grid, q, release.rng) for q in qs]
-        for ordered in _groups(release, rows, values)
-    ]
+    with release.charging(event, release.label(f"{owner} of {name!r}")):
+        ranks = release.grid_ranks(name, (low, high), grid)
+    released = [[select_from_ranks(mechanism, r, grid, q, release.rng) for q in qs] for r in ranks]
     radius = rank_error(mechanism, grid.size, release.level)
     pandas = require_pandas()
     table = pandas.DataFrame(

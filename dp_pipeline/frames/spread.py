@@ -26,7 +26,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.frames._common import interval_half_width, result_frame
-from dp_pipeline.frames.aggregates import _clipped_column, _noisy, _Release
+from dp_pipeline.frames._core import Release
+from dp_pipeline.frames.aggregates import noisy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,20 +36,13 @@ __all__ = ["dp_std", "dp_var"]
 
 
 def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
-    release = _Release(owner, arguments)
-    name, low, high, rows, values, _ = _clipped_column(
-        release, arguments["column"], arguments["lower"], arguments["upper"]
-    )
+    release = Release(owner, arguments)
+    name, low, high = release.value_column(arguments["column"], arguments["lower"], arguments["upper"])
     centre, half = (low + high) / 2.0, (high - low) / 2.0
-    centred = values - centre
-    exact = [
-        release.per_group(rows, centred),
-        release.per_group(rows, centred**2),
-        release.per_group(rows, None),
-    ]
     plan = release.plan([(-half, half), (0.0, half * half), (1.0, 1.0)])
-    release.charge(plan, release.label(f"{owner} of {name!r}"))
-    s1, s2, count = (_noisy(plan, part, exact[part], release.rng) for part in range(3))
+    with release.charging(plan.event, release.label(f"{owner} of {name!r}")):
+        exact = release.sums(name, (low, high), centre, [1, 2, 0])
+    s1, s2, count = (noisy(plan, part, exact[part], release.rng) for part in range(3))
     n = np.maximum(count, 1.0)
     cap = half * half
     variance = np.clip(s2 / n - (s1 / n) ** 2, 0.0, cap)
