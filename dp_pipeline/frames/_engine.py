@@ -36,7 +36,7 @@ from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Bounding", "Engine", "engine_of"]
+__all__ = ["Bounding", "Engine", "engine_of", "noisy_batch", "randomized_batch"]
 
 
 @dataclass(frozen=True)
@@ -106,19 +106,23 @@ class Engine(Protocol):
         """#{kept clip(x) < cₖ} for each grid point cₖ, then the number of kept values (the rank of +∞),
         per key: an array (n_keys, grid.size + 1)."""
 
+    def result(self, table: pd.Series | pd.DataFrame) -> Any:
+        """The release's result table (pandas, built by the core) as this engine returns it."""
+
     def with_noise(
         self,
         columns: list[Hashable],
         lower: NDArray[np.float64],
         upper: NDArray[np.float64],
         mechanisms: Sequence[ContinuousMechanism],
-        rng: np.random.Generator,
+        rng: np.random.Generator | None,
     ) -> Any:
         """A new DataFrame whose listed columns are clipped to [lowerⱼ, upperⱼ] and noised (see
-        :func:`noisy_batch`)."""
+        :func:`noisy_batch`); ``rng`` None: a generator from OS entropy where the noise is drawn."""
 
-    def randomized(self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator) -> Any:
-        """A new DataFrame whose ``column`` holds the mechanism's reports."""
+    def randomized(self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None) -> Any:
+        """A new DataFrame whose ``column`` holds the mechanism's reports (``rng`` as for
+        :meth:`with_noise`)."""
 
 
 def noisy_batch(
@@ -148,3 +152,13 @@ def engine_of(df: Any) -> Engine:
     from dp_pipeline.frames._pandas import PandasEngine
 
     return PandasEngine.of(df)
+
+
+def randomized_batch(
+    batch: pd.DataFrame, column: Hashable, mechanism: Mechanism, rng: np.random.Generator
+) -> pd.DataFrame:
+    """``batch`` with ``column`` replaced by the reports of ``mechanism`` (randomized response), as
+    :func:`noisy_batch` is for noise."""
+    out = batch.copy()
+    out[column] = mechanism.randomize(batch[column].to_numpy(), rng)
+    return out

@@ -19,7 +19,8 @@ from dp_pipeline.frames._common import (
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames._engine import Bounding, noisy_batch
+from dp_pipeline.frames._engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 
@@ -138,20 +139,23 @@ class PandasEngine:
         points = np.append(grid, np.inf)
         return np.array([np.searchsorted(np.sort(v), points, side="left") for v in groups], dtype=np.int64)
 
+    def result(self, table: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
+        return table
+
     def with_noise(
         self,
         columns: list[Hashable],
         lower: NDArray[np.float64],
         upper: NDArray[np.float64],
         mechanisms: Sequence[ContinuousMechanism],
-        rng: np.random.Generator,
+        rng: np.random.Generator | None,
     ) -> pd.DataFrame:
-        return noisy_batch(self.df, columns, lower, upper, mechanisms, rng)
+        return noisy_batch(self.df, columns, lower, upper, mechanisms, rng or _sampling.secure_rng())
 
-    def randomized(self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator) -> pd.DataFrame:
-        out = self.df.copy()
-        out[column] = mechanism.randomize(self.df[column].to_numpy(), rng)
-        return out
+    def randomized(
+        self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None
+    ) -> pd.DataFrame:
+        return randomized_batch(self.df, column, mechanism, rng or _sampling.secure_rng())
 
 
 def check_answer_values(column: Hashable, values: NDArray[Any], mechanism: Mechanism) -> None:

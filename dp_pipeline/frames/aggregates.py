@@ -69,7 +69,8 @@ def _count_or_sum(
     half = interval_half_width(release.noise, std, release.level)
     low = noisy_value - half if floor is None else np.maximum(noisy_value - half, floor)
     high = noisy_value + half if floor is None else np.maximum(noisy_value + half, floor)
-    return result_frame(noisy_value, std, low, high, release.index, name, release.attrs(plan, **extra))
+    table = result_frame(noisy_value, std, low, high, release.index, name, release.attrs(plan, **extra))
+    return release.engine.result(table)
 
 
 def _count(release: Release, label: str) -> Any:
@@ -347,14 +348,16 @@ def dp_mean(
     std = np.sqrt(var_sum + ratio**2 * var_count) / count
     half = std * float(special.ndtri((1.0 + release.level) / 2.0))
     ci_low, ci_high = np.clip(mean - half, low, high), np.clip(mean + half, low, high)
-    return result_frame(
-        mean,
-        std,
-        ci_low,
-        ci_high,
-        release.index,
-        f"mean({name})",
-        release.attrs(plan, **extra),
+    return release.engine.result(
+        result_frame(
+            mean,
+            std,
+            ci_low,
+            ci_high,
+            release.index,
+            f"mean({name})",
+            release.attrs(plan, **extra),
+        )
     )
 
 

@@ -112,7 +112,7 @@ def add_noise(
     k = check_positive_int(group_size, "group_size")
     with charging(accountant, dataset, plan.event, f"add_noise to {labels}", k):
         engine.validate()
-    return engine.with_noise(names, low, high, plan.mechanisms, rng)
+    return engine.with_noise(names, low, high, plan.mechanisms, None if random_state is None else rng)
 
 
 def randomized_response(
@@ -202,7 +202,7 @@ def randomized_response(
     k = check_positive_int(group_size, "group_size")
     with charging(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", k):
         engine.validate()
-    out = engine.randomized(name, mechanism, rng)
+    out = engine.randomized(name, mechanism, None if random_state is None else rng)
     recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}
     if isinstance(mechanism, KRandomizedResponse):
         recorded["categories"] = list(mechanism.categories)

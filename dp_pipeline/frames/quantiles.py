@@ -123,8 +123,8 @@ def _index(release: Release, qs: list[float]) -> pd.Index:
 
 
 def _quantile_table(
-    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str
-) -> pd.DataFrame:
+    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str, single: bool = False
+) -> Any:
     release = Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
     name, low, high = release.value_column(column, options["lower"], options["upper"])
     per_quantile = release.epsilon / len(qs)
@@ -156,7 +156,7 @@ def _quantile_table(
         group_size=release.group_size,
         cost=event.to_dict(),
     )
-    return table
+    return release.engine.result(_single(table) if single else table)
 
 
 def dp_quantiles(
@@ -254,7 +254,7 @@ def dp_quantile(
     grouped).
     """
     options = {k: v for k, v in locals().items() if k not in ("df", "column", "quantile")}
-    return _single(_quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile"))
+    return _quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile", single=True)
 
 
 def dp_median(
@@ -285,7 +285,7 @@ def dp_median(
     ['value', 'rank_error']
     """
     options = {k: v for k, v in locals().items() if k not in ("df", "column")}
-    return _single(_quantile_table(df, column, [0.5], options, "dp_median"))
+    return _quantile_table(df, column, [0.5], options, "dp_median", single=True)
 
 
 def _single(table: pd.DataFrame) -> pd.Series | pd.DataFrame:

@@ -56,12 +56,14 @@ def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
     ci_low, ci_high = _variance_range(s1, s2, count, a, b, c, cap)
     attrs = release.attrs(plan, lower=low, upper=high, interval="conservative (union bound)")
     if not std:
-        return result_frame(variance, se, ci_low, ci_high, release.index, f"var({name})", attrs)
+        return release.engine.result(
+            result_frame(variance, se, ci_low, ci_high, release.index, f"var({name})", attrs)
+        )
     root = np.sqrt(variance)
     with np.errstate(divide="ignore", over="ignore"):  # √V̂ = 0: no delta method, the cap
         se_root = np.minimum(np.where(root > 0, se / (2.0 * root), np.inf), half)
-    return result_frame(
-        root, se_root, np.sqrt(ci_low), np.sqrt(ci_high), release.index, f"std({name})", attrs
+    return release.engine.result(
+        result_frame(root, se_root, np.sqrt(ci_low), np.sqrt(ci_high), release.index, f"std({name})", attrs)
     )
 
 
