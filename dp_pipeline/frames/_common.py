@@ -54,7 +54,9 @@ def check_frame(df: Any) -> pd.DataFrame:
     """``df`` itself if it is a DataFrame, else InvalidParameterError naming ``df``."""
     pandas = require_pandas()
     if not isinstance(df, pandas.DataFrame):
-        raise InvalidParameterError(f"'df' must be a pandas DataFrame, got {type(df).__name__}", "df")
+        raise InvalidParameterError(
+            f"'df' must be a pandas or Spark DataFrame, got {type(df).__name__}", "df"
+        )
     return df
 
 
