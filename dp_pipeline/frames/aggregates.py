@@ -45,6 +45,7 @@ from dp_pipeline.frames._engine import engine_of
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_count", "dp_histogram", "dp_mean", "dp_sum"]
 
@@ -96,15 +97,16 @@ def dp_count(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP row count, whole or per declared group.
 
     ``df.pipe(dp_count, epsilon=0.5, accountant=acct, dataset="patients")``
 
     Parameters
     ----------
-    df : DataFrame
-        The private data.
+    df : pandas or Spark DataFrame
+        The private data (a Spark DataFrame: see :mod:`dp_pipeline.spark`; the result is then the same
+        table as a small Spark DataFrame).
     epsilon : float
         ε > 0 of the release (the whole vector of group counts).
     accountant : PrivacyAccountant or "unaccounted"
@@ -178,7 +180,7 @@ def dp_histogram(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SparkDataFrame:
     """DP value counts of ``column`` over declared ``categories`` (a DP ``value_counts``).
 
     ``df.pipe(dp_histogram, "blood_type", categories=["A", "B", "AB", "O"], epsilon=1.0, accountant=acct,
@@ -249,7 +251,7 @@ def dp_sum(
     random_state: Any = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP sum of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
     Parameters
@@ -307,7 +309,7 @@ def dp_mean(
     random_state: Any = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP mean of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
     Parameters are as for :func:`dp_sum`.

@@ -23,6 +23,7 @@ from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse,
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 RR_ATTRS = "randomized_response"  # the key of the ε (and categories) recorded in DataFrame.attrs
 
@@ -45,7 +46,7 @@ def add_noise(
     upper: Any = None,
     group_size: int = 1,
     random_state: Any = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SparkDataFrame:
     """Return a copy of ``df`` whose ``columns`` carry noise; one release, charged once, ε-DP per row.
 
     ``df.pipe(add_noise, ["age", "weight"], epsilon=1.0, lower={"age": 0, "weight": 30},
@@ -53,8 +54,9 @@ def add_noise(
 
     Parameters
     ----------
-    df : DataFrame
-        The private data; one row is one person.
+    df : pandas or Spark DataFrame
+        The private data; one row is one person. A Spark DataFrame gives a Spark DataFrame whose rows the
+        executors randomised, checkpointed at once (see :mod:`dp_pipeline.spark`).
     columns : column name or list of names
         Numeric columns without missing values.
     epsilon : float
@@ -125,15 +127,15 @@ def randomized_response(
     categories: Any = None,
     group_size: int = 1,
     random_state: Any = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SparkDataFrame:
     """Return a copy of ``df`` whose ``column`` holds randomized-response reports; ε-DP per row, charged once.
 
     ``df.pipe(randomized_response, "smoker", epsilon=1.0, accountant=acct, dataset="survey")``
 
     Parameters
     ----------
-    df : DataFrame
-        The private answers; one row is one person.
+    df : pandas or Spark DataFrame
+        The private answers; one row is one person (Spark: as for :func:`add_noise`).
     column : column name
         The answer to randomise.
     epsilon : float

@@ -47,6 +47,7 @@ from dp_pipeline.mechanisms.exponential import Exponential
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_median", "dp_quantile", "dp_quantiles"]
 
@@ -176,15 +177,16 @@ def dp_quantiles(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SparkDataFrame:
     """DP quantiles of ``column`` (each q in [0, 1]), whole or per declared group, in one release.
 
     ``df.pipe(dp_quantiles, "age", [0.25, 0.5, 0.75], lower=0, upper=120, epsilon=1.0, accountant=acct,
     dataset="patients")``
     Parameters
     ----------
-    df : DataFrame
-        The private data.
+    df : pandas or Spark DataFrame
+        The private data (a Spark DataFrame: see :mod:`dp_pipeline.spark`; the result is then the same
+        table as a small Spark DataFrame).
     column : column name
         A numeric column without missing values.
     lower, upper : float
@@ -247,7 +249,7 @@ def dp_quantile(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """One DP quantile of ``column``: :func:`dp_quantiles` with one q.
 
     Returns a Series ``value, rank_error`` (a DataFrame with those columns indexed by the keys when
@@ -273,7 +275,7 @@ def dp_median(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """The DP median of ``column``: :func:`dp_quantile` with q = ½.
 
     Examples

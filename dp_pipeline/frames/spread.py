@@ -31,6 +31,7 @@ from dp_pipeline.frames.aggregates import noisy
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_std", "dp_var"]
 
@@ -108,7 +109,7 @@ def dp_var(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP variance (ddof = 0) of ``column`` clipped to [lower, upper], whole or per declared group.
 
     Parameters are as for :func:`~dp_pipeline.frames.dp_sum` (Laplace or Gaussian noise, ``level`` the
@@ -145,7 +146,7 @@ def dp_std(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP standard deviation (ddof = 0) of ``column``: √ of :func:`dp_var`'s value and interval ends.
 
     Returns

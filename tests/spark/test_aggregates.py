@@ -50,6 +50,9 @@ CALLS: dict[str, Callable[..., Any]] = {
     "dp_histogram": lambda f, df, **kw: f.dp_histogram(df, "ward", categories=WARDS, **kw),
     "dp_var": lambda f, df, **kw: f.dp_var(df, "age", lower=0, upper=100, **kw),
     "dp_quantiles": lambda f, df, **kw: f.dp_quantiles(df, "age", [0.25, 0.75], lower=0, upper=100, **kw),
+    "dp_median": lambda f, df, **kw: f.dp_median(df, "age", lower=0, upper=100, by="ward", keys=WARDS, **kw),
+    "dp_std": lambda f, df, **kw: f.dp_std(df, "age", lower=0, upper=100, by="ward", keys=WARDS, **kw),
+    "dp_mean bounds=dp": lambda f, df, **kw: f.dp_mean(df, "age", bounds="dp", outer=(0, 200), **kw),
     "add_noise": lambda f, df, **kw: f.add_noise(df, "age", lower=0, upper=100, **kw),
     "randomized_response": lambda f, df, **kw: f.randomized_response(df, "smoker", **kw),
 }

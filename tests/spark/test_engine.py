@@ -7,12 +7,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql import types as spark_types
 
 from dp_pipeline.frames._engine import Bounding
 from dp_pipeline.frames._pandas import PandasEngine
 from dp_pipeline.frames.quantiles import _grid
 from dp_pipeline.mechanisms import secure_rng
 from dp_pipeline.spark._engine import SparkEngine
+from dp_pipeline.spark._keys import _NO_MATCH, spark_value
 
 pytestmark = pytest.mark.spark
 
@@ -88,3 +92,25 @@ def test_a_key_of_another_type_than_its_column_matches_nothing_as_in_pandas(spar
     np.testing.assert_array_equal(spark_engine.sums(bounding, None, (1.0, 1.0), 0.0, [0]), expected)
     assert expected[0, 0] == (df["floor"] == 0).sum() and expected[0, 2] == (df["floor"] == 2).sum()
     assert list(expected[0, [1, 3, 4]]) == [0, 0, 0]
+
+
+KEYS = st.one_of(st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=3), st.booleans())
+
+
+@given(KEYS)
+def test_a_declared_key_converts_exactly_when_a_value_of_the_column_type_equals_it(key: Any) -> None:
+    for data_type, bits in ((spark_types.IntegerType(), 32), (spark_types.LongType(), 64)):
+        converted = spark_value(key, data_type)
+        representable = (
+            isinstance(key, int | float)
+            and not isinstance(key, str)
+            and float(key).is_integer()
+            and -(2 ** (bits - 1)) <= int(key) < 2 ** (bits - 1)
+        )
+        assert (converted is not _NO_MATCH) == representable
+        if representable:
+            assert isinstance(converted, int) and converted == key
+    as_string = spark_value(key, spark_types.StringType())
+    assert as_string == key if isinstance(key, str) else as_string is _NO_MATCH
+    as_double = spark_value(key, spark_types.DoubleType())
+    assert as_double is _NO_MATCH if isinstance(key, str) else as_double == float(key)
