@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
+from airflow_plugin.declared import DEFAULT_CONN_ID
 from dp_pipeline.accounting.ledger.urls import redact_text
 from dp_pipeline.exceptions import printable
 
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("dag_folder", help="a DAG folder or DAG file")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--conn-id", default="dp_ledger_default", help="Airflow Connection of the ledger")
+    source.add_argument("--conn-id", default=DEFAULT_CONN_ID, help="Airflow Connection of the ledger")
     source.add_argument("--ledger-url", help="SQLAlchemy URL of the ledger (instead of a Connection)")
     parser.add_argument("--against", choices=("budget", "remaining"), default="budget")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -199,7 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def airflow_command(args: Any) -> None:
     """``airflow dp-pipeline check-dags`` (alias ``check``): the DAG check, from Airflow CLI arguments."""
     argv = [args.dag_folder, "--against", args.against]
-    argv += ["--ledger-url", args.ledger_url] if args.ledger_url else ["--conn-id", args.conn_id]
+    if args.ledger_url:
+        argv += ["--ledger-url", args.ledger_url]
+    elif args.conn_id:
+        argv += ["--conn-id", args.conn_id]
     if args.json:
         argv.append("--json")
     status = main(argv)

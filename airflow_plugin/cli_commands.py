@@ -21,7 +21,7 @@ def get_cli_commands() -> list[Any]:
 
     args = (
         Arg(("dag_folder",), help="a DAG folder or DAG file"),
-        Arg(("--conn-id",), help="Airflow Connection of the ledger", default="dp_ledger_default"),
+        Arg(("--conn-id",), help="Airflow Connection of the ledger (default: dp_ledger_default)"),
         Arg(("--ledger-url",), help="SQLAlchemy URL of the ledger (instead of a Connection)"),
         Arg(
             ("--against",),

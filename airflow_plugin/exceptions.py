@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
@@ -22,11 +22,24 @@ class _RefusalMixin:
     detail: str
     refusal_detail: str = "The task was refused before it ran and is not retried."
 
+    def __init__(
+        self,
+        dataset: str,
+        requested: object,
+        spent: object,
+        remaining: object,
+        budget: object = None,
+        detail: str = "",
+    ) -> None:
+        self.detail = detail
+        refusal = cast(BudgetExceededError, self)  # both subclasses are BudgetExceededErrors
+        BudgetExceededError.__init__(refusal, dataset, requested, spent, remaining, budget, detail)
+
     @classmethod
     def from_error(cls, error: BudgetExceededError, *, task: str = "") -> Any:
         """Wrap the accountant's refusal, keeping its numbers and naming the refused task."""
         where = f"Task {task}: " if task else ""
-        return cls(  # type: ignore[call-arg]
+        return cls(
             error.dataset,
             error.requested,
             error.spent,
@@ -70,35 +83,11 @@ class PrivacyBudgetExhausted(_RefusalMixin, AirflowFailException, BudgetExceeded
         Appended to the message.
     """
 
-    def __init__(
-        self,
-        dataset: str,
-        requested: object,
-        spent: object,
-        remaining: object,
-        budget: object = None,
-        detail: str = "",
-    ) -> None:
-        self.detail = detail
-        BudgetExceededError.__init__(self, dataset, requested, spent, remaining, budget, detail)
-
 
 class PrivacyBudgetSkipped(_RefusalMixin, AirflowSkipException, BudgetExceededError):  # noqa: N818
     """Like :class:`PrivacyBudgetExhausted`, but the task ends *skipped* (``on_exhausted="skip"``)."""
 
     refusal_detail = "The task was skipped before it ran."
-
-    def __init__(
-        self,
-        dataset: str,
-        requested: object,
-        spent: object,
-        remaining: object,
-        budget: object = None,
-        detail: str = "",
-    ) -> None:
-        self.detail = detail
-        BudgetExceededError.__init__(self, dataset, requested, spent, remaining, budget, detail)
 
 
 class PrivacyCostError(AirflowFailException):

@@ -40,8 +40,9 @@ from airflow_plugin._runtime import (
     task_name,
 )
 from airflow_plugin.costs import CostLike, DPCost, as_cost
+from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost
 from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
-from airflow_plugin.hooks import DEFAULT_CONN_ID, PrivacyLedgerHook
+from airflow_plugin.hooks import PrivacyLedgerHook
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
@@ -79,8 +80,7 @@ class PrivacyBudgetGuard:
         A run that resumes the attempt (after a deferral or a reschedule) continues under the attempt's
         committed reservation; any other second run of the attempt is refused.
         """
-        task = context.get("task")
-        if getattr(task, "dp_cost", None) is not None:
+        if operator_cost(context.get("task")) is not None:
             raise PrivacyCostError(
                 f"Task {task_name(context)} declares its own cost and also carries a privacy guard; "
                 "remove one of them so that the attempt is charged exactly once."
@@ -214,8 +214,7 @@ def attach_guard(task: Any, guard: PrivacyBudgetGuard) -> Any:
     """
     if not isinstance(guard, PrivacyBudgetGuard):
         raise InvalidParameterError(f"attach_guard needs a PrivacyBudgetGuard, got {guard!r}", "guard")
-    declared = getattr(task, "dp_cost", None) is not None or _declares_own_cost(task)
-    if declared or next(iter_guards(task), None) is not None:
+    if operator_cost(task) is not None or next(iter_guards(task), None) is not None:
         raise InvalidParameterError(
             f"task {task.task_id!r} already declares a privacy cost; a task is charged for one cost", "task"
         )
@@ -226,9 +225,3 @@ def attach_guard(task: Any, guard: PrivacyBudgetGuard) -> Any:
     else:
         task._pre_execute_hook = chained
     return task
-
-
-def _declares_own_cost(task: Any) -> bool:
-    """True for a mapped PrivacyBudgetOperator (its cost sits in the partial kwargs)."""
-    partial_kwargs = getattr(task, "partial_kwargs", None)
-    return isinstance(partial_kwargs, dict) and "mechanism" in partial_kwargs and "dataset" in partial_kwargs

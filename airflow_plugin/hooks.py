@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseHook
 
+from airflow_plugin.declared import DEFAULT_CONN_ID
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
 
 __all__ = ["DEFAULT_CONN_ID", "LedgerConnectionError", "PrivacyLedgerHook", "connection_to_sqlalchemy_url"]
-
-DEFAULT_CONN_ID = "dp_ledger_default"
 
 _POSTGRES_TYPES = frozenset({"postgres", "postgresql"})
 _POSTGRES_QUERY_EXTRAS = (

@@ -27,7 +27,8 @@ from airflow.providers.standard.operators.python import PythonOperator
 
 from airflow_plugin._runtime import OnExhausted, check_on_exhausted, reserve_or_refuse, task_name
 from airflow_plugin.costs import CostLike, DPCost
-from airflow_plugin.hooks import DEFAULT_CONN_ID, PrivacyLedgerHook
+from airflow_plugin.declared import DEFAULT_CONN_ID
+from airflow_plugin.hooks import PrivacyLedgerHook
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -85,6 +86,8 @@ class PrivacyBudgetOperator(PythonOperator):
 
     template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
     ui_color: ClassVar[str] = "#e6dcf5"  # type: ignore[misc]
+    declares_dp_cost: ClassVar[bool] = True
+    """Mapped, its cost is in its partial kwargs (read by :func:`airflow_plugin.declared.operator_cost`)."""
 
     def __init__(
         self,

@@ -1,10 +1,11 @@
 """DAG-level planning: compose a DAG's declared privacy costs per dataset, before anything runs.
 
 Every DP task declares its cost when the DAG is defined, so one run of a DAG is a plan fixed in advance.
-:func:`plan_dag` collects the costs without any I/O; :func:`check_dag` composes each dataset's costs tightly
-with :meth:`PrivacyAccountant.plan_cost <dp_pipeline.PrivacyAccountant.plan_cost>` and compares the total
-with the dataset's budget (and with what remains of it). ``python -m airflow_plugin.check DAG_FOLDER`` runs
-the check over a DAG folder, and :mod:`airflow_plugin.policies` can refuse such a DAG when it is parsed.
+:func:`plan_dag` collects the costs without any I/O; :func:`check_dag` asks the accountant's one plan check
+for each dataset: :meth:`PrivacyAccountant.plan_cost <dp_pipeline.PrivacyAccountant.plan_cost>` for the
+tight total, and :meth:`~dp_pipeline.PrivacyAccountant.plan_fits` against the whole budget and against what
+remains, as ``dp-pipeline plan check`` does. ``python -m airflow_plugin.check DAG_FOLDER`` runs the check
+over a DAG folder, and :mod:`airflow_plugin.policies` can refuse such a DAG when it is parsed.
 
 What a plan counts:
 
@@ -25,8 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_plugin.costs import DPCost
+from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
 from airflow_plugin.guards import iter_guards
-from airflow_plugin.reports import format_guarantee
+from airflow_plugin.reports import dataset_budget, format_guarantee
+from dp_pipeline.accounting.composition import group_plan
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import Guarantee
 
@@ -91,16 +95,17 @@ class DagPlan:
             grouped.setdefault(planned.cost.dataset, []).append(planned)
         return grouped
 
-    def events(self, dataset: str) -> list[Any]:
-        """The plan's releases on ``dataset`` as events for ``plan_cost`` (group sizes applied; map
-        lengths repeated; unbounded mapped tasks counted once, as the least they will cost)."""
-        from dp_pipeline.accounting.composition import group_event
-
-        events = []
-        for planned in self.datasets().get(dataset, []):
-            event = group_event(planned.cost.event, planned.cost.group_size)
-            events.extend([event] * (planned.count if planned.count is not None else 1))
-        return events
+    def for_accountant(self, dataset: str) -> tuple[list[PrivacyEvent], int]:
+        """The plan's releases on ``dataset`` as the accountant's plan methods take them, ``(events,
+        group_size)``, in the same form as ``dp-pipeline plan check`` (see
+        :func:`~dp_pipeline.accounting.composition.group_plan`). Map lengths are repeated; unbounded
+        mapped tasks are counted once, as the least they will cost."""
+        releases = [
+            (planned.cost.event, planned.cost.group_size)
+            for planned in self.datasets().get(dataset, [])
+            for _ in range(planned.count if planned.count is not None else 1)
+        ]
+        return group_plan(releases)
 
 
 @dataclass(frozen=True)
@@ -196,50 +201,18 @@ def _is_literal_sequence(value: Any) -> bool:
     return False
 
 
-def _params_spec(task: Any) -> Mapping[str, Any] | None:
-    params = getattr(task, "params", None)
-    if params is None:
-        return None
-    try:
-        spec = params.get("dp_cost") if hasattr(params, "get") else None
-    except Exception:
-        return None
-    return spec if isinstance(spec, Mapping) else None
-
-
-def _operator_cost(task: Any) -> DPCost | None:
-    cost = getattr(task, "dp_cost", None)
-    if isinstance(cost, DPCost):
-        return cost
-    partial_kwargs = getattr(task, "partial_kwargs", None)
-    if isinstance(partial_kwargs, Mapping) and "dataset" in partial_kwargs and "mechanism" in partial_kwargs:
-        from airflow_plugin.operators import PrivacyBudgetOperator
-
-        operator_class = getattr(task, "operator_class", None)
-        if isinstance(operator_class, type) and issubclass(operator_class, PrivacyBudgetOperator):
-            return DPCost(
-                dataset=partial_kwargs["dataset"],
-                cost=partial_kwargs["mechanism"],
-                group_size=partial_kwargs.get("group_size", 1),
-                label=partial_kwargs.get("label"),
-            )
-    return None
-
-
 def declared_costs(task: Any, *, params_enforced: bool = False) -> list[tuple[DPCost, str, bool]]:
     """The costs a task declares, as ``(cost, source, enforced)``: its own (operator or decorator), its
     guards', and a ``params["dp_cost"]`` spec (enforced once a guard carries it, or when
     ``params_enforced`` says the cluster policy will attach one)."""
     found: list[tuple[DPCost, str, bool]] = []
-    own = _operator_cost(task)
+    own = operator_cost(task)
     if own is not None:
         found.append((own, "operator", True))
     guards = list(iter_guards(task))
     found.extend((guard.cost, "guard", True) for guard in guards)
-    spec = _params_spec(task)
+    spec = params_spec(task)
     if spec is not None:
-        from airflow_plugin.policies import spec_to_cost
-
         cost = spec_to_cost(spec)
         if not any(cost == guard.cost for guard in guards):
             found.append((cost, "params", params_enforced))
@@ -268,14 +241,8 @@ def plan_dag(dag: Any, *, params_enforced: bool = False) -> DagPlan:
     return DagPlan(dag_id=dag.dag_id, tasks=tasks)
 
 
-def _budget_of(accountant: PrivacyAccountant, dataset: str) -> Guarantee | None:
-    if dataset not in set(accountant.datasets()):
-        return None
-    return accountant.budget(dataset).guarantee
-
-
 def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCheck]:
-    """Compose each dataset's planned costs tightly and compare them with the budget and the remainder.
+    """Ask the accountant whether each dataset's part of the plan fits its budget and what remains of it.
 
     Parameters
     ----------
@@ -306,7 +273,7 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
                 f"cost declared in params but not enforced (enable airflow_plugin.policies.task_policy): "
                 f"{', '.join(unenforced)}"
             )
-        budget = _budget_of(accountant, dataset)
+        budget = dataset_budget(accountant, dataset)
         total: Guarantee | None = None
         method = ""
         remaining: Guarantee | None = None
@@ -315,14 +282,14 @@ def check_dag(dag_or_plan: Any, accountant: PrivacyAccountant) -> list[DatasetCh
         if budget is None:
             problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
         else:
-            events = plan.events(dataset)
+            events, group_size = plan.for_accountant(dataset)
             remaining = accountant.remaining(dataset).guarantee
             try:
                 # The accountant's one plan check, against the whole budget and against what remains.
-                report = accountant.plan_cost(dataset, events, against="budget")
+                report = accountant.plan_cost(dataset, events, group_size, against="budget")
                 total, method = report.guarantee, report.method
-                fits_budget = accountant.plan_fits(dataset, events, against="budget")
-                fits_remaining = accountant.plan_fits(dataset, events)
+                fits_budget = accountant.plan_fits(dataset, events, group_size, against="budget")
+                fits_remaining = accountant.plan_fits(dataset, events, group_size)
             except Exception as exc:
                 problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
         if total is not None and budget is not None and not fits_budget:

@@ -31,9 +31,10 @@ URL_PREFIX = "/dp-budget"
 def _ledger_accountant() -> PrivacyAccountant:
     from airflow.configuration import conf
 
+    from airflow_plugin.declared import DEFAULT_CONN_ID
     from airflow_plugin.hooks import PrivacyLedgerHook
 
-    conn_id = conf.get("dp_pipeline", "ledger_conn_id", fallback="dp_ledger_default")
+    conn_id = conf.get("dp_pipeline", "ledger_conn_id", fallback=DEFAULT_CONN_ID)
     return PrivacyLedgerHook(conn_id, shared=True, read_only=True).get_accountant()
 
 

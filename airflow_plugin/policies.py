@@ -25,38 +25,29 @@ read. It compares with the whole budget, not with what remains: Airflow re-parse
 every task, and a DAG must not disappear half-way through a run as its own tasks spend the budget. A plan
 that exceeds only the remainder is logged.
 
-Everything Airflow-related is imported inside the functions: ``airflow_local_settings.py`` is imported
-while Airflow itself initialises.
+``airflow_local_settings.py`` is imported while Airflow itself initialises, so the modules that reach
+Airflow's task SDK (guards, hooks, planning) are imported inside the functions; what a task declares is
+read through :mod:`airflow_plugin.declared`, which needs none of them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.policies import hookimpl
 
+from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost, params_spec, spec_to_cost
 from dp_pipeline.accounting.ledger.urls import redact_text
 from dp_pipeline.exceptions import printable
 
 if TYPE_CHECKING:
-    from airflow_plugin.costs import DPCost
     from airflow_plugin.planning import DatasetCheck
 
 __all__ = ["dag_policy", "make_dag_policy", "spec_to_cost", "task_policy", "task_policy_active"]
 
 log = logging.getLogger(__name__)
-
-_GUARD_KEYS = ("ledger_conn_id", "on_exhausted")
-DEFAULT_CONN_ID = "dp_ledger_default"
-
-
-def spec_to_cost(spec: Mapping[str, Any]) -> DPCost:
-    """The :class:`DPCost` of a ``params["dp_cost"]`` spec (guard options removed)."""
-    from airflow_plugin.costs import DPCost
-
-    return DPCost.from_spec({key: value for key, value in spec.items() if key not in _GUARD_KEYS})
 
 
 @hookimpl
@@ -71,9 +62,8 @@ def task_policy(task: Any) -> None:
     from airflow.exceptions import AirflowClusterPolicyViolation
 
     from airflow_plugin.guards import PrivacyBudgetGuard, attach_guard, iter_guards
-    from airflow_plugin.planning import _operator_cost, _params_spec
 
-    spec = _params_spec(task)
+    spec = params_spec(task)
     if spec is None:
         return
     try:
@@ -89,7 +79,7 @@ def task_policy(task: Any) -> None:
         ) from exc
     if any(existing == guard for existing in iter_guards(task)):
         return
-    if _operator_cost(task) is not None or next(iter_guards(task), None) is not None:
+    if operator_cost(task) is not None or next(iter_guards(task), None) is not None:
         raise AirflowClusterPolicyViolation(
             f"task {task.task_id!r} declares a privacy cost twice (its own and params['dp_cost']); "
             "one attempt is charged for one cost"

@@ -1,39 +1,49 @@
-"""Times PipelineDP's grouped DP mean on Spark (SparkRDDBackend); runs inside benchmarks/.venv-pipelinedp
-(pipeline-dp 0.3.1 and PySpark, apart from the project's lock). Prints one JSON object: seconds."""
+"""Calibrates plans with PipelineDP's budget accountants; runs inside benchmarks/.venv-pipelinedp (PipelineDP
+pulls in PyDP and dp-accounting 0.6, which pins an attrs that Airflow 3.3 cannot use).
+
+Reads one JSON object from stdin: {"epsilon": ε, "delta": δ, "plans": {name: ["laplace" | "gaussian", ...]}}
+and prints, per plan, the noise standard deviation of each release (sensitivity 1) from
+``NaiveBudgetAccountant`` (an even split of ε and δ, σ from PyDP's Gaussian calibration) and from
+``PLDBudgetAccountant`` (one noise scale found by bisection over dp-accounting's PLD), with the seconds the
+latter took."""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 
-import pipeline_dp
-from _spark_data import GROUPS, MAX_CONTRIBUTIONS, rows, session
+import dp_accounting.pld.privacy_loss_distribution  # noqa: F401  (PLDBudgetAccountant needs it imported)
+from pipeline_dp.budget_accounting import MechanismType, NaiveBudgetAccountant, PLDBudgetAccountant
+from pipeline_dp.dp_computations import compute_sigma
+
+TYPES = {"laplace": MechanismType.LAPLACE, "gaussian": MechanismType.GAUSSIAN}
+
+
+def naive(kinds: list[str], epsilon: float, delta: float) -> list[float]:
+    accountant = NaiveBudgetAccountant(epsilon, delta)
+    specs = [accountant.request_budget(TYPES[kind]) for kind in kinds]
+    accountant.compute_budgets()
+    return [
+        compute_sigma(s.eps, s.delta, 1.0) if kind == "gaussian" else math.sqrt(2.0) / s.eps
+        for kind, s in zip(kinds, specs, strict=True)
+    ]
+
+
+def pld(kinds: list[str], epsilon: float, delta: float) -> tuple[list[float], float]:
+    start = time.perf_counter()
+    accountant = PLDBudgetAccountant(epsilon, delta)
+    specs = [accountant.request_budget(TYPES[kind]) for kind in kinds]
+    accountant.compute_budgets()
+    return [s.noise_standard_deviation for s in specs], time.perf_counter() - start
+
 
 if __name__ == "__main__":
-    n = int(sys.argv[1])
-    spark = session()
-    rows(spark, 1000).count()  # start-up and JIT outside the timing
-    rdd = rows(spark, n).rdd
-    start = time.perf_counter()
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=0.0)
-    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.SparkRDDBackend(spark.sparkContext))
-    params = pipeline_dp.AggregateParams(
-        noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        metrics=[pipeline_dp.Metrics.MEAN],
-        max_partitions_contributed=1,  # each person's rows are in one group
-        max_contributions_per_partition=MAX_CONTRIBUTIONS,
-        min_value=0.0,
-        max_value=1.0,
-    )
-    extractors = pipeline_dp.DataExtractors(
-        partition_extractor=lambda row: row.grp,
-        privacy_id_extractor=lambda row: row.person,
-        value_extractor=lambda row: row.x,
-    )
-    result = engine.aggregate(rdd, params, extractors, public_partitions=list(range(GROUPS)))
-    accountant.compute_budgets()
-    released = result.collect()
-    seconds = time.perf_counter() - start
-    assert len(released) == GROUPS
-    print(json.dumps({"seconds": seconds}))
+    request = json.load(sys.stdin)
+    eps, dlt = request["epsilon"], request["delta"]
+    out = {}
+    for name, kinds in request["plans"].items():
+        stds, seconds = pld(kinds, eps, dlt)
+        out[name] = {"naive": naive(kinds, eps, dlt), "pld": stds, "pld_seconds": seconds}
+    print(json.dumps(out))

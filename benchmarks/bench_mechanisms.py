@@ -12,17 +12,14 @@ Run: ``.venv/bin/python benchmarks/bench_mechanisms.py`` (prints a Markdown tabl
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
+from _worker_env import run_worker
 
 from dp_pipeline.mechanisms import Gaussian, Laplace, fast_rng
 
-HERE = Path(__file__).resolve().parent
 BIG, SMALL = 10_000_000, 100_000
 
 
@@ -56,30 +53,7 @@ def opendp_rates(n: int) -> dict[str, float]:
 
 
 def diffprivlib_rates(n: int) -> dict[str, float]:
-    env = HERE / ".venv-diffprivlib"
-    python = env / "bin" / "python"
-    if not python.exists():
-        subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(env)], check=True)
-        subprocess.run(
-            [
-                "uv",
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                str(python),
-                "-r",
-                str(HERE / "requirements-diffprivlib.txt"),
-            ],
-            check=True,
-        )
-    out = subprocess.run(
-        [str(python), str(HERE / "_diffprivlib_worker.py"), str(n)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout)
+    return dict(json.loads(run_worker("diffprivlib", [str(n)])))
 
 
 def main() -> None:

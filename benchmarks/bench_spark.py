@@ -9,8 +9,8 @@ size's own:
   then a grouped sum and count), collected;
 * dp-pipeline on Spark: ``dp_mean`` by group with ``privacy_unit``/``max_contributions=5``, Laplace noise,
   charged to an in-memory ledger;
-* PipelineDP 0.3.1 on Spark (``SparkRDDBackend``, the same bounds), in benchmarks/.venv-pipelinedp, created
-  on first use from requirements-pipelinedp.txt (apart from the project's lock);
+* PipelineDP 0.3.1 on Spark (``SparkRDDBackend``, the same bounds), in benchmarks/.venv-pipelinedp_spark,
+  created on first use from requirements-pipelinedp_spark.txt (apart from the project's lock);
 * the pandas layer (``dp_pipeline.frames.dp_mean``) on the same rows as a pandas DataFrame, where it fits.
 
 Run: ``.venv/bin/python benchmarks/bench_spark.py [--rows 1e6 1e7] [--pipelinedp-max 1e6]`` (prints a
@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _spark_data import GROUPS, MAX_CONTRIBUTIONS, ROWS_PER_PERSON, rows, session  # noqa: E402
+from _worker_env import run_worker  # noqa: E402
 
 
 def best(run: Any, repeat: int) -> float:
@@ -94,18 +95,7 @@ def pandas_run(n: int, repeat: int) -> dict[str, float]:
 
 
 def pipelinedp_run(n: int) -> dict[str, float]:
-    env = HERE / ".venv-pipelinedp"
-    python = env / "bin" / "python"
-    if not python.exists():
-        subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(env)], check=True)
-        requirements = str(HERE / "requirements-pipelinedp.txt")
-        install = ["uv", "pip", "install", "-q", "--python", str(python), "-r", requirements]
-        subprocess.run(install, check=True)
-    out = subprocess.run(
-        [str(python), str(HERE / "_pipelinedp_worker.py"), str(n)],
-        check=True, capture_output=True, text=True, cwd=HERE,
-        env={"PYSPARK_PYTHON": str(python), "PATH": "/usr/bin:/bin"},
-    ).stdout
+    out = run_worker("pipelinedp_spark", [str(n)])
     return {"pipelinedp": json.loads(out.strip().splitlines()[-1])["seconds"]}
 
 

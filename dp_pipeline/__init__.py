@@ -1,6 +1,7 @@
 """dp-pipeline: keep data pipelines inside a differential-privacy budget."""
 
 from dp_pipeline.accounting.accountant import PrivacyAccountant
+from dp_pipeline.allocation import Allocation, PlannedRelease, allocate
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -11,15 +12,18 @@ from dp_pipeline.exceptions import (
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
 __all__ = [
+    "Allocation",
     "ApproxDP",
     "BudgetExceededError",
     "GaussianDP",
     "Guarantee",
     "InvalidParameterError",
+    "PlannedRelease",
     "PrivacyAccountant",
     "PrivacyEvent",
     "PrivacyLeakWarning",
     "PureDP",
     "UnsupportedCompositionError",
+    "allocate",
 ]
 __version__ = "0.1.0"

@@ -39,9 +39,10 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._validation import check_positive_int, check_real, divide_down, sqrt_up, subtract_up
+from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
+from dp_pipeline.exact import divide_down, split_epsilon, sqrt_up, subtract_up
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning, data_value_error
 from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import Gaussian, Laplace, Staircase, _sampling
@@ -66,7 +67,6 @@ __all__ = [
     "per_feature",
     "plan_noise",
     "release_rng",
-    "split_epsilon",
 ]
 
 UNACCOUNTED = "unaccounted"
@@ -175,14 +175,6 @@ def check_epsilon(value: Any, name: str = "epsilon") -> float:
     if epsilon <= 0.0:
         raise InvalidParameterError(f"{name!r} must be > 0, got {epsilon}", name)
     return epsilon
-
-
-def split_epsilon(epsilon: float, parts: int) -> float:
-    """The largest float ε' ≤ ε/parts with parts·ε' ≤ ε exactly (basic composition never rounds up)."""
-    share = epsilon / parts
-    while Fraction(share) * parts > Fraction(epsilon):
-        share = math.nextafter(share, 0.0)
-    return share
 
 
 def composed_event(parts: Sequence[Mechanism], relation: Relation = "replace_one") -> PrivacyEvent:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import decimal
 import math
 import numbers
-import sys
-from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
 import numpy as np
@@ -22,11 +19,6 @@ __all__ = [
     "check_array",
     "check_positive_int",
     "check_real",
-    "divide_down",
-    "divide_up",
-    "sqrt_up",
-    "subtract_up",
-    "times_up",
 ]
 
 
@@ -106,74 +98,3 @@ def check_real(value: Any, name: str) -> float:
         return as_real(value)
     except ValueError as exc:
         raise InvalidParameterError(f"{name!r} {exc}", name) from None
-
-
-# Directed rounding of derived privacy parameters. IEEE arithmetic rounds to nearest, which is below the
-# exact result half of the time; a noise scale, a sensitivity or a privacy loss derived from the user's
-# parameters is instead rounded toward more noise or more loss, by comparing with the exact rational.
-
-
-def divide_up(numerator: float, denominator: float) -> float:
-    """numerator/denominator rounded up: the least double not below the exact quotient (both > 0).
-
-    An overflow gives +∞, which is not below any quotient.
-    """
-    quotient = numerator / denominator
-    if math.isfinite(quotient) and Fraction(quotient) * Fraction(denominator) < Fraction(numerator):
-        quotient = math.nextafter(quotient, math.inf)
-    return quotient
-
-
-def divide_down(numerator: float, denominator: float) -> float:
-    """numerator/denominator rounded down: the greatest double not above the exact quotient (both > 0)."""
-    quotient = numerator / denominator
-    if Fraction(quotient) * Fraction(denominator) > Fraction(numerator):
-        quotient = math.nextafter(quotient, 0.0)
-    return quotient
-
-
-def subtract_up(minuend: float, subtrahend: float) -> float:
-    """minuend − subtrahend rounded up: the least double not below the exact difference (finite result)."""
-    difference = minuend - subtrahend
-    if Fraction(difference) < Fraction(minuend) - Fraction(subtrahend):
-        difference = math.nextafter(difference, math.inf)
-    return difference
-
-
-def sqrt_up(value: float | Fraction) -> float:
-    """√value rounded up to a double (value ≥ 0, a float or an exact Fraction): the 60-digit root rounded
-    up, then the double not below it. Decimal arithmetic, so tiny and huge values neither underflow nor
-    overflow on the way."""
-    exact = Fraction(value)
-    with decimal.localcontext() as context:
-        context.prec = 60
-        context.rounding = decimal.ROUND_CEILING
-        root = (decimal.Decimal(exact.numerator) / decimal.Decimal(exact.denominator)).sqrt()
-    result = float(root)
-    if math.isfinite(result) and Fraction(result) < Fraction(root):
-        result = math.nextafter(result, math.inf)
-    return result
-
-
-_LARGEST_DOUBLE = Fraction(sys.float_info.max)
-
-
-def times_up(k: int, value: float) -> float:
-    """k·value rounded up: the least double not below the exact product, for any int k (privacy loss never
-    rounds down).
-
-    A product beyond the largest double (a group of k people at a huge loss) is an InvalidParameterError
-    naming k: no finite number bounds it.
-    """
-    exact = k * Fraction(value)
-    if abs(exact) <= _LARGEST_DOUBLE:
-        product = float(exact)
-        if Fraction(product) < exact:
-            product = math.nextafter(product, math.inf)
-        if math.isfinite(product):
-            return product
-    raise InvalidParameterError(
-        f"a group of k = {k} at {value!r} each: k × {value!r} exceeds the largest float, so no finite "
-        "privacy loss bounds the group; lower the group size or the per-release loss",
-        "k",
-    )

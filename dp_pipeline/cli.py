@@ -9,8 +9,9 @@
     dp-pipeline budget list
     dp-pipeline budget history patients [--limit N] [--since DATE]
     dp-pipeline plan check patients plan.json        exit 1 when the plan does not fit
+    dp-pipeline plan allocate patients releases.json the least noise that fits (JSON in, JSON out)
     dp-pipeline ledger verify [patients]             exit 1 when a record was tampered with
-    dp-pipeline ledger release patients KEY --reason "worker died before reading data"
+    dp-pipeline ledger cancel patients KEY --reason "worker died before reading data"
 
 The ledger is named by ``--ledger URL`` or the environment variable ``DP_PIPELINE_LEDGER``; there is no
 default, and only ``ledger init`` creates a ledger, so a mistyped URL never starts an empty one. Output is
@@ -40,7 +41,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 try:
     import typer
@@ -52,17 +53,17 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
         f'the dp-pipeline command needs Typer and Rich: pip install "dp-pipeline[cli]" ({_err})'
     ) from None
 
-from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
     LedgerError,
+    UnknownDatasetError,
     UnsupportedCompositionError,
     printable,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
 
 __all__ = ["app"]
 
@@ -282,14 +283,13 @@ _RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PL
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
-    if budget["type"] == "gdp":
-        return "μ-GDP filter"
-    return "pure ε or μ-GDP filter" if method == "gdp" else "basic composition"
+    """The budget's rule in a few words, from the rule's class (its stored name and the budget's type)."""
+    from dp_pipeline.accounting.rules import stored_rule
+
+    return stored_rule(method, guarantee_from_dict(dict(budget)), "the ledger").title
 
 
 def _shown(data: dict[str, Any]) -> str:
-    from dp_pipeline.guarantees import guarantee_from_dict
-
     return _amount(guarantee_from_dict(dict(data)))
 
 
@@ -337,12 +337,15 @@ def budget_set(
     mu: Annotated[
         str | None, typer.Option("--mu", metavar="FLOAT", help="μ of a μ-GDP budget.", show_default=False)
     ] = None,
-    method: Annotated[
+    rule: Annotated[
         str,
         typer.Option(
+            "--rule",
             "--method",
-            help="Composition rule: auto (basic for (ε, δ), the μ-GDP filter for μ), basic, or gdp "
-            "(an (ε, δ) budget with δ > 0 spent by pure or Gaussian releases).",
+            help="How spends compose: auto (basic for --epsilon, gdp_filter for --mu); basic (Σε and Σδ); "
+            "gdp_filter (Σμ², a --mu budget); pure_or_gdp (an --epsilon budget with --delta > 0 spent by "
+            "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits). "
+            "--method is the older name of this option, gdp the older name of gdp_filter and pure_or_gdp.",
         ),
     ] = "auto",
     relation: Annotated[
@@ -378,7 +381,7 @@ def budget_set(
         with _accountant(ledger) as acct:
             if eps is not None:
                 budget = ApproxDP(eps, _kept_delta(acct, dataset) if given_delta is None else given_delta)
-            acct.set_budget(dataset, budget, method=method, relation=relation, reason=reason, actor=actor)
+            acct.set_budget(dataset, budget, rule=rule, relation=relation, reason=reason, actor=actor)
             status = _status(acct, dataset)
         if as_json:
             _print_json(status)
@@ -594,8 +597,8 @@ def ledger_grant(
         typer.echo(f"granted the ledger's writer privileges to {role}")
 
 
-@ledger_app.command("release")
-def ledger_release(
+@ledger_app.command("cancel")
+def ledger_cancel(
     dataset: DatasetArgument,
     key: Annotated[str, typer.Argument(metavar="KEY", help="The reservation's idempotency key.")],
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded); required.", show_default=False)],
@@ -603,9 +606,12 @@ def ledger_release(
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Return an open reservation to the budget, e.g. of a worker that died before reading data."""
+    """Return an open reservation to the budget, e.g. of a worker that died before reading data.
+
+    Only for an attempt that certainly read no data ('ledger release' is the older name of this command).
+    """
     with _errors(), _accountant(ledger) as acct:
-        r = acct.release(dataset, key, reason, actor=actor)
+        r = acct.cancel(dataset, key, reason, actor=actor)
         remaining = acct.remaining(dataset)
         if as_json:
             _print_json(
@@ -619,10 +625,14 @@ def ledger_release(
                 }
             )
         else:
+            status = "cancelled" if r.status == "released" else r.status
             typer.echo(
-                f"reservation {r.key!r} (seq {r.seq}, {_amount(r.cost)}) on {r.dataset!r} is {r.status}; "
+                f"reservation {r.key!r} (seq {r.seq}, {_amount(r.cost)}) on {r.dataset!r} is {status}; "
                 f"remaining {_amount(remaining.guarantee)}"
             )
+
+
+ledger_app.command("release", hidden=True, help="Older name of 'ledger cancel'.")(ledger_cancel)
 
 
 # ------------------------------------------------------------------------------------------------ plans
@@ -763,18 +773,12 @@ def plan_check(
     Their other keys are the mechanism's parameters ("categories": a list or a count, for k-ary RR).
     Every item may add "group_size" (k ≥ 1) and "label".
     """
-    from dp_pipeline.accounting.composition import group_event
+    from dp_pipeline.accounting.composition import group_plan
 
     with _errors():
         items = [_plan_item(item, f"plan item {i}") for i, item in enumerate(_read_plan(plan_file), start=1)]
         plan_delta = None if delta is None else _number(delta, "--delta")
-        sizes = {k for _, k, _ in items}
-        if len(sizes) == 1:  # one group size: the accountant applies it (exactly, as spend_plan does)
-            (k,) = sizes
-            events = [e for e, _, _ in items]
-        else:  # group sizes differ: each release as it applies to its group
-            k = 1
-            events = [group_event(e, size) for e, size, _ in items]
+        events, k = group_plan([(e, size) for e, size, _ in items])
         with _accountant(ledger) as acct:
             cost = acct.plan_cost(dataset, events, k, delta=plan_delta)
             fits = acct.plan_fits(dataset, events, k, delta=plan_delta)
@@ -814,6 +818,96 @@ def plan_check(
             )
             raise typer.Exit(EXIT_REFUSED)
 
+
+
+# ------------------------------------------------------------------------------------------------ allocation
+
+
+def _allocated_plan_item(allocated: Any) -> dict[str, Any]:
+    """An allocated release as an item of a plan file, which ``plan check`` reads back."""
+    release, m = allocated.release, allocated.mechanism
+    item: dict[str, Any] = {"mechanism": release.mechanism}
+    if release.mechanism == "gaussian":
+        item.update(mu=m.mu, sensitivity=m.sensitivity)
+    elif release.mechanism == "laplace":
+        item.update(epsilon=m.epsilon, sensitivity=m.sensitivity)
+    else:
+        item["epsilon"] = m.epsilon
+        if hasattr(m, "categories"):
+            item["categories"] = list(m.categories)
+    item["group_size"] = release.group_size
+    if release.label is not None:
+        item["label"] = release.label
+    return item
+
+
+@plan_app.command("allocate")
+def plan_allocate(
+    dataset: DatasetArgument,
+    plan_file: Annotated[
+        str,
+        typer.Argument(metavar="PLAN.json", help="A JSON list of planned releases ('-': standard input)."),
+    ],
+    against: Annotated[
+        str,
+        typer.Option(
+            "--against",
+            metavar="remaining|budget",
+            help="Fit what remains of the budget (default) or the whole budget.",
+        ),
+    ] = "remaining",
+    ledger: LedgerOption = None,
+) -> None:
+    """Calibrate the noise of planned releases to a dataset's budget; JSON in, JSON out.
+
+    Finds the least noise whose composition as one plan fits what remains of the budget (the accountant's
+    plan check, as 'spend_plan' charges it). PLAN.json is a JSON list of releases, each one of:
+
+      {"mechanism": "gaussian", "sensitivity": 1}
+      {"mechanism": "laplace", "sensitivity": 1, "weight": 2, "label": "sum"}
+      {"mechanism": "randomized_response", "categories": 3, "group_size": 2}
+
+    "weight" w (default 1): the release gets w times the noise precision (1/variance) of the others.
+    "categories" (randomized response only): 2 (binary, the default), a count or a list. Optional:
+    "group_size" (k ≥ 1) and "label". The output lists each release's calibrated noise ("std", "event")
+    and, under "plan", the calibrated releases as a plan file that 'plan check' reads. Nothing is charged.
+    """
+    from dp_pipeline.allocation import PlannedRelease, allocate
+
+    with _errors():
+        if against not in ("remaining", "budget"):
+            raise _CommandError(f"--against must be 'remaining' or 'budget', got {against!r}", EXIT_INVALID)
+        side: Literal["remaining", "budget"] = "budget" if against == "budget" else "remaining"
+        releases = []
+        for i, item in enumerate(_read_plan(plan_file), start=1):
+            try:
+                releases.append(PlannedRelease.from_dict(item))
+            except InvalidParameterError as err:
+                raise _CommandError(f"plan item {i}: {err}", EXIT_INVALID) from None
+        with _accountant(ledger) as acct:
+            allocation = allocate(releases, accountant=acct, dataset=dataset, against=side)
+        _print_json(
+            {
+                "dataset": dataset,
+                "against": against,
+                "target": allocation.target.to_dict(),
+                "cost": {"guarantee": allocation.cost.to_dict(), "method": allocation.method},
+                "scale": allocation.scale,
+                "releases": [
+                    {
+                        "index": i,
+                        "label": a.release.label,
+                        "mechanism": a.release.mechanism,
+                        "weight": float(a.release.weight),
+                        "group_size": a.release.group_size,
+                        "std": a.std,
+                        "event": a.event.to_dict(),
+                    }
+                    for i, a in enumerate(allocation, start=1)
+                ],
+                "plan": [_allocated_plan_item(a) for a in allocation],
+            }
+        )
 
 if __name__ == "__main__":  # python -m dp_pipeline.cli
     app()

@@ -12,7 +12,9 @@ __all__ = [
     "InvalidParameterError",
     "KeyAlreadyUsedError",
     "LedgerError",
+    "LedgerURLError",
     "PrivacyLeakWarning",
+    "UnknownDatasetError",
     "UnsupportedCompositionError",
     "data_value_error",
     "printable",
@@ -29,6 +31,48 @@ class InvalidParameterError(ValueError, TypeError):
     def __init__(self, message: str, parameter: str | None = None) -> None:
         super().__init__(message)
         self.parameter = parameter
+
+
+class UnknownDatasetError(InvalidParameterError, KeyError):
+    """The dataset has no budget in this ledger (also a KeyError).
+
+    Attributes
+    ----------
+    dataset : str
+    ledger : str or None
+        The ledger's URL, password hidden.
+    empty : bool
+        The ledger has no dataset at all: it may have just been created at a mistyped path.
+    advice : str or None
+        How to set a budget (default: the Python call; the command line names its command).
+    """
+
+    def __init__(
+        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
+    ) -> None:
+        where = "this ledger" if ledger is None else f"the ledger {ledger}"
+        message = f"dataset {dataset!r} has no privacy budget in {where}."
+        if empty:
+            message += (
+                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
+                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
+            )
+        message += " " + (
+            advice
+            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
+            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
+        )
+        super().__init__(message, "dataset")
+        self.dataset = dataset
+        self.ledger = ledger
+        self.empty = empty
+        self.advice = advice
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
 
 
 class BudgetExceededError(RuntimeError):
@@ -108,6 +152,11 @@ class LedgerError(RuntimeError):
     """The ledger cannot be used: corrupt, tampered, written by a newer schema, or inconsistent."""
 
 
+class LedgerURLError(InvalidParameterError, LedgerError):
+    """A ledger URL that cannot name a database: invalid input (``InvalidParameterError``, the command exits
+    2), and still a ``LedgerError`` for callers that catch that when a ledger cannot be opened."""
+
+
 class KeyAlreadyUsedError(LedgerError):
     """A spend or reservation reused an idempotency key that its dataset already holds; nothing was written.
 
@@ -127,7 +176,7 @@ class KeyAlreadyUsedError(LedgerError):
     _ADVICE: ClassVar[dict[str, str]] = {
         "open": (
             "another call holding this key is running or died before committing. Its holder commits or "
-            "releases it; an operator may release it with PrivacyAccountant.release(dataset, key, reason) "
+            "cancels it; an operator may cancel it with PrivacyAccountant.cancel(dataset, key, reason) "
             "only if that call certainly read no data"
         ),
         "committed": (

@@ -30,11 +30,11 @@ from dp_pipeline._validation import (
     check_array,
     check_positive_int,
     check_real,
-    times_up,
 )
+from dp_pipeline.exact import times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
-__all__ = ["ApproxDP", "GaussianDP", "Guarantee", "PureDP", "guarantee_from_dict"]
+__all__ = ["ApproxDP", "GaussianDP", "Guarantee", "PureDP", "gaussian_log_delta", "guarantee_from_dict"]
 
 
 def _check_alpha(alpha: ArrayLike) -> NDArray[np.float64]:
@@ -254,9 +254,7 @@ class GaussianDP(Guarantee):
 
     def _log_delta(self, epsilon: float) -> float:
         """An upper bound on log δ(ε) (μ > 0), within 10⁻¹⁰ of the exact value."""
-        if self.mu < _SERIES_BELOW_MU:
-            return _log_delta_series(self.mu, epsilon) + _LOG_DELTA_MARGIN
-        return _log_delta_mills(self.mu, epsilon) + _LOG_DELTA_MARGIN
+        return gaussian_log_delta(self.mu, epsilon)
 
     def delta(self, epsilon: float) -> float:
         """δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), the least δ with (ε, δ)-DP, rounded up."""
@@ -294,6 +292,20 @@ class GaussianDP(Guarantee):
                 f"μ-GDP with μ = {self.mu:.6g} implies no finite ε at this 'delta'", "delta"
             )
         return ApproxDP(least_double_where(holds, 0.0, upper), target)
+
+
+def gaussian_log_delta(mu: float, epsilon: float) -> float:
+    """An upper bound, within 10⁻¹⁰ of the exact value, on ln δ(ε) of μ-GDP (μ > 0, ε ≥ 0).
+
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) is the least δ with (ε, δ)-DP (Dong, Roth & Su 2022,
+    Cor. 2.13); for Gaussian noise of σ at L2 sensitivity S, μ = S/σ and it is the exact (ε, δ) condition of
+    the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8). Evaluated without cancellation, see
+    :class:`GaussianDP`, Notes. The one implementation of this curve: the guarantees and the Gaussian
+    mechanism's calibration both use it.
+    """
+    if mu < _SERIES_BELOW_MU:
+        return _log_delta_series(mu, epsilon) + _LOG_DELTA_MARGIN
+    return _log_delta_mills(mu, epsilon) + _LOG_DELTA_MARGIN
 
 
 _SERIES_BELOW_MU = 2.0

@@ -109,7 +109,8 @@ def test_ledger_anchor_then_verify_against_it_catches_a_rollback(url: str, tmp_p
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "1", url=url)
     shutil.copy(tmp_path / "ledger.db", tmp_path / "backup.db")  # taken with the budget only
-    PrivacyAccountant(url).spend("d", PureDP(1.0))
+    with PrivacyAccountant(url) as acct:  # closed: no connection is left on the file that is replaced
+        acct.spend("d", PureDP(1.0))
     anchor = tmp_path / "anchor.json"
     assert "anchor written" in ok("ledger", "anchor", "--output", str(anchor), url=url).stdout
     assert json.loads(anchor.read_text())["datasets"]["d"]["seq"] == 3
@@ -131,13 +132,13 @@ def test_ledger_grant_prints_the_least_privilege_sql(url: str) -> None:
     fails(2, "ledger", "grant", "--role", "w", "--apply", url=url, match="needs a PostgreSQL ledger")
 
 
-def test_ledger_release_of_an_open_reservation(url: str) -> None:
+def test_ledger_cancel_of_an_open_reservation(url: str) -> None:
     initialised(url)
     ok("budget", "set", "d", "--epsilon", "1", url=url)
     acct = PrivacyAccountant(url)
     acct.reserve("d", PureDP(0.25), key="dag/task/run/1", label="worker died")
     acct.spend("d", PureDP(0.5), key="done")
-    out = as_json("ledger", "release", "d", "dag/task/run/1", "--reason", "killed before reading", url=url)
+    out = as_json("ledger", "cancel", "d", "dag/task/run/1", "--reason", "killed before reading", url=url)
     assert (out["status"], out["key"]) == ("released", "dag/task/run/1")
     assert out["cost"] == g(ApproxDP(0.25, 0.0))
     assert out["remaining"]["guarantee"] == g(acct.remaining("d").guarantee) == g(ApproxDP(0.5, 0.0))
@@ -145,14 +146,25 @@ def test_ledger_release_of_an_open_reservation(url: str) -> None:
     assert (last.kind, last.key, last.reason) == ("release", "dag/task/run/1", "killed before reading")
     assert last.actor is not None and "@" in last.actor  # user@host by default
     text = ok(
-        "ledger", "release", "d", "dag/task/run/1", "--reason", "again", "--actor", "ops", url=url
+        "ledger", "cancel", "d", "dag/task/run/1", "--reason", "again", "--actor", "ops", url=url
     ).stdout
-    assert "is released" in text  # releasing again changes nothing
-    assert len(acct.records("d")) == 5  # budget, reserve, reserve and commit of "done", release
-    fails(1, "ledger", "release", "d", "done", "--reason", "oops", url=url, match="is committed")
-    fails(1, "ledger", "release", "d", "no-such-key", "--reason", "x", url=url, match="no reservation")
-    fails(2, "ledger", "release", "d", "done", url=url, match="Missing option '--reason'")
-    fails(2, "ledger", "release", "d", "done", "--reason", "  ", url=url, match="non-empty 'reason'")
+    assert "is cancelled" in text  # cancelling again changes nothing
+    assert len(acct.records("d")) == 5  # budget, reserve, reserve and commit of "done", cancellation
+    fails(1, "ledger", "cancel", "d", "done", "--reason", "oops", url=url, match="is committed")
+    fails(1, "ledger", "cancel", "d", "no-such-key", "--reason", "x", url=url, match="no reservation")
+    fails(2, "ledger", "cancel", "d", "done", url=url, match="Missing option '--reason'")
+    fails(2, "ledger", "cancel", "d", "done", "--reason", "  ", url=url, match="non-empty 'reason'")
+    acct.close()
+
+
+def test_ledger_release_is_the_older_name_of_cancel(url: str) -> None:
+    initialised(url)
+    ok("budget", "set", "d", "--epsilon", "1", url=url)
+    acct = PrivacyAccountant(url)
+    acct.reserve("d", PureDP(0.25), key="k")
+    out = as_json("ledger", "release", "d", "k", "--reason", "killed before reading", url=url)
+    assert out["status"] == "released" and acct.spent("d").epsilon == 0.0
+    assert "release" not in ok("ledger", "--help").stdout.split("Commands")[-1]  # hidden
     acct.close()
 
 
@@ -218,8 +230,10 @@ def test_budget_set_changes_and_refusals(url: str) -> None:
         (["--epsilon", "1", "--mu", "1"], "either --epsilon"),
         ([], "either --epsilon"),
         (["--mu", "1", "--delta", "1e-6"], "--delta belongs to an (ε, δ) budget"),
-        (["--epsilon", "1", "--method", "fancy"], "'method' must be 'auto', 'basic' or 'gdp'"),
+        (["--epsilon", "1", "--rule", "fancy"], "'rule' must be one of 'auto', 'basic', 'gdp'"),
+        (["--epsilon", "1", "--rule", "pure_or_gdp"], "needs δ > 0"),
         (["--epsilon", "1", "--method", "gdp"], "needs δ > 0"),
+        (["--mu", "1", "--rule", "basic"], "rule 'basic' is for ApproxDP budgets"),
     ],
 )
 def test_budget_set_rejects_bad_numbers_and_changes_nothing(url: str, args: list[str], match: str) -> None:
@@ -237,7 +251,7 @@ def test_budget_history_lists_one_row_per_release(url: str) -> None:
     )
     acct.reserve("d", PureDP(0.25), key="k2")
     acct.reserve("d", PureDP(0.05), key="k3")
-    acct.release("d", "k3", "worker died before reading data")
+    acct.cancel("d", "k3", "worker died before reading data")
     acct.spend_plan("d", [PureDP(0.1), PureDP(0.2)], key="plan")
     out = as_json("budget", "history", "d", url=url)
     releases = [e for e in acct.records("d") if e.kind == "reserve"]

@@ -253,14 +253,15 @@ def test_group_of_any_int_size_is_exact_then_rounded_up() -> None:
     ("epsilon", "delta"), [(1e-7, 1e-6), (1e-12, 1e-10), (1e-200, 1e-300), (1.0, 1e-6), (50.0, 1e-300)]
 )
 def test_mu_limit_of_a_budget_is_valid_and_tight(epsilon: float, delta: float) -> None:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant, _mu_limit
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.rules.pure_or_gdp import mu_limit
 
-    limit = float(_mu_limit(ApproxDP(epsilon, delta)))
+    limit = float(mu_limit(ApproxDP(epsilon, delta)))
     assert limit > 0.0
     assert exact_delta(limit, epsilon) <= delta  # a limit-GDP release is truly (ε_B, δ_B)-DP
     assert exact_delta(limit * (1 + 1e-8), epsilon) > delta  # and the limit is not far below the largest
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("d", ApproxDP(epsilon, delta), method="gdp")  # previously never returned
+    acct.set_budget("d", ApproxDP(epsilon, delta), rule="pure_or_gdp")  # previously never returned
     assert acct.budget("d").guarantee == ApproxDP(epsilon, delta)
 
 

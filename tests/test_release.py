@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dp_pipeline import InvalidParameterError, PrivacyLeakWarning
-from dp_pipeline._release import declared_sensitivity, per_feature, plan_noise, release_rng, split_epsilon
+from dp_pipeline._release import declared_sensitivity, per_feature, plan_noise, release_rng
+from dp_pipeline.exact import split_epsilon
 from dp_pipeline.frames import dp_count
 from dp_pipeline.transformers import LaplaceNoise
 

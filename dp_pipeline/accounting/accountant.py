@@ -1,73 +1,72 @@
 """PrivacyAccountant: per-dataset privacy budgets over a persistent, hash-chained ledger.
 
-The accountant does the arithmetic; a :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` keeps the
-records and provides the lock. Check and reserve happen in one transaction, so two processes can never
-both take the last part of a budget, and a refusal writes nothing.
+The accountant runs the transactions: it validates the request, checks and reserves in one locked
+transaction (a refusal writes nothing), honours idempotency keys, and commits or cancels. The arithmetic is
+the dataset's budget rule's (:mod:`dp_pipeline.accounting.rules`), priced by
+:mod:`~dp_pipeline.accounting.pricing`; what is written is in :mod:`~dp_pipeline.accounting.records`,
+what is shown in :mod:`~dp_pipeline.accounting.reports`, and verify's replay in
+:mod:`~dp_pipeline.accounting.verify`. A :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` keeps the
+records and provides the lock.
 """
 
 from __future__ import annotations
 
-import decimal
-import functools
 import getpass
-import json
-import math
 import os
-import re
 import socket
-import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from decimal import Decimal
-from fractions import Fraction
-from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from dp_pipeline._validation import check_positive_int, check_real
-from dp_pipeline.accounting.composition import (
-    as_approx_dp,
-    compose_plan,
-    compose_plan_gdp,
-    event_gdp,
-    flatten_events,
-    group_event,
-)
+from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
 from dp_pipeline.accounting.ledger.base import (
     KEY_ENV,
     DatasetHead,
-    DatasetState,
     LedgerRecord,
     LedgerTransaction,
-    RecordSigner,
     ReservationRecords,
     canonical_json,
     check_chain,
     utc_now,
 )
-from dp_pipeline.accounting.relations import to_relation
+from dp_pipeline.accounting.ledger.urls import redact_url
+from dp_pipeline.accounting.records import (
+    BudgetBody,
+    CancelBody,
+    DatasetBudget,
+    ReserveBody,
+    append,
+    append_commit,
+    budget_of,
+    request_of,
+    with_totals,
+)
+from dp_pipeline.accounting.reports import (
+    BudgetReport,
+    LedgerEntry,
+    ReleaseEntry,
+    VerifyReport,
+    budget_report,
+    ledger_entry,
+    read_all,
+    release_entry,
+)
+from dp_pipeline.accounting.reservation import Reservation, warn_renamed
+from dp_pipeline.accounting.rules import Totals, user_rule
+from dp_pipeline.accounting.verify import ANCHOR_FORMAT, check_anchor, check_semantics, read_anchor
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
     KeyAlreadyUsedError,
     LedgerError,
-    UnsupportedCompositionError,
+    UnknownDatasetError,
     printable,
 )
-from dp_pipeline.guarantees import (
-    ApproxDP,
-    GaussianDP,
-    Guarantee,
-    PureDP,
-    guarantee_from_dict,
-    least_double_where,
-)
-
-_T = TypeVar("_T")
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
 
 __all__ = [
     "BudgetReport",
@@ -79,650 +78,12 @@ __all__ = [
     "VerifyReport",
 ]
 
-Method = Literal["basic", "gdp"]
 Against = Literal["remaining", "budget"]
-
-# Exact decimal arithmetic: a double's exact value has at most 309 digits before the point and 1074 after
-# it, so a sum of them needs under 1,400 digits and a sum of their squares (μ²) under 2,800 (plus a few
-# carries); Inexact is trapped so that a result that would need rounding raises instead of being rounded
-# silently.
-_EXACT = decimal.Context(
-    prec=3000,
-    Emax=100_000,
-    Emin=-100_000,
-    rounding=decimal.ROUND_HALF_EVEN,
-    traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero],
-)
-_UP = decimal.Context(prec=40, rounding=decimal.ROUND_CEILING)
-_DOWN = decimal.Context(prec=40, rounding=decimal.ROUND_FLOOR)
-_ZERO = Decimal(0)
-_MAX_NAME = 255
-_MAX_KEY = 512
-
-
-# ------------------------------------------------------------------------------------------------------
-# exact arithmetic helpers
 
 T = TypeVar("T")
 
-
-def _dec(value: float) -> Decimal:
-    """A float's exact binary value as a decimal (0.1 → 0.1000000000000000055511151231257827…).
-
-    A mechanism calibrated with the float ε = 0.1 can lose exactly that much, which is more than the 1/10
-    that its shortest repr reads; costs and budgets are therefore recorded and compared at the exact value.
-    Ledgers written before recorded the repr decimals (0.1); they still read and verify, since the stored
-    strings are parsed and summed as they are.
-    """
-    return Decimal(float(value))
-
-
-def _float_up(value: Decimal) -> float:
-    """The least float whose exact value is ≥ value."""
-    result = float(value)
-    while _dec(result) < value:
-        result = math.nextafter(result, math.inf)
-    return result
-
-
-def _float_down(value: Decimal) -> float:
-    """The greatest float ≥ 0 whose exact value is ≤ value (0 for negative values)."""
-    if value <= 0:
-        return 0.0
-    result = float(value)
-    while _dec(result) > value:
-        result = math.nextafter(result, -math.inf)
-    return max(result, 0.0)
-
-
-def _sqrt_up(value: Decimal) -> float:
-    """The least float whose exact square is ≥ value (a 40-digit root can be above it by an ulp)."""
-    if value <= 0:
-        return 0.0
-    root = _float_up(_UP.sqrt(value))
-    while _square(_dec(math.nextafter(root, 0.0))) >= value:
-        root = math.nextafter(root, 0.0)
-    return root
-
-
-def _sqrt_down(value: Decimal) -> float:
-    """The greatest float whose exact square is ≤ value."""
-    if value <= 0:
-        return 0.0
-    root = _float_down(_DOWN.sqrt(value))
-    while _square(_dec(math.nextafter(root, math.inf))) <= value:
-        root = math.nextafter(root, math.inf)
-    return root
-
-
-def _add(a: Decimal, b: Decimal) -> Decimal:
-    return _EXACT.add(a, b)
-
-
-def _sub(a: Decimal, b: Decimal) -> Decimal:
-    return _EXACT.subtract(a, b)
-
-
-def _square(a: Decimal) -> Decimal:
-    return _EXACT.multiply(a, a)
-
-
-def _parse_decimal(text: Any, where: str) -> Decimal:
-    try:
-        value = Decimal(str(text))
-    except decimal.InvalidOperation:
-        raise LedgerError(f"{where}: {text!r} is not a decimal number") from None
-    if not value.is_finite():
-        raise LedgerError(f"{where}: {text!r} is not finite")
-    return value
-
-
-# ------------------------------------------------------------------------------------------------------
-# budget, charges and running totals
-
-
-@dataclass(frozen=True)
-class _Budget:
-    """A dataset's budget: the guarantee (ApproxDP or GaussianDP), the method, the neighbouring relation and,
-    for an (ε, δ) budget under the μ-GDP filter, μ_B = the largest μ whose (ε, δ_B) conversion fits ε_B."""
-
-    guarantee: Guarantee
-    method: Method
-    mu_limit: Decimal | None = None
-    relation: Relation = DEFAULT_RELATION
-
-    @property
-    def currency(self) -> Literal["approx", "gdp"]:
-        return "gdp" if isinstance(self.guarantee, GaussianDP) else "approx"
-
-    def state_budget(self) -> dict[str, Any]:
-        return {
-            "guarantee": self.guarantee.to_dict(),
-            "mu_limit": None if self.mu_limit is None else str(self.mu_limit),
-            "relation": self.relation,
-        }
-
-    @classmethod
-    def from_state(cls, state: DatasetState, where: str) -> _Budget:
-        try:
-            guarantee = guarantee_from_dict(dict(state.budget["guarantee"]))
-        except (KeyError, TypeError, InvalidParameterError) as err:
-            raise LedgerError(f"{where}: unreadable budget {state.budget!r} ({err})") from None
-        if state.method not in ("basic", "gdp"):
-            raise LedgerError(f"{where}: unknown composition method {state.method!r}")
-        raw = state.budget.get("mu_limit")
-        mu_limit = None if raw is None else _parse_decimal(raw, where)
-        method: Method = "gdp" if state.method == "gdp" else "basic"
-        # a budget stored before relations existed has none: it is read as the default
-        relation = state.budget.get("relation", DEFAULT_RELATION)
-        if relation not in RELATIONS:
-            raise LedgerError(f"{where}: unknown neighbouring relation {relation!r}")
-        return cls(guarantee, method, mu_limit, relation)
-
-    def describe(self) -> str:
-        if self.currency == "gdp":
-            return f"{self.guarantee!r} (μ-GDP filter)"
-        if self.method == "gdp":
-            return f"{self.guarantee!r} (basic composition of pure spends, or the μ-GDP filter)"
-        return f"{self.guarantee!r} (basic composition)"
-
-
-@dataclass(frozen=True)
-class _Charge:
-    """What one reservation adds to the running totals, as exact decimals.
-
-    ``epsilon``/``delta`` are None when the reservation has no (ε, δ) in the budget's rule (μ-GDP
-    budgets; non-pure spends under the pure-or-GDP rule); ``mu2`` (μ²) is None when it has no μ or
-    the rule does not use one (basic composition).
-    """
-
-    epsilon: Decimal | None
-    delta: Decimal | None
-    mu2: Decimal | None
-
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "epsilon": None if self.epsilon is None else str(self.epsilon),
-            "delta": None if self.delta is None else str(self.delta),
-            "mu2": None if self.mu2 is None else str(self.mu2),
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> _Charge:
-        if not isinstance(data, Mapping):
-            raise LedgerError(f"{where}: unreadable charge {data!r}")
-
-        def get(name: str) -> Decimal | None:
-            raw = data.get(name)
-            return None if raw is None else _parse_decimal(raw, where)
-
-        return cls(get("epsilon"), get("delta"), get("mu2"))
-
-    @property
-    def is_pure(self) -> bool:
-        return self.epsilon is not None and self.delta == 0
-
-
-@dataclass(frozen=True)
-class _Totals:
-    """Running totals over the active (open or committed) reservations of a dataset."""
-
-    epsilon: Decimal = _ZERO
-    delta: Decimal = _ZERO
-    mu2: Decimal = _ZERO
-    impure: int = 0  # active charges that are not pure ε-DP
-    no_mu: int = 0  # active charges without a μ
-    active: int = 0  # open or committed reservations
-    open: int = 0  # open reservations
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "epsilon": str(self.epsilon),
-            "delta": str(self.delta),
-            "mu2": str(self.mu2),
-            "impure": self.impure,
-            "no_mu": self.no_mu,
-            "active": self.active,
-            "open": self.open,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> _Totals:
-        if not isinstance(data, Mapping):
-            raise LedgerError(f"{where}: unreadable running totals {data!r}")
-        try:
-            counts = {name: int(data[name]) for name in ("impure", "no_mu", "active", "open")}
-            return cls(
-                _parse_decimal(data["epsilon"], where),
-                _parse_decimal(data["delta"], where),
-                _parse_decimal(data["mu2"], where),
-                **counts,
-            )
-        except (KeyError, TypeError, ValueError) as err:
-            raise LedgerError(f"{where}: unreadable running totals {data!r} ({err})") from None
-
-    def plus(self, charge: _Charge) -> _Totals:
-        return _Totals(
-            _add(self.epsilon, charge.epsilon or _ZERO),
-            _add(self.delta, charge.delta or _ZERO),
-            _add(self.mu2, charge.mu2 or _ZERO),
-            self.impure + (0 if charge.is_pure else 1),
-            self.no_mu + (1 if charge.mu2 is None else 0),
-            self.active + 1,
-            self.open + 1,
-        )
-
-    def minus(self, charge: _Charge) -> _Totals:
-        return _Totals(
-            _sub(self.epsilon, charge.epsilon or _ZERO),
-            _sub(self.delta, charge.delta or _ZERO),
-            _sub(self.mu2, charge.mu2 or _ZERO),
-            self.impure - (0 if charge.is_pure else 1),
-            self.no_mu - (1 if charge.mu2 is None else 0),
-            self.active - 1,
-            self.open - 1,
-        )
-
-    def committed(self) -> _Totals:
-        return replace(self, open=self.open - 1)
-
-    def same_as(self, other: _Totals) -> bool:
-        return (
-            self.epsilon == other.epsilon
-            and self.delta == other.delta
-            and self.mu2 == other.mu2
-            and (self.impure, self.no_mu, self.active, self.open)
-            == (other.impure, other.no_mu, other.active, other.open)
-        )
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_budget(budget_json: str, method: str, where: str) -> _Budget:
-    return _Budget.from_state(DatasetState(json.loads(budget_json), method, {}), where)
-
-
-def _budget_of(state: DatasetState, where: str) -> _Budget:
-    """The budget of a head state (parsed once per distinct budget)."""
-    return _parse_budget(canonical_json(dict(state.budget)), state.method, where)
-
-
-def _fits(budget: _Budget, totals: _Totals) -> bool:
-    """Whether the running totals (including a new charge) are within the budget; see PrivacyAccountant."""
-    g = budget.guarantee
-    if isinstance(g, GaussianDP):
-        return totals.no_mu == 0 and totals.mu2 <= _square(_dec(g.mu))
-    assert isinstance(g, ApproxDP)
-    if budget.method == "basic":
-        return totals.epsilon <= _dec(g.epsilon) and totals.delta <= _dec(g.delta)
-    pure_route = totals.impure == 0 and totals.epsilon <= _dec(g.epsilon)
-    gdp_route = totals.no_mu == 0 and budget.mu_limit is not None and totals.mu2 <= _square(budget.mu_limit)
-    return pure_route or gdp_route
-
-
-def _mu_limit(budget: ApproxDP) -> Decimal:
-    """The largest μ (a double, rounded down) with GaussianDP(μ).to_approx_dp(δ_B).ε ≤ ε_B.
-
-    ε(μ) grows with μ, so the first μ beyond the limit is found by bisecting the doubles (at most 64
-    conversions); a μ with no finite ε at δ_B is beyond it.
-    """
-
-    def beyond(mu: float) -> bool:
-        try:
-            return GaussianDP(mu).to_approx_dp(budget.delta).epsilon > budget.epsilon
-        except InvalidParameterError:
-            return True
-
-    return _dec(math.nextafter(least_double_where(beyond, 0.0, sys.float_info.max), 0.0))
-
-
-# ------------------------------------------------------------------------------------------------------
-# public value objects
-
-
-@dataclass(frozen=True)
-class BudgetReport:
-    """A number in a dataset's budget currency, and the composition method that produced it.
-
-    Returned by :meth:`PrivacyAccountant.spent`, :meth:`~PrivacyAccountant.remaining`,
-    :meth:`~PrivacyAccountant.plan_cost` and :meth:`~PrivacyAccountant.budget`.
-
-    Attributes
-    ----------
-    dataset : str
-        The dataset.
-    what : str
-        ``"spent"``, ``"remaining"``, ``"plan cost"`` or ``"budget"``.
-    guarantee : ApproxDP or GaussianDP
-        The amount, in the budget's currency. Spent amounts and costs are rounded up, remaining amounts
-        down.
-    method : str
-        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading) or ``"pld"`` (tight plan total).
-    budget : ApproxDP or GaussianDP
-        The dataset's budget.
-    open_reservations : int
-        Reservations not yet committed or released; they are counted as spent.
-    relation : str
-        The dataset's neighbouring relation: ``"replace_one"`` or ``"add_remove"``.
-    """
-
-    dataset: str
-    what: str
-    guarantee: Guarantee
-    method: str
-    budget: Guarantee
-    open_reservations: int = 0
-    relation: Relation = DEFAULT_RELATION
-
-    @property
-    def epsilon(self) -> float:
-        """ε of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
-        if isinstance(self.guarantee, GaussianDP):
-            raise AttributeError(
-                f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .epsilon "
-                "(convert with report.guarantee.to_approx_dp(delta))"
-            )
-        assert isinstance(self.guarantee, ApproxDP)
-        return self.guarantee.epsilon
-
-    @property
-    def delta(self) -> float:
-        """δ of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
-        if isinstance(self.guarantee, GaussianDP):
-            raise AttributeError(
-                f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .delta"
-            )
-        assert isinstance(self.guarantee, ApproxDP)
-        return self.guarantee.delta
-
-    @property
-    def mu(self) -> float:
-        """μ of a μ-GDP amount; AttributeError for an (ε, δ) budget (read ``.epsilon``/``.delta``)."""
-        if not isinstance(self.guarantee, GaussianDP):
-            raise AttributeError(
-                f"dataset {self.dataset!r} has an (ε, δ) budget: the report has .epsilon and .delta, not .mu"
-            )
-        return self.guarantee.mu
-
-    def __str__(self) -> str:
-        g = self.guarantee
-        amount = (
-            f"μ = {g.mu:.6g}"
-            if isinstance(g, GaussianDP)
-            else f"ε = {self.epsilon:.6g}, δ = {self.delta:.6g}"
-        )
-        method = {
-            "basic": "basic composition",
-            "gdp": "μ-GDP filter",
-            "pld": "tight PLD composition",
-        }.get(self.method, self.method)
-        text = (
-            f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "
-            f"{self.relation})"
-        )
-        if self.open_reservations:
-            text += f", including {self.open_reservations} open reservation(s)"
-        return text
-
-
-def _short(g: Guarantee) -> str:
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One ledger record as :meth:`PrivacyAccountant.records` shows it.
-
-    Attributes
-    ----------
-    seq : int
-        Position in the dataset's chain.
-    time : datetime
-        When it was written (UTC).
-    kind : str
-        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"``.
-    status : str
-        For a reservation: ``"open"``, ``"committed"`` or ``"released"``; otherwise the kind.
-    label, key : str or None
-        The spend's label and idempotency key.
-    group_size : int or None
-        The group size k the spend was charged for.
-    guarantee : Guarantee or None
-        The cost charged (a reservation), or the budget set (a budget record).
-    method : str or None
-        How the cost was composed (plans: ``"pld"``, ``"basic"`` or ``"gdp"``), or the budget's rule.
-    events : tuple of PrivacyEvent
-        The events of a reservation (several for a plan).
-    reservation : int or None
-        For ``commit``/``release``: the seq of the reservation it ends.
-    reason, actor : str or None
-        Why and by whom (releases and budget changes).
-    hash : str
-        The record's hash in the chain.
-    relation : str or None
-        The dataset's neighbouring relation, for budget and reserve records (records written before
-        relations existed: the default, ``"replace_one"``).
-    """
-
-    dataset: str
-    seq: int
-    time: datetime
-    kind: str
-    status: str
-    label: str | None
-    key: str | None
-    group_size: int | None
-    guarantee: Guarantee | None
-    method: str | None
-    events: tuple[PrivacyEvent, ...] = field(default=())
-    reservation: int | None = None
-    reason: str | None = None
-    actor: str | None = None
-    hash: str = ""
-    relation: Relation | None = None
-
-
-@dataclass(frozen=True)
-class ReleaseEntry:
-    """One release (a charged reservation) as :meth:`PrivacyAccountant.history` shows it.
-
-    Attributes
-    ----------
-    dataset : str
-    seq : int
-        The seq of the reservation record in the dataset's chain (see :meth:`PrivacyAccountant.records`).
-    time : datetime
-        When it was charged (UTC).
-    label, key : str or None
-        The spend's label and idempotency key.
-    group_size : int
-        The group size k it was charged for.
-    cost : Guarantee
-        What was charged, in the budget's currency (for the group of k).
-    method : str or None
-        How a plan's cost was composed (``"pld"``, ``"basic"`` or ``"gdp"``).
-    events : tuple of PrivacyEvent
-        The mechanisms' events (several for a plan).
-    status : str
-        ``"open"`` (reserved, still counted), ``"committed"`` or ``"cancelled"`` (released back to the
-        budget before data was read).
-    ended : datetime or None
-        When it was committed or cancelled.
-    reason, actor : str or None
-        Why and by whom it was cancelled.
-    """
-
-    dataset: str
-    seq: int
-    time: datetime
-    label: str | None
-    key: str | None
-    group_size: int
-    cost: Guarantee
-    method: str | None
-    events: tuple[PrivacyEvent, ...]
-    status: str
-    ended: datetime | None = None
-    reason: str | None = None
-    actor: str | None = None
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """The result of a successful :meth:`PrivacyAccountant.verify`: what was checked.
-
-    Attributes
-    ----------
-    datasets : tuple of str
-    records : int
-        How many records were checked.
-    signatures : bool
-        Whether signatures were checked (a key was configured).
-    anchored : bool
-        Whether the chains were checked against an anchor.
-    """
-
-    datasets: tuple[str, ...]
-    records: int
-    signatures: bool = False
-    anchored: bool = False
-
-    def __str__(self) -> str:
-        n = len(self.datasets)
-        text = f"ledger verified: {self.records} records in {n} dataset(s); chains, totals and budgets intact"
-        text += "; signatures valid" if self.signatures else "; signatures not checked (no key)"
-        if self.anchored:
-            text += "; the anchor's heads are still in the chains"
-        return text
-
-
-class UnknownDatasetError(InvalidParameterError, KeyError):
-    """The dataset has no budget in this ledger (also a KeyError).
-
-    Attributes
-    ----------
-    dataset : str
-    ledger : str or None
-        The ledger's URL, password hidden.
-    empty : bool
-        The ledger has no dataset at all: it may have just been created at a mistyped path.
-    advice : str or None
-        How to set a budget (default: the Python call; the command line names its command).
-    """
-
-    def __init__(
-        self, dataset: str, ledger: str | None = None, empty: bool = False, advice: str | None = None
-    ) -> None:
-        where = "this ledger" if ledger is None else f"the ledger {ledger}"
-        message = f"dataset {dataset!r} has no privacy budget in {where}."
-        if empty:
-            message += (
-                " That ledger has no budgets at all: if it was just created, the path, URL or connection may "
-                "be wrong, and a new, empty ledger was opened there: check it before setting a budget on it."
-            )
-        message += " " + (
-            advice
-            or f"To set one: acct.set_budget({dataset!r}, ApproxDP(epsilon, delta)) or "
-            f"acct.set_budget({dataset!r}, GaussianDP(mu))."
-        )
-        super().__init__(message, "dataset")
-        self.dataset = dataset
-        self.ledger = ledger
-        self.empty = empty
-        self.advice = advice
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.dataset, self.ledger, self.empty, self.advice))
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password (a local, minimal redaction)."""
-    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", url)
-
-
-class Reservation:
-    """A reserved (and possibly committed) charge on a dataset's budget.
-
-    Obtained from :meth:`PrivacyAccountant.reserve` (open), or from :meth:`~PrivacyAccountant.spend` and
-    :meth:`~PrivacyAccountant.spend_plan` (committed). As a context manager it commits when the block
-    ends, **also when the block raises**: once inside the block the attempt may have read data, and an
-    error afterwards does not take back what the data revealed. An attempt that certainly never read
-    data calls :meth:`release` with a reason; then nothing is committed.
-
-    Attributes
-    ----------
-    dataset, key : str
-        The dataset and the idempotency key.
-    seq : int
-        The reservation's record in the dataset's chain.
-    cost : Guarantee
-        The charge, in the budget's currency (after group size and plan composition).
-    method : str
-        How the cost was composed.
-    status : str
-        ``"open"``, ``"committed"`` or ``"released"`` as last seen by this object.
-    """
-
-    def __init__(
-        self,
-        accountant: PrivacyAccountant,
-        dataset: str,
-        key: str,
-        seq: int,
-        cost: Guarantee,
-        method: str,
-        status: str,
-        label: str | None,
-        group_size: int,
-    ) -> None:
-        self._accountant = accountant
-        self.dataset = dataset
-        self.key = key
-        self.seq = seq
-        self.cost = cost
-        self.method = method
-        self.status = status
-        self.label = label
-        self.group_size = group_size
-
-    def commit(self) -> Reservation:
-        """Mark the reservation spent (idempotent). LedgerError if it was released."""
-        if self.status != "committed":
-            self.status = self._accountant._commit(self.dataset, self.key)
-        return self
-
-    def release(self, reason: str) -> Reservation:
-        """Return the reservation to the budget: only for an attempt that never read data.
-
-        Recorded with ``reason``. LedgerError if it was already committed.
-        """
-        if self.status != "released":
-            self.status = self._accountant._release(self.dataset, self.key, reason, None, by="attempt")
-        return self
-
-    def __enter__(self) -> Reservation:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Literal[False]:
-        if self.status == "open":
-            self.commit()
-        return False
-
-    def __repr__(self) -> str:
-        return (
-            f"Reservation(dataset={self.dataset!r}, key={self.key!r}, cost={self.cost!r}, "
-            f"method={self.method!r}, status={self.status!r})"
-        )
+_MAX_NAME = 255
+_MAX_KEY = 512
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -812,229 +173,6 @@ def _default_actor() -> str:
 
 
 # ------------------------------------------------------------------------------------------------------
-# pricing: a request's charge under a budget
-
-
-@dataclass(frozen=True)
-class _Price:
-    charge: _Charge
-    cost: Guarantee
-    method: str
-    budget: _Budget
-    remaining_delta: Decimal | None  # the remaining δ a basic plan was composed at (None: not used)
-
-
-def _laplace_epsilon(event: PrivacyEvent, k: int) -> Decimal | None:
-    """k·Δ/b, the exact ε of a Laplace event's noise for a group of k, rounded up to 40 digits.
-
-    The scale was rounded up from Δ/ε, so this is at most the float ε and often exactly the decimal the
-    user wrote (Laplace(ε = 0.2) has b = 5 and loses exactly 1/5). None for other kinds of event.
-    """
-    scale = event.parameters.get("scale")
-    if event.kind != "laplace" or event.sensitivity is None or not isinstance(scale, float | int):
-        return None
-    if not (math.isfinite(scale) and scale > 0.0):
-        return None
-    exact = k * Fraction(event.sensitivity) / Fraction(scale)
-    return _UP.divide(Decimal(exact.numerator), Decimal(exact.denominator))
-
-
-def _pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
-    """ε of a pure group charge: never less than k times the exact ε of one individual (exactly kε), or
-    for Laplace noise the exact loss of the noise itself when that is smaller."""
-    epsilon = _dec(grouped.epsilon)
-    if not isinstance(event.guarantee, GaussianDP):
-        single = as_approx_dp(event.guarantee)
-        if single.delta == 0.0:
-            epsilon = max(epsilon, _EXACT.multiply(Decimal(k), _dec(single.epsilon)))
-    noise = _laplace_epsilon(event, k)
-    return epsilon if noise is None else min(epsilon, noise)
-
-
-def _event_charge(budget: _Budget, event: PrivacyEvent, k: int) -> tuple[_Charge, Guarantee]:
-    """What one event adds to the totals under the budget's rule, for groups of k, and the cost shown.
-
-    The event is first read under the dataset's relation (:func:`to_relation`, before grouping). A
-    ``"composite"`` event is charged as the sum of its parts' charges: Σε and Σδ, and Σμᵢ² (tighter than
-    the μ of its total guarantee).
-    """
-    event = to_relation(event, budget.relation)
-    if event.kind == "composite":
-        total = _sum_charges([_event_charge(budget, part, k)[0] for part in event.parts])
-        return total, _charge_cost(budget, total)
-    grouped = group_event(event, k)
-    g = grouped.guarantee
-    if budget.method == "basic":
-        if isinstance(g, GaussianDP):
-            raise UnsupportedCompositionError(
-                f"a μ-GDP spend ({g!r}) has no single (ε, δ), so basic composition cannot charge it to the "
-                f"(ε, δ) budget {budget.guarantee!r}. Spend a mechanism calibrated to (ε, δ), give the "
-                "dataset a GaussianDP budget, or set this budget with method='gdp'."
-            )
-        approx = as_approx_dp(g)
-        if approx.delta == 0.0:
-            return _Charge(_pure_epsilon(event, approx, k), _ZERO, None), approx
-        return _Charge(_dec(approx.epsilon), _dec(approx.delta), None), approx
-    try:
-        mu = _dec(event_gdp(grouped).mu)
-    except UnsupportedCompositionError:
-        hint = (
-            "give the dataset an (ε, δ) budget with basic composition"
-            if budget.currency == "gdp"
-            else "set this (ε, δ) budget with method='basic'"
-        )
-        raise UnsupportedCompositionError(
-            f"the spend {g!r} has δ > 0 and no μ-GDP guarantee (f_ε,δ(0) = 1 − δ < 1 = G_μ(0)), so it "
-            f"cannot be charged to the budget {budget.describe()}. Use a pure or Gaussian mechanism, or "
-            f"{hint}."
-        ) from None
-    if event.kind == "gaussian" or isinstance(event.guarantee, GaussianDP):
-        # group privacy of μ-GDP is exactly kμ
-        mu = max(mu, _EXACT.multiply(Decimal(k), _dec(event_gdp(event).mu)))
-    if budget.currency == "gdp":
-        return _Charge(None, None, _square(mu)), GaussianDP(_float_up(mu))
-    if not isinstance(g, GaussianDP):
-        approx = as_approx_dp(g)
-        if approx.delta == 0.0:
-            return _Charge(_pure_epsilon(event, approx, k), _ZERO, _square(mu)), g
-    return _Charge(None, None, _square(mu)), g
-
-
-def _charge_cost(budget: _Budget, charge: _Charge) -> Guarantee:
-    """A summed charge as a guarantee in the budget's currency (rounded up)."""
-    by_sums = budget.method == "basic" or charge.is_pure
-    if charge.epsilon is not None and charge.delta is not None and by_sums:
-        return ApproxDP(_float_up(charge.epsilon), _float_up(charge.delta))
-    assert charge.mu2 is not None
-    return GaussianDP(_sqrt_up(charge.mu2))
-
-
-def _sum_charges(charges: Sequence[_Charge]) -> _Charge:
-    eps: Decimal | None = _ZERO
-    delta: Decimal | None = _ZERO
-    mu2: Decimal | None = _ZERO
-    for c in charges:
-        eps = None if eps is None or c.epsilon is None else _add(eps, c.epsilon)
-        delta = None if delta is None or c.delta is None else _add(delta, c.delta)
-        mu2 = None if mu2 is None or c.mu2 is None else _add(mu2, c.mu2)
-    if eps is None or delta is None:
-        eps = delta = None
-    return _Charge(eps, delta, mu2)
-
-
-def _remaining_delta(budget: _Budget, totals: _Totals) -> Decimal:
-    assert isinstance(budget.guarantee, ApproxDP)
-    return max(_ZERO, _sub(_dec(budget.guarantee.delta), totals.delta))
-
-
-def _price(
-    budget: _Budget,
-    events: Sequence[PrivacyEvent],
-    k: int,
-    plan: bool,
-    plan_delta: float | None,
-    totals: _Totals,
-) -> _Price:
-    """The charge of a request under a budget (one event, or a plan composed as a whole).
-
-    A plan's events are read under the dataset's relation and its composites split into their parts, so
-    that the tight composition sees every part.
-    """
-    if not plan:
-        charge, cost = _event_charge(budget, events[0], k)
-        method = "gdp" if budget.currency == "gdp" else budget.method
-        if budget.method == "gdp" and budget.currency == "approx" and charge.is_pure:
-            method = "basic"
-        return _Price(charge, cost, method, budget, None)
-    events = flatten_events([to_relation(e, budget.relation) for e in events])
-    grouped = [group_event(e, k) for e in events]
-    if budget.method == "basic":
-        return _price_basic_plan(budget, events, grouped, k, plan_delta, totals)
-    total = _sum_charges([_event_charge(budget, e, k)[0] for e in events])
-    if budget.currency == "gdp":
-        assert total.mu2 is not None
-        gdp_total = compose_plan_gdp(grouped).guarantee
-        assert isinstance(gdp_total, GaussianDP)
-        return _Price(total, GaussianDP(max(_sqrt_up(total.mu2), gdp_total.mu)), "gdp", budget, None)
-    if budget.method == "gdp":
-        assert total.mu2 is not None
-        if total.is_pure:
-            assert total.epsilon is not None
-            return _Price(total, ApproxDP(_float_up(total.epsilon), 0.0), "basic", budget, None)
-        return _Price(total, GaussianDP(_sqrt_up(total.mu2)), "gdp", budget, None)
-
-
-@functools.lru_cache(maxsize=512)
-def _price_one(budget: _Budget, event_json: str, k: int) -> _Price:
-    """The price of one event (not a plan), which depends only on the budget, the event and k.
-
-    Keyed by the event's canonical JSON, so that repeated spends of the same release (the common case:
-    one mechanism spent many times) skip re-validating and re-grouping it. Errors are not cached.
-    """
-    event = PrivacyEvent.from_dict(json.loads(event_json))
-    return _price(budget, [event], k, False, None, _Totals())
-
-
-def _is_pure_event(event: PrivacyEvent) -> bool:
-    """Whether an event is pure ε-DP: a guarantee with δ = 0 and noise that is not Gaussian."""
-    if event.kind == "gaussian" or isinstance(event.guarantee, GaussianDP):
-        return False
-    return as_approx_dp(event.guarantee).delta == 0.0
-
-
-def _price_basic_plan(
-    budget: _Budget,
-    events: Sequence[PrivacyEvent],
-    grouped: Sequence[PrivacyEvent],
-    k: int,
-    plan_delta: float | None,
-    totals: _Totals,
-) -> _Price:
-    """A plan on an (ε, δ) budget under basic composition: its tight total at the δ asked for, or by
-    default at δ = 0 when every event is pure and at the remaining δ otherwise; or the exact sums Σε, Σδ
-    of its events when those are no larger."""
-    remaining: Decimal | None = None
-    if plan_delta is not None:
-        target = plan_delta
-    elif all(_is_pure_event(e) for e in events):
-        # Composing pure releases at a δ > 0 would buy a slightly smaller ε with δ that later (ε, δ)
-        # releases need, and the spend would make the dataset's δ budget unusable: price them at δ = 0.
-        target = 0.0
-    else:
-        remaining = _remaining_delta(budget, totals)
-        target = _float_down(remaining)
-    total: _Charge | None
-    try:
-        total = _sum_charges([_event_charge(budget, e, k)[0] for e in events])
-    except UnsupportedCompositionError:  # a μ-GDP event has no single (ε, δ); the PLD composes it
-        total = None
-    try:
-        composed = compose_plan(grouped, delta=target)
-    except UnsupportedCompositionError as err:
-        if total is not None and total.epsilon is not None and total.delta is not None:
-            # no finite ε at the δ left: charge the exact sums, which the check then refuses if they exceed
-            cost = ApproxDP(_float_up(total.epsilon), _float_up(total.delta))
-            return _Price(_Charge(total.epsilon, total.delta, None), cost, "basic", budget, remaining)
-        raise UnsupportedCompositionError(
-            f"the plan has no finite ε at δ = {target} (the δ left in budget {budget.guarantee!r}): {err}"
-        ) from None
-    g = composed.guarantee
-    assert isinstance(g, ApproxDP)
-    pld = _Charge(_dec(g.epsilon), _dec(g.delta), None)
-    assert pld.epsilon is not None and pld.delta is not None
-    if (
-        total is not None
-        and total.epsilon is not None
-        and total.delta is not None
-        and (composed.method == "basic" or (total.delta <= pld.delta and total.epsilon <= pld.epsilon))
-    ):
-        # the exact decimal sums: never above what spending the events one by one would charge
-        basic_cost = ApproxDP(_float_up(total.epsilon), _float_up(total.delta))
-        return _Price(_Charge(total.epsilon, total.delta, None), basic_cost, "basic", budget, remaining)
-    return _Price(pld, g, composed.method, budget, remaining)
-
-
-# ------------------------------------------------------------------------------------------------------
 # the accountant
 
 
@@ -1064,40 +202,25 @@ class PrivacyAccountant:
         variable ``DP_PIPELINE_LEDGER_KEY`` if set. Every record written with a key carries the HMAC of its
         hash, and :meth:`verify` checks the signatures (see the README, "Tamper evidence").
     timeout : float, default 30
-        Seconds a write (spend, reserve, commit, release, set_budget) waits for the ledger's lock before it
+        Seconds a write (spend, reserve, commit, cancel, set_budget) waits for the ledger's lock before it
         raises LedgerError; nothing is written then.
 
     Notes
     -----
-    **Budgets and rules.** Each dataset has one budget in one currency, chosen by :meth:`set_budget`:
+    **Budgets and rules.** Each dataset has one budget in one currency, ``ApproxDP(ε_B, δ_B)``
+    (``PureDP(ε_B)`` is ``ApproxDP(ε_B, 0)``) or ``GaussianDP(μ_B)``, and one rule, both chosen by
+    :meth:`set_budget`. Each rule is a class with its validity argument in its docstring:
 
-    * ``ApproxDP(ε_B, δ_B)`` (``PureDP(ε_B)`` is ``ApproxDP(ε_B, 0)``) with ``method="basic"`` (the
-      default): a spend of (εᵢ, δᵢ) is accepted iff Σεᵢ ≤ ε_B and Σδᵢ ≤ δ_B over all active spends.
-      Basic composition holds when each spend is chosen after earlier results are known, i.e. as a
-      privacy filter (Dwork & Roth 2014, Thm 3.16; Rogers, Roth, Ullman & Vadhan 2016).
-    * ``GaussianDP(μ_B)``: the μ-GDP filter. Each spend's μᵢ is the tightest μ of the event for the
-      group (Gaussian noise: kS/σ; pure ε: 2Φ⁻¹(e^ε/(1+e^ε))); accepted iff Σμᵢ² ≤ μ_B². The filter is
-      valid under full adaptivity (Smith & Thakurta 2022). An (ε, δ > 0) spend has no μ and raises
-      UnsupportedCompositionError.
-    * ``ApproxDP(ε_B, δ_B)`` with δ_B > 0 and ``method="gdp"``: let μ_B be the largest μ whose (ε, δ_B)
-      reading (GaussianDP(μ).to_approx_dp(δ_B)) is within ε_B. Every spend must have a μ (pure ε or
-      Gaussian noise); a spend is accepted iff (P) every active spend is pure and Σεᵢ ≤ ε_B, or
-      (G) Σμᵢ² ≤ μ_B². The report names the route that gives the smaller ε.
+    * ``rule="basic"`` (:class:`~dp_pipeline.accounting.rules.BasicComposition`, the default for (ε, δ)):
+      Σεᵢ ≤ ε_B and Σδᵢ ≤ δ_B over all active spends;
+    * ``rule="gdp_filter"`` (:class:`~dp_pipeline.accounting.rules.GaussianDPFilter`, the default for μ-GDP):
+      Σμᵢ² ≤ μ_B²; an (ε, δ > 0) spend has no μ and raises UnsupportedCompositionError;
+    * ``rule="pure_or_gdp"`` (:class:`~dp_pipeline.accounting.rules.PureOrGaussianDP`, (ε, δ > 0) budgets):
+      every active spend pure and Σεᵢ ≤ ε_B, or Σμᵢ² ≤ μ_B² with μ_B the largest μ whose (ε, δ_B) reading
+      fits ε_B. The report names the route that gives the smaller ε.
 
-      *Validity of P-or-G.* Let L be the privacy loss of the whole transcript. Split the transcripts by
-      the final set of accepted spends. Where it satisfies P, every spend was pure and L ≤ Σεᵢ ≤ ε_B on
-      that transcript (pure losses bound the loss pathwise), so it adds nothing to the hockey-stick
-      divergence E[(1 − e^{ε_B − L})₊]. Every other transcript satisfies G at its end, hence at every
-      step (the sums only grow), so it is also a transcript of the G-only filter, with the same
-      probabilities under both neighbouring datasets; its part of the divergence is at most that of the
-      G-only filter, which is μ_B-GDP and so (ε_B, δ_B)-DP. Hence the whole is (ε_B, δ_B)-DP.
-
-      *Why not "basic or G" with δ.* If the route that may fail is basic composition with δᵢ > 0,
-      neither part contributes zero: an analyst can branch on an earlier output, spend non-Gaussian
-      (ε, δ) releases on one branch and Gaussian releases up to μ_B on the other, and the two parts may
-      each approach δ_B. The accountant therefore never mixes a δ-carrying basic rule with the μ-GDP
-      filter on one budget; which rule a budget uses is fixed when the budget is set, before any spend,
-      and cannot change while spends are recorded.
+    Which rule a budget uses is fixed when the budget is set, before any spend, and cannot change while
+    spends are recorded: switching rules after results are known is not a valid composition.
 
     **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
     :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
@@ -1117,6 +240,12 @@ class PrivacyAccountant:
     basic composition with that (ε, δ). Under the μ-GDP rules a plan costs √Σμᵢ² (the same as its
     spends one by one).
 
+    **Plans** (:meth:`plan_cost`, :meth:`plan_fits`, :meth:`spend_plan`) are releases declared before any of
+    them runs, charged as one record at the total the budget's rule gives them: under basic composition
+    their tight total from :func:`~dp_pipeline.accounting.composition.compose_plan` (read at the δ you give,
+    by default at δ = 0 when every release is pure and at the remaining δ otherwise), under the μ-GDP rules
+    √Σμᵢ² (the same as their spends one by one).
+
     **Exact arithmetic.** Amounts are the exact binary values of the floats (ε = 0.1 is
     0.1000000000000000055…, what noise calibrated with that float can lose), summed exactly; μ² is
     exact too. Totals are cached as decimal strings, so a spend is O(1). The comparison with the budget
@@ -1126,11 +255,11 @@ class PrivacyAccountant:
     rounded toward more privacy loss, so a case that rounding makes uncertain is refused. Reported spent
     amounts round up and remaining amounts down, so spending exactly ``remaining()`` succeeds.
 
-    **Ledger.** Every change is a new, hash-chained record (budget, reserve, commit, release). Check
-    and reserve run in one locked transaction; a refusal writes nothing. A reservation stays counted
-    until committed or released; one whose process died stays counted (fail closed) until an operator
-    calls :meth:`release` with a reason, which is recorded. Idempotency keys: a key pays for exactly one
-    release per dataset; any later spend or reservation with it is refused with
+    **Ledger.** Every change is a new, hash-chained record (budget, reserve, commit, and ``release`` for a
+    cancellation). Check and reserve run in one locked transaction; a refusal writes nothing. A
+    reservation stays counted until committed or cancelled; one whose process died stays counted (fail
+    closed) until an operator calls :meth:`cancel` with a reason, which is recorded. Idempotency keys: a
+    key pays for exactly one release per dataset; any later spend or reservation with it is refused with
     :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing (see :meth:`spend`).
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
@@ -1140,7 +269,6 @@ class PrivacyAccountant:
     References
     ----------
     Dwork & Roth, "The algorithmic foundations of differential privacy", 2014.
-    Rogers, Roth, Ullman & Vadhan, "Privacy odometers and filters: pay-as-you-go composition", NeurIPS 2016.
     Dong, Roth & Su, "Gaussian differential privacy", JRSS-B 84(1), 2022.
     Smith & Thakurta, "Fully adaptive composition for Gaussian differential privacy", arXiv:2210.17520, 2022.
 
@@ -1163,7 +291,7 @@ class PrivacyAccountant:
         key: str | bytes | None = None,
         timeout: float = 30.0,
     ) -> None:
-        self._budgets: dict[str, _Budget] = {}  # last budget seen per dataset: a pricing hint only
+        self._budgets: dict[str, DatasetBudget] = {}  # last budget seen per dataset: a pricing hint only
         if isinstance(ledger, str):
             if key is None:
                 key = os.environ.get(KEY_ENV) or None
@@ -1202,10 +330,11 @@ class PrivacyAccountant:
         dataset: str,
         budget: ApproxDP | PureDP | GaussianDP,
         *,
-        method: str = "auto",
+        rule: str | None = None,
         relation: str | None = None,
         reason: str | None = None,
         actor: str | None = None,
+        method: str | None = None,
     ) -> None:
         """Set or change a dataset's budget.
 
@@ -1215,9 +344,13 @@ class PrivacyAccountant:
             The dataset (at most 255 characters).
         budget : ApproxDP, PureDP or GaussianDP
             The total privacy loss the dataset may incur.
-        method : {"auto", "basic", "gdp"}
-            The composition rule (see the class Notes). ``"auto"``: basic composition for (ε, δ) budgets,
-            the μ-GDP filter for GaussianDP. ``"gdp"`` on an (ε, δ) budget needs δ > 0.
+        rule : {"auto", "basic", "gdp_filter", "pure_or_gdp"}, default "auto"
+            How spends compose against the budget (see the class Notes and
+            :mod:`dp_pipeline.accounting.rules`): ``"basic"`` sums ε and δ; ``"gdp_filter"`` sums μ² (μ-GDP
+            budgets); ``"pure_or_gdp"`` takes pure and Gaussian releases on an (ε, δ > 0) budget, by Σε while
+            all are pure or by Σμ² against the largest μ that fits. ``"auto"``: ``"basic"`` for (ε, δ)
+            budgets, ``"gdp_filter"`` for GaussianDP. The older name ``"gdp"`` means ``"gdp_filter"`` on a
+            GaussianDP budget and ``"pure_or_gdp"`` on an (ε, δ) budget.
         relation : {"replace_one", "add_remove"}, optional
             Which datasets are neighbours: one person's rows replaced by another's (``"replace_one"``, the
             default for a new dataset) or one person's rows added or removed (``"add_remove"``). Every spend
@@ -1226,101 +359,56 @@ class PrivacyAccountant:
             relation of an existing dataset. It cannot change once spends are recorded.
         reason, actor : str, optional
             Recorded with the change (actor defaults to user@host).
+        method : str, optional
+            Deprecated name of ``rule`` (DeprecationWarning).
 
         Raises
         ------
         InvalidParameterError
-            A wrong type, a budget below what is already spent, or a change of currency, method or relation
-            while spends are recorded. Nothing changes then.
+            A wrong type, a rule that does not take this budget, a budget below what is already spent, or a
+            change of currency, rule or relation while spends are recorded. Nothing changes then.
 
         Notes
         -----
         Setting the same budget again writes nothing. Raising a budget is a deliberate decision and is
         recorded as a new ``budget`` record with the previous one.
         """
+        name, parameter = _rule_choice(rule, method)
         dataset = _check_name(dataset, "dataset")
         guarantee = _check_budget(budget)
         reason = _check_optional_text(reason, "reason", 2000)
         actor = _check_optional_text(actor, "actor", 255)
-        if method not in ("auto", "basic", "gdp"):
-            raise InvalidParameterError(
-                f"'method' must be 'auto', 'basic' or 'gdp', got {method!r}", "method"
-            )
         if relation is not None and relation not in RELATIONS:
             raise InvalidParameterError(
                 f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
             )
-        resolved: Method
-        mu_limit: Decimal | None = None
-        if isinstance(guarantee, GaussianDP):
-            if method == "basic":
-                raise InvalidParameterError(
-                    "a GaussianDP budget composes by the μ-GDP filter: use method='gdp'", "method"
-                )
-            resolved = "gdp"
-        else:
-            assert isinstance(guarantee, ApproxDP)
-            resolved = "gdp" if method == "gdp" else "basic"
-            if resolved == "gdp":
-                if guarantee.delta == 0.0:
-                    raise InvalidParameterError(
-                        "method='gdp' needs δ > 0: μ-GDP implies no pure ε-DP guarantee", "method"
-                    )
-                mu_limit = _mu_limit(guarantee)
+        asked = cast(Relation | None, relation)
+        chosen = user_rule(name, guarantee, parameter).create(guarantee)
 
         def run(tx: LedgerTransaction) -> None:
             head = tx.head
-            where = f"dataset {dataset!r}"
-            totals = _Totals() if head is None else _Totals.from_json(head.state.totals, where)
-            previous = None if head is None else _Budget.from_state(head.state, where)
-            kept = DEFAULT_RELATION if previous is None else previous.relation
-            new = _Budget(guarantee, resolved, mu_limit, kept if relation is None else relation)  # type: ignore[arg-type]
-            if previous is not None:
+            previous: DatasetBudget | None = None
+            if head is None:
+                new, totals = DatasetBudget(chosen, asked or DEFAULT_RELATION), chosen.empty()
+            else:
+                where = f"dataset {dataset!r}"
+                previous = budget_of(head.state, where)
+                new = DatasetBudget(chosen, asked or previous.relation)
                 if previous == new:
                     return
-                if previous.relation != new.relation and totals.active:
-                    raise InvalidParameterError(
-                        f"dataset {dataset!r} has {totals.active} active spend(s) charged under the relation"
-                        f" {previous.relation!r}; it cannot change to {new.relation!r} (the spends were"
-                        " priced for the other relation). Nothing was changed.",
-                        "relation",
-                    )
-                if (previous.currency, previous.method) != (new.currency, new.method) and totals.active:
-                    raise InvalidParameterError(
-                        f"dataset {dataset!r} has {totals.active} active spend(s) under "
-                        f"{previous.describe()}; its currency or composition rule cannot change to "
-                        f"{new.describe()} (switching rules after results are known is not a valid "
-                        "composition). Nothing was changed.",
-                        "budget",
-                    )
-                if not _fits(new, totals):
-                    spent = _spent_report(dataset, previous, totals)
-                    raise InvalidParameterError(
-                        f"the new budget {new.guarantee!r} of dataset {dataset!r} is below what is already "
-                        f"spent ({spent.guarantee!r}, {spent.method}). Nothing was changed.",
-                        "budget",
-                    )
-            body = {
-                "budget": new.guarantee.to_dict(),
-                "method": new.method,
-                "mu_limit": None if mu_limit is None else str(mu_limit),
-                "relation": new.relation,
-                "previous": None if previous is None else previous.guarantee.to_dict(),
-                "reason": reason,
-                "actor": actor or _default_actor(),
-                "totals": totals.to_json(),
-            }
-            tx.append("budget", body, DatasetState(new.state_budget(), new.method, totals.to_json()))
+                totals = _changed_totals(
+                    dataset, previous, new, previous.rule.read_totals(head.state.totals, where)
+                )
+            previous_guarantee = None if previous is None else previous.guarantee
+            body = BudgetBody(new, previous_guarantee, reason, actor or _default_actor(), totals)
+            append(tx, body, new.head_state(totals))
 
         self._store.atomic(dataset, run)
 
     def budget(self, dataset: str) -> BudgetReport:
-        """The dataset's budget and its composition rule."""
+        """The dataset's budget and its rule (``method``: the rule's stored name, "basic" or "gdp")."""
         _, budget, totals = self._read(dataset)
-        method = budget.method
-        return BudgetReport(
-            dataset, "budget", budget.guarantee, method, budget.guarantee, totals.open, budget.relation
-        )
+        return budget_report(dataset, "budget", budget, totals)
 
     def relation(self, dataset: str) -> Relation:
         """The dataset's neighbouring relation, ``"replace_one"`` or ``"add_remove"`` (:meth:`set_budget`)."""
@@ -1336,12 +424,12 @@ class PrivacyAccountant:
     def spent(self, dataset: str) -> BudgetReport:
         """What the dataset has spent (open reservations included), rounded up, with the method."""
         _, budget, totals = self._read(dataset)
-        return _spent_report(dataset, budget, totals)
+        return budget_report(dataset, "spent", budget, totals)
 
     def remaining(self, dataset: str) -> BudgetReport:
         """What is left of the dataset's budget, rounded down, with the method."""
         _, budget, totals = self._read(dataset)
-        return _remaining_report(dataset, budget, totals)
+        return budget_report(dataset, "remaining", budget, totals)
 
     def history(
         self, dataset: str, *, limit: int | None = None, since: datetime | None = None
@@ -1366,8 +454,8 @@ class PrivacyAccountant:
                 )
             since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
         ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
-        releases = _read_all(
-            dataset, [r for r in records if r.kind == "reserve"], lambda r: _release_entry(r, ends.get(r.seq))
+        releases = read_all(
+            dataset, [r for r in records if r.kind == "reserve"], lambda r: release_entry(r, ends.get(r.seq))
         )
         if since is not None:
             releases = [e for e in releases if e.time >= since]
@@ -1378,10 +466,10 @@ class PrivacyAccountant:
 
     def records(self, dataset: str) -> list[LedgerEntry]:
         """Every record of the dataset's hash chain in order: budget changes, reservations, commits and
-        releases, with time, label, key, group size, cost and status."""
+        cancellations, with time, label, key, group size, cost and status."""
         records = self._records(dataset)
         ends: dict[int, LedgerRecord] = {r.reservation: r for r in records if r.reservation is not None}
-        return _read_all(dataset, records, lambda r: _entry(r, ends))
+        return read_all(dataset, records, lambda r: ledger_entry(r, ends))
 
     def _records(self, dataset: str) -> list[LedgerRecord]:
         dataset = _check_name(dataset, "dataset")
@@ -1391,11 +479,11 @@ class PrivacyAccountant:
         return records
 
     def open_reservations(self, dataset: str) -> list[LedgerEntry]:
-        """Reservations of the dataset that were neither committed nor released (e.g. a process died)."""
+        """Reservations of the dataset that were neither committed nor cancelled (e.g. a process died)."""
         dataset = _check_name(dataset, "dataset")
         if self._store.head(dataset) is None:
             raise UnknownDatasetError(dataset)
-        return [_entry(r, {}) for r in self._store.open_reservations(dataset)]
+        return [ledger_entry(r, {}) for r in self._store.open_reservations(dataset)]
 
     # ------------------------------------------------------------------------------------- spending
 
@@ -1527,11 +615,11 @@ class PrivacyAccountant:
             The plan cannot be charged to the budget at all (e.g. (ε, δ > 0) releases on a μ-GDP budget).
         """
         budget, totals, price = self._price_plan(dataset, costs, group_size, delta, against)
-        return _fits(budget, totals.plus(price.charge))
+        return budget.rule.fits(budget.rule.add(totals, price.charge))
 
     def _price_plan(
         self, dataset: str, costs: Sequence[Any], group_size: Any, delta: Any, against: Any
-    ) -> tuple[_Budget, _Totals, _Price]:
+    ) -> tuple[DatasetBudget, Totals, pricing.Price]:
         events = _to_events(costs)
         k = check_positive_int(group_size, "group_size")
         plan_delta = self._check_plan_delta(delta)
@@ -1541,8 +629,8 @@ class PrivacyAccountant:
             )
         _, budget, totals = self._read(dataset)
         if against == "budget":
-            totals = _Totals()
-        return budget, totals, _price(budget, events, k, True, plan_delta, totals)
+            totals = budget.rule.empty()
+        return budget, totals, pricing.price(budget, events, k, True, plan_delta, totals)
 
     def spend_plan(
         self,
@@ -1563,19 +651,24 @@ class PrivacyAccountant:
         plan_delta = self._check_plan_delta(delta)
         return self._reserve(dataset, events, group_size, label, key, True, plan_delta, commit=True)
 
-    def release(self, dataset: str, key: str, reason: str, *, actor: str | None = None) -> Reservation:
-        """Operator release: return an open reservation (e.g. of a process that died) to the budget.
+    def cancel(self, dataset: str, key: str, reason: str, *, actor: str | None = None) -> Reservation:
+        """Operator cancellation: return an open reservation (e.g. of a process that died) to the budget.
 
-        Only for attempts that never read data. Recorded with ``reason`` and ``actor`` (default
-        user@host). Releasing a released reservation again does nothing; a committed one cannot be
-        released (LedgerError).
+        Only for attempts that never read data. Recorded (as a ``release`` record) with ``reason`` and
+        ``actor`` (default user@host). Cancelling a cancelled reservation again does nothing; a committed
+        one cannot be cancelled (LedgerError).
         """
         dataset = _check_name(dataset, "dataset")
         key = _check_name(key, "key", _MAX_KEY)
-        self._release(dataset, key, reason, actor, by="operator")
+        self._cancel(dataset, key, reason, actor, by="operator")
         found = self._store.reservation(dataset, key=key)
         assert found is not None
         return self._reservation(dataset, found)
+
+    def release(self, dataset: str, key: str, reason: str, *, actor: str | None = None) -> Reservation:
+        """Deprecated name of :meth:`cancel` (a "release" is a DP output)."""
+        warn_renamed("PrivacyAccountant.release(dataset, key, reason)", "PrivacyAccountant.cancel")
+        return self.cancel(dataset, key, reason, actor=actor)
 
     # ------------------------------------------------------------------------------------- verify
 
@@ -1610,7 +703,7 @@ class PrivacyAccountant:
         names = self._store.datasets()
         if dataset is not None:
             dataset = _check_name(dataset, "dataset")
-            if dataset not in names and (anchor is None or dataset not in _read_anchor(anchor)):
+            if dataset not in names and (anchor is None or dataset not in read_anchor(anchor)):
                 raise UnknownDatasetError(dataset)
             names = [dataset]
         signer = getattr(self._store, "signer", None)
@@ -1619,13 +712,13 @@ class PrivacyAccountant:
         for name in names:
             records = self._store.records(name)
             head = self._store.head(name)
-            problem = check_chain(name, records, head, signer) or _check_semantics(name, records, head)
+            problem = check_chain(name, records, head, signer) or check_semantics(name, records, head)
             if problem:
                 raise LedgerError(f"ledger verification failed: {problem}")
             count += len(records)
             tips[name] = records
         if anchor is not None:
-            problem = _check_anchor(_read_anchor(anchor), tips, signer, only=dataset)
+            problem = check_anchor(read_anchor(anchor), tips, signer, only=dataset)
             if problem:
                 raise LedgerError(f"ledger verification against the anchor failed: {problem}")
         return VerifyReport(tuple(names), count, signer is not None, anchor is not None)
@@ -1645,7 +738,7 @@ class PrivacyAccountant:
             head = self._store.head(name)
             assert head is not None  # verify() checked that every dataset with records has a head
             heads[name] = {"seq": head.seq, "hash": head.hash}
-        checkpoint: dict[str, Any] = {"format": _ANCHOR_FORMAT, "time": utc_now(), "datasets": heads}
+        checkpoint: dict[str, Any] = {"format": ANCHOR_FORMAT, "time": utc_now(), "datasets": heads}
         signer = getattr(self._store, "signer", None)
         if signer is not None:
             checkpoint["mac"] = signer.sign(canonical_json(checkpoint))
@@ -1672,15 +765,16 @@ class PrivacyAccountant:
 
     def _unknown(self, dataset: str) -> UnknownDatasetError:
         empty = not any(self._store.head(name) is not None for name in self._store.datasets())
-        return UnknownDatasetError(dataset, _redacted(self.url), empty)
+        return UnknownDatasetError(dataset, redact_url(self.url), empty)
 
-    def _read(self, dataset: str) -> tuple[DatasetHead, _Budget, _Totals]:
+    def _read(self, dataset: str) -> tuple[DatasetHead, DatasetBudget, Totals]:
         dataset = _check_name(dataset, "dataset")
         head = self._store.head(dataset)
         if head is None:
             raise self._unknown(dataset)
         where = f"dataset {dataset!r}"
-        return head, _budget_of(head.state, where), _Totals.from_json(head.state.totals, where)
+        budget = budget_of(head.state, where)
+        return head, budget, budget.rule.read_totals(head.state.totals, where)
 
     def _reservation(
         self, dataset: str, found: ReservationRecords, cost: Guarantee | None = None
@@ -1721,90 +815,72 @@ class PrivacyAccountant:
         event_dicts = [e.to_dict() for e in events]
         # Price outside the lock, so that the lock is held only for the check and the writes: a plan
         # (its PLD can take a while) from a fresh read, one release from the budget last seen. Inside,
-        # the price is recomputed only if the budget, or the remaining δ a plan was composed at, changed.
-        price: _Price | None = None
+        # the price is recomputed only if the budget, or what of the totals a plan was priced from, changed.
+        price: pricing.Price | None = None
         if plan:
             _, budget, totals = self._read(dataset)
             if given_key is None or self._store.reservation(dataset, key=given_key) is None:
-                price = _price(budget, events, k, plan, plan_delta, totals)  # a used key is refused unpriced
+                price = pricing.price(
+                    budget, events, k, plan, plan_delta, totals
+                )  # a used key is refused unpriced
         elif dataset in self._budgets:
-            price = _price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
+            price = pricing.price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
         where = f"dataset {dataset!r}"
-
-        def request(stated: list[dict[str, Any]]) -> str:
-            return canonical_json({"events": stated, "group_size": k, "plan": plan, "delta": plan_delta})
 
         def run(tx: LedgerTransaction) -> tuple[ReservationRecords, Guarantee]:
             head = tx.head
             if head is None:
                 raise UnknownDatasetError(dataset)  # named in full by _atomic
-            relation = _budget_of(head.state, where).relation
+            current = budget_of(head.state, where)
+            relation = current.relation
             # every recorded event states its relation: one that states none was charged under the dataset's
             stated = [(e if e.relation is not None else e.under(relation)).to_dict() for e in events]
             # a random key cannot exist yet: look up only keys the caller chose
             found = None if given_key is None else tx.reservation(key=key)
             if found is not None:  # a key pays for one release: every later call is refused
-                _check_same_request(dataset, key, found, request(stated))
+                _check_same_request(dataset, key, found, request_of(stated, k, plan, plan_delta))
                 raise KeyAlreadyUsedError(dataset, key, found.status)
-            current = _budget_of(head.state, where)
-            totals = _Totals.from_json(head.state.totals, where)
+            rule = current.rule
+            totals = rule.read_totals(head.state.totals, where)
             p = price
             if (
                 p is None
                 or p.budget != current
-                or (p.remaining_delta is not None and p.remaining_delta != _remaining_delta(current, totals))
+                or (p.basis is not None and p.basis != rule.plan_basis(totals))
             ):
-                p = _price(current, events, k, plan, plan_delta, totals)
-            after = totals.plus(p.charge)
-            if not _fits(current, after):
-                spent = _spent_report(dataset, current, totals)
-                remaining = _remaining_report(dataset, current, totals)
-                single = None if k == 1 else _price(current, events, 1, plan, plan_delta, totals).cost
+                p = pricing.price(current, events, k, plan, plan_delta, totals)
+            after = rule.add(totals, p.charge)
+            if not rule.fits(after):
+                spent = budget_report(dataset, "spent", current, totals)
+                remaining = budget_report(dataset, "remaining", current, totals)
+                single = None if k == 1 else pricing.price(current, events, 1, plan, plan_delta, totals).cost
                 raise BudgetExceededError(
                     dataset,
                     p.cost,
                     spent.guarantee,
                     remaining.guarantee,
                     current.guarantee,
-                    detail=_refusal_detail(current, p),
+                    detail=pricing.refusal_detail(current, p),
                     group_size=k,
                     single=single,
                 )
-            after_json = after.to_json()
-            body = {
-                "label": label,
-                "group_size": k,
-                "plan": plan,
-                "delta": plan_delta,
-                "relation": relation,
-                "events": stated,
-                "cost": p.cost.to_dict(),
-                "composition": p.method,
-                "charge": p.charge.to_json(),
-                "totals": after_json,
-            }
-            state = head.state
-            record = tx.append("reserve", body, DatasetState(state.budget, state.method, after_json), key=key)
-            end: LedgerRecord | None = None
-            if commit:
-                done = after.committed().to_json()
-                end = tx.append(
-                    "commit",
-                    {"totals": done},
-                    DatasetState(state.budget, state.method, done),
-                    key=key,
-                    reservation=record.seq,
-                )
+            body = ReserveBody(
+                label, k, plan, plan_delta, relation, stated, p.cost, p.method, p.charge, after
+            )
+            record = append(tx, body, with_totals(head.state, after), key=key)
+            end = append_commit(tx, head.state, after, key, record.seq) if commit else None
             return ReservationRecords(record, end), p.cost
 
         found, cost = self._atomic(dataset, run)
         if dataset not in self._budgets:
             head = self._store.head(dataset)
             if head is not None:
-                self._budgets[dataset] = _budget_of(head.state, where)
+                self._budgets[dataset] = budget_of(head.state, where)
         return self._reservation(dataset, found, cost)
 
     def _commit(self, dataset: str, key: str) -> str:
+        where = f"dataset {dataset!r}"
+
         def run(tx: LedgerTransaction) -> str:
             head = tx.head
             found = tx.reservation(key=key)
@@ -1812,26 +888,22 @@ class PrivacyAccountant:
                 raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
             if found.status == "released":
                 raise LedgerError(
-                    f"the reservation with key {key!r} on dataset {dataset!r} was released and cannot be "
-                    "committed; if data was read, spend again with a new key"
+                    f"the reservation with key {key!r} on dataset {dataset!r} was cancelled (released) and "
+                    "cannot be committed; if data was read, spend again with a new key"
                 )
             if found.status == "open":
-                t = _Totals.from_json(head.state.totals, f"dataset {dataset!r}").committed().to_json()
-                tx.append(
-                    "commit",
-                    {"totals": t},
-                    DatasetState(head.state.budget, head.state.method, t),
-                    key=key,
-                    reservation=found.reserve.seq,
-                )
+                totals = budget_of(head.state, where).rule.read_totals(head.state.totals, where)
+                append_commit(tx, head.state, totals, key, found.reserve.seq)
             return "committed"
 
         return self._store.atomic(dataset, run)
 
-    def _release(self, dataset: str, key: str, reason: Any, actor: Any, *, by: str) -> str:
+    def _cancel(self, dataset: str, key: str, reason: Any, actor: Any, *, by: str) -> str:
         reason = _check_name(reason, "reason", 2000) if isinstance(reason, str) and reason.strip() else None
         if reason is None:
-            raise InvalidParameterError("a release needs a non-empty 'reason' (it is recorded)", "reason")
+            raise InvalidParameterError(
+                "a cancellation needs a non-empty 'reason' (it is recorded)", "reason"
+            )
         actor = _check_optional_text(actor, "actor", 255) or _default_actor()
 
         def run(tx: LedgerTransaction) -> str:
@@ -1844,20 +916,15 @@ class PrivacyAccountant:
             if found.status == "committed":
                 raise LedgerError(
                     f"the reservation with key {key!r} on dataset {dataset!r} is committed (its attempt may "
-                    "have read data) and cannot be released"
+                    "have read data) and cannot be cancelled"
                 )
             if found.status == "open":
+                rule = budget_of(head.state, f"dataset {dataset!r}").rule
                 where = f"dataset {dataset!r}, record seq={found.reserve.seq}"
-                charge = _Charge.from_json(found.reserve.body.get("charge"), where)
-                t = _Totals.from_json(head.state.totals, f"dataset {dataset!r}").minus(charge)
-                body = {"reason": reason, "actor": actor, "by": by, "totals": t.to_json()}
-                tx.append(
-                    "release",
-                    body,
-                    replace(head.state, totals=t.to_json()),
-                    key=key,
-                    reservation=found.reserve.seq,
-                )
+                charge = rule.read_charge(found.reserve.body.get("charge"), where)
+                totals = rule.remove(rule.read_totals(head.state.totals, f"dataset {dataset!r}"), charge)
+                body = CancelBody(reason, actor, by, totals)
+                append(tx, body, with_totals(head.state, totals), key=key, reservation=found.reserve.seq)
             return "released"
 
         return self._atomic(dataset, run)
@@ -1890,332 +957,51 @@ class PrivacyAccountant:
         return f"PrivacyAccountant({shown})"
 
 
+def _changed_totals(dataset: str, previous: DatasetBudget, new: DatasetBudget, totals: Totals) -> Totals:
+    """The totals a changed budget starts from, or InvalidParameterError (nothing changed) when the change
+    is not allowed: a relation or rule changed while spends are active, or a budget below what is spent."""
+    if previous.relation != new.relation and totals.active:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} has {totals.active} active spend(s) charged under the relation"
+            f" {previous.relation!r}; it cannot change to {new.relation!r} (the spends were"
+            " priced for the other relation). Nothing was changed.",
+            "relation",
+        )
+    if type(previous.rule) is not type(new.rule) and totals.active:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} has {totals.active} active spend(s) under "
+            f"{previous.rule.describe()}; its currency or composition rule cannot change to "
+            f"{new.rule.describe()} (switching rules after results are known is not a valid "
+            "composition). Nothing was changed.",
+            "budget",
+        )
+    carried = new.rule.carry(totals)
+    if not new.rule.fits(carried):
+        spent = budget_report(dataset, "spent", previous, totals)
+        raise InvalidParameterError(
+            f"the new budget {new.guarantee!r} of dataset {dataset!r} is below what is already "
+            f"spent ({spent.guarantee!r}, {spent.method}). Nothing was changed.",
+            "budget",
+        )
+    return carried
+
+
+def _rule_choice(rule: Any, method: Any) -> tuple[Any, str]:
+    """The rule name asked for and the parameter it came by (``method`` is ``rule``'s deprecated name)."""
+    if method is None:
+        return ("auto" if rule is None else rule), "rule"
+    if rule is not None:
+        raise InvalidParameterError("give 'rule' only ('method' is its deprecated name)", "method")
+    warn_renamed("set_budget(..., method=...)", "set_budget(..., rule=...)", stacklevel=4)
+    return method, "method"
+
+
 def _check_same_request(dataset: str, key: str, found: ReservationRecords, request: str) -> None:
     body = found.reserve.body
-    stored = canonical_json(
-        {
-            "events": body.get("events"),
-            "group_size": body.get("group_size"),
-            "plan": body.get("plan"),
-            "delta": body.get("delta"),
-        }
-    )
-    if stored != request:
+    if request_of(body.get("events"), body.get("group_size"), body.get("plan"), body.get("delta")) != request:
         raise InvalidParameterError(
             f"the key {key!r} already reserved a different cost on dataset {dataset!r} "
             f"({body.get('cost')}, group size {body.get('group_size')}); use a new key for a different "
             "release",
             "key",
         )
-
-
-def _spent_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
-    g = budget.guarantee
-    if isinstance(g, GaussianDP):
-        spent_mu = GaussianDP(_sqrt_up(totals.mu2))
-        return BudgetReport(dataset, "spent", spent_mu, "gdp", g, totals.open, budget.relation)
-    assert isinstance(g, ApproxDP)
-    if budget.method == "basic":
-        spent = ApproxDP(_float_up(totals.epsilon), _float_up(totals.delta))
-        return BudgetReport(dataset, "spent", spent, "basic", g, totals.open, budget.relation)
-    candidates: list[tuple[ApproxDP, str]] = []
-    if totals.impure == 0:
-        candidates.append((ApproxDP(_float_up(totals.epsilon), 0.0), "basic"))
-    if totals.no_mu == 0:
-        gdp = GaussianDP(_sqrt_up(totals.mu2))
-        candidates.append((gdp.to_approx_dp(g.delta) if gdp.mu > 0 else ApproxDP(0.0, 0.0), "gdp"))
-    spent, method = min(candidates, key=lambda c: (c[0].epsilon, c[1] != "basic"))
-    return BudgetReport(dataset, "spent", spent, method, g, totals.open, budget.relation)
-
-
-def _remaining_report(dataset: str, budget: _Budget, totals: _Totals) -> BudgetReport:
-    g = budget.guarantee
-    if isinstance(g, GaussianDP):
-        left = _sqrt_down(max(_ZERO, _sub(_square(_dec(g.mu)), totals.mu2)))
-        return BudgetReport(dataset, "remaining", GaussianDP(left), "gdp", g, totals.open, budget.relation)
-    assert isinstance(g, ApproxDP)
-    if budget.method == "basic":
-        rest = ApproxDP(
-            _float_down(_sub(_dec(g.epsilon), totals.epsilon)), _float_down(_sub(_dec(g.delta), totals.delta))
-        )
-        return BudgetReport(dataset, "remaining", rest, "basic", g, totals.open, budget.relation)
-    spent = _spent_report(dataset, budget, totals)
-    rest = ApproxDP(
-        _float_down(_sub(_dec(g.epsilon), _dec(spent.epsilon))),
-        _float_down(_sub(_dec(g.delta), _dec(spent.delta))),
-    )
-    return BudgetReport(dataset, "remaining", rest, spent.method, g, totals.open, budget.relation)
-
-
-def _entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:
-    body = record.body
-    guarantee: Guarantee | None = None
-    events: tuple[PrivacyEvent, ...] = ()
-    method: str | None = None
-    status = record.kind
-    if record.kind == "reserve":
-        guarantee = guarantee_from_dict(dict(body["cost"]))
-        events = tuple(PrivacyEvent.from_dict(dict(e)) for e in body.get("events", ()))
-        method = body.get("composition")
-        end = ends.get(record.seq)
-        status = "open" if end is None else ("committed" if end.kind == "commit" else "released")
-    elif record.kind == "budget":
-        guarantee = guarantee_from_dict(dict(body["budget"]))
-        method = body.get("method")
-    return LedgerEntry(
-        dataset=record.dataset,
-        seq=record.seq,
-        time=datetime.fromisoformat(record.time),
-        kind=record.kind,
-        status=status,
-        label=body.get("label"),
-        key=record.key,
-        group_size=body.get("group_size"),
-        guarantee=guarantee,
-        method=method,
-        events=events,
-        reservation=record.reservation,
-        reason=body.get("reason"),
-        actor=body.get("actor"),
-        hash=record.hash,
-        relation=body.get("relation", DEFAULT_RELATION) if record.kind in ("budget", "reserve") else None,
-    )
-
-
-def _request_charge(budget: _Budget, body: Mapping[str, Any], totals: _Totals) -> _Charge:
-    """What a reservation's request (its events, group size, plan and δ) costs under ``budget``, priced by
-    the accountant's own pricing as :meth:`PrivacyAccountant.spend`/``spend_plan`` priced it."""
-    k = int(body["group_size"])
-    if not body.get("plan"):
-        return _price_one(budget, canonical_json(dict(body["events"][0])), k).charge
-    events = [PrivacyEvent.from_dict(dict(e)) for e in body["events"]]
-    return _price(budget, events, k, True, body.get("delta"), totals).charge
-
-
-def _covers(recorded: _Charge, needed: _Charge) -> bool:
-    """Whether a recorded charge counts at least what the request needs.
-
-    A missing amount only makes the check stricter (a charge without ε is not pure; one without μ blocks
-    the μ-GDP route), so it is allowed; an amount the request does not have, or a smaller one, is not.
-    Ledgers written before amounts were recorded at the float's exact binary value hold its shortest
-    decimal instead, which may be below the exact value by less than half a unit in the last place: an
-    amount that rounds to the same double as the price covers it.
-    """
-    for got, need in (
-        (recorded.epsilon, needed.epsilon),
-        (recorded.delta, needed.delta),
-        (recorded.mu2, needed.mu2),
-    ):
-        if need is None and got is not None:
-            return False
-        if need is not None and got is not None and got < need and float(got) < float(need):
-            return False
-    return True
-def _refusal_detail(budget: _Budget, price: _Price) -> str:
-    detail = f"Rule: {budget.describe()}; the request was composed by {price.method!r}."
-    g = budget.guarantee
-    if isinstance(g, ApproxDP) and g.delta == 0 and isinstance(price.cost, ApproxDP) and price.cost.delta > 0:
-        detail += (
-            " The budget has δ = 0 (pure DP): no release with δ > 0 fits it, however large its noise. Use "
-            "pure noise (Laplace, staircase) or set a budget with δ > 0."
-        )
-    return detail
-
-
-def _read_all(
-    dataset: str, records: Sequence[LedgerRecord], read: Callable[[LedgerRecord], _T]
-) -> list[_T]:
-    """``read`` of every record, or one clear LedgerError naming the first record it cannot read."""
-    entries: list[_T] = []
-    unreadable = None
-    for r in records:
-        try:
-            entries.append(read(r))
-        except (KeyError, TypeError, ValueError) as err:  # incl. InvalidParameterError
-            unreadable = f"record seq {r.seq} is unreadable ({type(err).__name__}: {err})"
-            break
-    if unreadable is not None:  # raised outside the handler: one clear error, no raw chain
-        raise LedgerError(
-            f"dataset {dataset!r}: {unreadable}; the ledger is corrupt or was altered (run verify)"
-        )
-    return entries
-
-
-def _release_entry(record: LedgerRecord, end: LedgerRecord | None) -> ReleaseEntry:
-    entry = _entry(record, {} if end is None else {record.seq: end})
-    assert entry.guarantee is not None
-    return ReleaseEntry(
-        dataset=entry.dataset,
-        seq=entry.seq,
-        time=entry.time,
-        label=entry.label,
-        key=entry.key,
-        group_size=int(entry.group_size or 1),
-        cost=entry.guarantee,
-        method=entry.method,
-        events=entry.events,
-        status="cancelled" if entry.status == "released" else entry.status,
-        ended=None if end is None else datetime.fromisoformat(end.time),
-        reason=None if end is None else end.body.get("reason"),
-        actor=None if end is None else end.body.get("actor"),
-    )
-
-
-def _check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
-    """Replay the running totals, the budgets and the reservation states; the first inconsistency, or None.
-
-    Every reservation is re-priced under the budget in force when it was made and must fit it, so a
-    budget raised outside dp-pipeline for a spend and put back afterwards is found.
-    """
-    totals = _Totals()
-    budget: _Budget | None = None
-    budget_state: tuple[Any, str] | None = None
-    reserves: dict[int, _Charge] = {}
-    ended: set[int] = set()
-    keys: set[str] = set()
-    try:
-        for record in records:
-            where = f"dataset {dataset!r}, record seq={record.seq}"
-            body = record.body
-            if record.kind == "budget":
-                guarantee = guarantee_from_dict(dict(body["budget"]))
-                method = body.get("method")
-                state: dict[str, Any] = {"guarantee": guarantee.to_dict(), "mu_limit": body.get("mu_limit")}
-                if "relation" in body:  # budget records written before relations existed have none
-                    state["relation"] = body["relation"]
-                budget_state = (state, str(method))
-                budget = _Budget.from_state(DatasetState(*budget_state, {}), where)
-                if (
-                    isinstance(budget.guarantee, ApproxDP)
-                    and budget.mu_limit is not None
-                    # as a double: older ledgers stored the limit's shortest decimal (see _covers)
-                    and float(budget.mu_limit) > float(_mu_limit(budget.guarantee))
-                ):
-                    return (
-                        f"{where}: the budget's μ limit {budget.mu_limit} is above the one its (ε, δ) allows"
-                    )
-                if not _fits(budget, totals):
-                    return f"{where}: the budget {budget.describe()} is below what was already spent"
-            elif budget is None:
-                return f"{where}: a {record.kind} record before any budget was set"
-            elif record.kind == "reserve":
-                if record.key is None or record.key in keys:
-                    return f"{where}: missing or repeated idempotency key {record.key!r}"
-                keys.add(record.key)
-                charge = _Charge.from_json(body.get("charge"), where)
-                if not _covers(charge, _request_charge(budget, body, totals)):
-                    return (
-                        f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
-                        f"under the budget in force, {budget.describe()}"
-                    )
-                reserves[record.seq] = charge
-                totals = totals.plus(charge)
-                if not _fits(budget, totals):
-                    return (
-                        f"{where}: the reservation does not fit the budget in force, {budget.describe()}; it "
-                        "was accepted against another budget (the stored budget was changed outside "
-                        "dp-pipeline)"
-                    )
-            else:
-                target = record.reservation
-                if target not in reserves:
-                    return f"{where}: {record.kind} of seq={target}, which is not a reservation"
-                if target in ended:
-                    return f"{where}: reservation seq={target} was already committed or released"
-                ended.add(target)
-                totals = totals.committed() if record.kind == "commit" else totals.minus(reserves[target])
-            stored = _Totals.from_json(body.get("totals"), where)
-            if not stored.same_as(totals):
-                return (
-                    f"{where}: running totals {stored.to_json()} differ from the records' sum "
-                    f"{totals.to_json()}"
-                )
-        if head is not None:
-            where = f"dataset {dataset!r}, head row"
-            if not _Totals.from_json(head.state.totals, where).same_as(totals):
-                return f"{where}: cached totals {dict(head.state.totals)} differ from the records' sum"
-            if budget_state is not None:
-                cached = (dict(head.state.budget), head.state.method)
-                if (
-                    canonical_json(cached[0]) != canonical_json(budget_state[0])
-                    or cached[1] != budget_state[1]
-                ):
-                    return f"{where}: cached budget {cached} differs from the last budget record"
-    except LedgerError as err:
-        return str(err)
-    except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
-        return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
-    return None
-
-
-_ANCHOR_FORMAT = "dp-pipeline ledger anchor 1"
-
-
-def _read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
-    """The datasets of a checkpoint from :meth:`PrivacyAccountant.anchor` (a mapping or its JSON file)."""
-    if isinstance(anchor, Mapping):
-        data: Any = anchor
-    elif isinstance(anchor, (str, os.PathLike)):
-        try:
-            data = json.loads(Path(anchor).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise InvalidParameterError(f"cannot read the anchor file: {err.strerror}", "anchor") from None
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidParameterError("the anchor file is not JSON", "anchor") from None
-    else:
-        raise InvalidParameterError(
-            "'anchor' must be a checkpoint from acct.anchor() or the path of its file, got "
-            f"{type(anchor).__name__}",
-            "anchor",
-        )
-    datasets = data.get("datasets") if isinstance(data, Mapping) else None
-    if (
-        not isinstance(data, Mapping)
-        or data.get("format") != _ANCHOR_FORMAT
-        or not isinstance(datasets, Mapping)
-        or not all(
-            isinstance(point, Mapping)
-            and type(point.get("seq")) is int
-            and point["seq"] >= 1
-            and isinstance(point.get("hash"), str)
-            for point in datasets.values()
-        )
-    ):
-        raise InvalidParameterError(
-            "not a dp-pipeline ledger anchor (see PrivacyAccountant.anchor)", "anchor"
-        )
-    return data
-
-
-def _check_anchor(
-    anchor: Mapping[str, Any],
-    chains: Mapping[str, Sequence[LedgerRecord]],
-    signer: RecordSigner | None,
-    only: str | None,
-) -> str | None:
-    """The first way the chains fail to extend the anchor's heads, or None."""
-    if signer is not None and "mac" in anchor:
-        unsigned = {name: value for name, value in anchor.items() if name != "mac"}
-        if not signer.valid(canonical_json(unsigned), anchor["mac"]):
-            return "the anchor's MAC does not match the ledger key (the anchor was edited, or another key)"
-    for name, point in anchor["datasets"].items():
-        if only is not None and name != only:
-            continue
-        seq, digest = point["seq"], point["hash"]
-        records = chains.get(name, ())
-        if not records:
-            return (
-                f"dataset {name!r} is in the anchor (seq={seq}) but not in the ledger: it was deleted, or "
-                "this is an older copy of the ledger"
-            )
-        if len(records) < seq:
-            return (
-                f"dataset {name!r}: the anchor has seq={seq} but the ledger ends at seq={len(records)}; "
-                "records were removed (a rollback, or an older copy of the ledger)"
-            )
-        if records[seq - 1].hash != digest:
-            return (
-                f"dataset {name!r}: record seq={seq} differs from the anchor; the chain was rewritten or the "
-                "dataset re-created"
-            )
-    return None

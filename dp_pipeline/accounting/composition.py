@@ -29,15 +29,15 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from scipy import special
 
-from dp_pipeline._validation import check_positive_int, check_real, divide_up, times_up
+from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.events import PrivacyEvent, Relation
+from dp_pipeline.exact import divide_up, float_up, sqrt_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -53,6 +53,7 @@ __all__ = [
     "event_gdp",
     "flatten_events",
     "group_event",
+    "group_plan",
 ]
 
 # Tolerances of the check that an event's guarantee is implied by its noise parameters: they absorb the
@@ -89,37 +90,18 @@ class Composition:
 # exact arithmetic, rounded toward more privacy loss
 
 
-def _up(exact: Fraction) -> float:
-    """The least double not below ``exact``; +∞ beyond the largest."""
-    try:
-        value = float(exact)
-    except OverflowError:
-        return math.inf
-    if math.isfinite(value) and Fraction(value) < exact:
-        value = math.nextafter(value, math.inf)
-    return value
-
-
 def _sum_up(values: Sequence[float]) -> float:
     """Σ values, summed exactly at the doubles' binary values and rounded up.
 
     A mechanism calibrated with the double 0.1 can lose 0.1000000000000000055…, so ten of them cost
     1.0000000000000002, not 1.
     """
-    return _up(sum((Fraction(v) for v in values), Fraction(0)))
+    return float_up(sum((Fraction(v) for v in values), Fraction(0)))
 
 
 def _root_sum_squares_up(values: Sequence[float]) -> float:
     """√(Σ vᵢ²) of the exact values, rounded up: the least double whose exact square is ≥ the sum."""
-    exact = sum((Fraction(v) ** 2 for v in values), Fraction(0))
-    with localcontext() as context:
-        context.prec = 40
-        root = float((Decimal(exact.numerator) / Decimal(exact.denominator)).sqrt())  # within an ulp
-    while root > 0.0 and Fraction(math.nextafter(root, -math.inf)) ** 2 >= exact:
-        root = math.nextafter(root, -math.inf)
-    while Fraction(root) ** 2 < exact:
-        root = math.nextafter(root, math.inf)
-    return root
+    return sqrt_up(sum((Fraction(v) ** 2 for v in values), Fraction(0)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -387,6 +369,29 @@ def group_event(event: PrivacyEvent, group_size: int) -> PrivacyEvent:
         relation=event.relation,
     )
 
+
+
+def group_plan(releases: Sequence[tuple[PrivacyEvent, int]]) -> tuple[list[PrivacyEvent], int]:
+    """A plan whose releases each protect groups of their own size, as the accountant's plan methods take it.
+
+    Parameters
+    ----------
+    releases : sequence of (PrivacyEvent, int)
+        Every release of the plan, for one individual, with its group size k ≥ 1.
+
+    Returns
+    -------
+    events : list of PrivacyEvent
+    group_size : int
+        With one group size for every release: the events as given and that size, which the accountant
+        applies to the whole plan exactly as it applies a group size to each spend. With several: each
+        event grouped on its own (:func:`group_event`) and 1. The ``dp-pipeline plan check`` command and
+        the Airflow DAG check price their plans this way, so that both ask the accountant the same question.
+    """
+    sizes = {size for _, size in releases}
+    if len(sizes) == 1:
+        return [event for event, _ in releases], sizes.pop()
+    return [group_event(event, size) for event, size in releases], 1
 
 def composite_event(parts: Sequence[PrivacyEvent], relation: Relation | None) -> PrivacyEvent:
     """One release made of ``parts`` (each stating ``relation``), as a ``"composite"`` event.

@@ -20,7 +20,6 @@ A ``"composite"`` event is read part by part.
 
 from __future__ import annotations
 
-from dp_pipeline._validation import divide_up
 from dp_pipeline.accounting.composition import (
     _event_loss,
     _GaussianLoss,
@@ -29,6 +28,7 @@ from dp_pipeline.accounting.composition import (
     group_event,
 )
 from dp_pipeline.events import PrivacyEvent, Relation
+from dp_pipeline.exact import divide_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 

@@ -30,10 +30,10 @@ from dp_pipeline._release import (
     declared_bounds,
     plan_noise,
     release_rng,
-    sqrt_up,
 )
-from dp_pipeline._validation import check_positive_int, subtract_up, times_up
+from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import check_level, check_limit, column_list, group_index
 from dp_pipeline.frames._engine import Bounding, Engine, engine_of
@@ -54,7 +54,7 @@ def charging(
 
     A :class:`~dp_pipeline.PrivacyAccountant` reserves the cost before the block (BudgetExceededError
     there: nothing is read, nothing charged) and commits it after. An InvalidParameterError from the block
-    is the data failing the release's checks: the reservation is returned (the refusal is all that leaves
+    is the data failing the release's checks: the reservation is cancelled (the refusal is all that leaves
     the call, as when the checks run before the charge) and the error raised. Any other error commits: the
     data may have been read. An accountant with only ``spend`` is charged after the block, before the
     noise; ``"unaccounted"`` charges nothing.
@@ -68,7 +68,7 @@ def charging(
     try:
         yield
     except InvalidParameterError:
-        reservation.release(reason="the data failed the release's checks; no result was released")
+        reservation.cancel(reason="the data failed the release's checks; no result was released")
         raise
     except BaseException:
         reservation.commit()

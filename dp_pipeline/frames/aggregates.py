@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from scipy import special
 
 from dp_pipeline._release import NoisePlan
-from dp_pipeline._validation import subtract_up
+from dp_pipeline.exact import subtract_up
 from dp_pipeline.frames._common import column_list, interval_half_width, result_frame
 from dp_pipeline.frames._core import Release
 from dp_pipeline.frames._dpbounds import check_outer, learn_bounds, search_cost

@@ -26,7 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, ValidationInfo, field_validator
 from scipy import optimize
 
-from dp_pipeline._validation import FiniteFloat, check_array, subtract_up
+from dp_pipeline._validation import FiniteFloat, check_array
+from dp_pipeline.exact import subtract_up
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling

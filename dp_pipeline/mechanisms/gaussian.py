@@ -11,8 +11,9 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from scipy import optimize, special
 
-from dp_pipeline._validation import FiniteFloat, divide_up
-from dp_pipeline.guarantees import ApproxDP, GaussianDP
+from dp_pipeline._validation import FiniteFloat
+from dp_pipeline.exact import divide_up
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, gaussian_log_delta
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 
@@ -28,19 +29,6 @@ _CLASSIC_MARGIN = 2.0**-45  # relative margin of the classic σ over its roundin
 def _log_tail(epsilon: float, x: float) -> float:
     """ln Φ(1/(2x) − εx) with x = σ/S: the log of the seed's tail bound P(L > ε)."""
     return float(special.log_ndtr(0.5 / x - epsilon * x))
-
-
-def _log_exact_delta(epsilon: float, x: float) -> float:
-    """ln δ(ε) of the Gaussian mechanism with x = σ/S, δ(ε) = Φ(1/(2x) − εx) − e^ε Φ(−1/(2x) − εx).
-
-    Both terms are taken in log space, so e^ε never overflows; their difference is formed with expm1.
-    """
-    log_first = _log_tail(epsilon, x)
-    log_second = epsilon + float(special.log_ndtr(-0.5 / x - epsilon * x))
-    diff = log_second - log_first
-    if diff >= 0.0:  # only by rounding, when δ(ε) is below what doubles resolve
-        return -math.inf
-    return log_first + math.log(-math.expm1(diff))
 
 
 def _tail_bound_ratio(epsilon: float, delta: float) -> float:
@@ -74,7 +62,7 @@ def _solve_analytic_ratio(epsilon: float, log_aim: float, x_tail: float) -> floa
     """The x = σ/S with ln δ(ε) = ``log_aim``: Brent's method on ln x, in a bracket found by doubling."""
 
     def excess(log_x: float) -> float:
-        return _log_exact_delta(epsilon, math.exp(log_x)) - log_aim
+        return gaussian_log_delta(math.exp(-log_x), epsilon) - log_aim
 
     hi = math.log(x_tail)
     while excess(hi) > 0.0:  # only when the tail bound is tight to within the aim's slack
@@ -89,11 +77,12 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The least σ for which Gaussian noise is (ε, δ)-DP (Balle & Wang 2018), rounded up.
 
     Solves δ(ε) = Φ(S/(2σ) − εσ/S) − e^ε Φ(−S/(2σ) − εσ/S) = δ for σ with Brent's method on ln σ,
-    bracketed by the tail-bound σ (which always satisfies the condition). The evaluated ln δ(ε) carries
-    the error of each term (:func:`_term_error`) amplified by up to 2Φ(A)/δ, A = S/(2σ) − εσ/S, where the
-    two terms nearly cancel (small ε). So after a first solve the root is aimed that far below ln δ, and
-    σ is then raised until the condition holds for the returned σ in floating point. The exact δ(ε) of
-    the returned σ is therefore at most δ.
+    bracketed by the tail-bound σ (which always satisfies the condition). ln δ(ε) is
+    :func:`~dp_pipeline.guarantees.gaussian_log_delta` at μ = S/σ, an upper bound on the curve. After a
+    first solve the root is aimed below ln δ by a margin for the rounding of σ/S and of the terms
+    (:func:`_term_error`, amplified by up to 2Φ(A)/δ, A = S/(2σ) − εσ/S, as for a difference of the two
+    terms), and σ is then raised until the condition holds for the returned σ in floating point. The exact
+    δ(ε) of the returned σ is therefore at most δ.
     """
     log_target = math.log(delta)
     x_tail = _tail_bound_ratio(epsilon, delta)
@@ -103,7 +92,7 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     slack = min(1e-13 + _term_error(epsilon, x) * amplification, 1.0)
     aim = log_target - slack
     sigma = sensitivity * _solve_analytic_ratio(epsilon, aim, x_tail)
-    return _round_up_until(sigma, sensitivity, lambda ratio: _log_exact_delta(epsilon, ratio) <= aim)
+    return _round_up_until(sigma, sensitivity, lambda ratio: gaussian_log_delta(1.0 / ratio, epsilon) <= aim)
 
 
 def tail_bound_sigma(epsilon: float, delta: float, sensitivity: float) -> float:

@@ -6,7 +6,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import Field
 
-from dp_pipeline._validation import FiniteFloat, divide_up
+from dp_pipeline._validation import FiniteFloat
+from dp_pipeline.exact import divide_up
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism

@@ -29,7 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field
 
-from dp_pipeline._validation import FiniteFloat, check_positive_int, times_up
+from dp_pipeline._validation import FiniteFloat, check_positive_int
+from dp_pipeline.exact import times_up
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
 from dp_pipeline.mechanisms import _sampling

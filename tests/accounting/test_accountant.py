@@ -204,7 +204,7 @@ def test_refusals_leave_the_sqlite_ledger_byte_for_byte_unchanged(tmp_path: Path
         lambda: acct.set_budget("d", GaussianDP(5.0)),  # currency change with spends recorded
         lambda: acct.set_budget("d", 3.0),
         lambda: acct.spend_plan("d", [PureDP(0.05)] * 3),
-        lambda: acct.release("d", "k", "oops"),  # committed: cannot be released
+        lambda: acct.cancel("d", "k", "oops"),  # committed: cannot be cancelled
     ]
     for attempt in attempts:
         with pytest.raises(
@@ -248,7 +248,7 @@ def test_budget_changes(acct: PrivacyAccountant) -> None:
     assert budget_records[1].actor == "alice" and budget_records[2].reason == "new release approved"
     assert acct.remaining("d").epsilon == 1.4
     with pytest.raises(InvalidParameterError, match="cannot change"):
-        acct.set_budget("d", ApproxDP(2.0, 1e-6), method="gdp")
+        acct.set_budget("d", ApproxDP(2.0, 1e-6), rule="pure_or_gdp")
     acct.set_budget("fresh", ApproxDP(1.0, 1e-6))
     acct.set_budget("fresh", GaussianDP(1.0))  # no spends yet: the currency may still change
     assert acct.budget("fresh").method == "gdp"
@@ -317,7 +317,7 @@ def test_basic_rule_on_approx_budget(acct: PrivacyAccountant) -> None:
 
 
 def test_gdp_rule_on_approx_budget_is_tighter_for_many_gaussians(acct: PrivacyAccountant) -> None:
-    acct.set_budget("d", ApproxDP(3.0, 1e-6), method="gdp")
+    acct.set_budget("d", ApproxDP(3.0, 1e-6), rule="pure_or_gdp")
     event = gaussian_approx(0.1, 1e-8)
     for _ in range(100):  # Σμ² ≈ 100 · 0.0173² ≪ μ_B²: the μ-GDP filter accepts where basic would not
         acct.spend("d", event)
@@ -325,7 +325,7 @@ def test_gdp_rule_on_approx_budget_is_tighter_for_many_gaussians(acct: PrivacyAc
     assert spent.method == "gdp" and spent.delta == 1e-6 and spent.epsilon < 3.0
     mu = GaussianDP(math.sqrt(100) * event_mu(event))
     assert spent.epsilon == pytest.approx(mu.to_approx_dp(1e-6).epsilon, rel=1e-9)
-    with pytest.raises(UnsupportedCompositionError, match="method='basic'"):
+    with pytest.raises(UnsupportedCompositionError, match="rule='basic'"):
         acct.spend("d", ApproxDP(0.1, 1e-9))  # no μ: not allowed under this rule
 
 
@@ -334,7 +334,7 @@ def event_mu(event: PrivacyEvent) -> float:
 
 
 def test_gdp_rule_on_approx_budget_keeps_pure_basic_route(acct: PrivacyAccountant) -> None:
-    acct.set_budget("d", ApproxDP(3.0, 1e-6), method="gdp")
+    acct.set_budget("d", ApproxDP(3.0, 1e-6), rule="pure_or_gdp")
     for _ in range(3):
         acct.spend(
             "d", Laplace(epsilon=1.0, sensitivity=1.0)
@@ -347,7 +347,7 @@ def test_gdp_rule_on_approx_budget_keeps_pure_basic_route(acct: PrivacyAccountan
 
 
 def test_mu_limit_is_the_largest_fitting_mu(acct: PrivacyAccountant) -> None:
-    acct.set_budget("d", ApproxDP(1.0, 1e-5), method="gdp")
+    acct.set_budget("d", ApproxDP(1.0, 1e-5), rule="pure_or_gdp")
     state = acct.store.head("d")
     assert state is not None
     mu_b = float(state.state.budget["mu_limit"])
@@ -360,11 +360,11 @@ def test_mu_limit_is_the_largest_fitting_mu(acct: PrivacyAccountant) -> None:
 
 def test_invalid_rule_choices(acct: PrivacyAccountant) -> None:
     with pytest.raises(InvalidParameterError, match="δ > 0"):
-        acct.set_budget("d", ApproxDP(1.0, 0.0), method="gdp")
+        acct.set_budget("d", ApproxDP(1.0, 0.0), rule="pure_or_gdp")
     with pytest.raises(InvalidParameterError):
-        acct.set_budget("d", GaussianDP(1.0), method="basic")
+        acct.set_budget("d", GaussianDP(1.0), rule="basic")
     with pytest.raises(InvalidParameterError):
-        acct.set_budget("d", ApproxDP(1.0, 1e-6), method="pld")
+        acct.set_budget("d", ApproxDP(1.0, 1e-6), rule="pld")
     assert acct.datasets() == []
 
 
@@ -450,23 +450,23 @@ def test_plan_with_an_approximate_or_gaussian_event_uses_the_remaining_delta(
 
 
 @pytest.mark.parametrize(
-    ("budget", "method", "spent", "plan", "expected"),
+    ("budget", "rule", "spent", "plan", "expected"),
     [
         (ApproxDP(1.0, 0.0), "auto", [PureDP(0.5)], [PureDP(0.25)] * 2, True),  # exactly fits
         (ApproxDP(1.0, 0.0), "auto", [PureDP(0.5)], [PureDP(0.25)] * 3, False),
         (ApproxDP(3.0, 1e-6), "auto", [], [gaussian_approx(1.0, 1e-7)] * 3, True),  # tight, not 3.0
         (ApproxDP(3.0, 1e-6), "auto", [ApproxDP(0.5, 1e-6)], [gaussian_approx(1.0, 1e-7)], False),  # δ gone
-        (ApproxDP(1.0, 1e-6), "gdp", [], [gaussian(20.0)] * 4, True),  # the μ-GDP route
-        (ApproxDP(1.0, 1e-6), "gdp", [gaussian(8.0)], [gaussian(8.0)] * 3, False),
-        (ApproxDP(1.0, 1e-6), "gdp", [PureDP(0.5)], [PureDP(0.5)], True),  # the pure route
+        (ApproxDP(1.0, 1e-6), "pure_or_gdp", [], [gaussian(20.0)] * 4, True),  # the μ-GDP route
+        (ApproxDP(1.0, 1e-6), "pure_or_gdp", [gaussian(8.0)], [gaussian(8.0)] * 3, False),
+        (ApproxDP(1.0, 1e-6), "pure_or_gdp", [PureDP(0.5)], [PureDP(0.5)], True),  # the pure route
         (GaussianDP(1.0), "auto", [gaussian(2.0)], [gaussian(2.0)] * 3, True),  # √(4·0.25) = 1 exactly
         (GaussianDP(1.0), "auto", [gaussian(2.0)], [gaussian(2.0)] * 4, False),
     ],
 )
 def test_plan_fits_says_what_spend_plan_does(
-    acct: PrivacyAccountant, budget: Any, method: str, spent: list[Any], plan: list[Any], expected: bool
+    acct: PrivacyAccountant, budget: Any, rule: str, spent: list[Any], plan: list[Any], expected: bool
 ) -> None:
-    acct.set_budget("d", budget, method=method)
+    acct.set_budget("d", budget, rule=rule)
     for cost in spent:
         acct.spend("d", cost)
     records = len(acct.records("d"))
@@ -575,7 +575,7 @@ def test_every_reuse_of_a_key_is_refused_and_writes_nothing(
     if first == "committed":
         reservation.commit()
     elif first == "released":
-        reservation.release("the attempt read no data")
+        reservation.cancel("the attempt read no data")
     before = acct.records("d")
     with pytest.raises(KeyAlreadyUsedError) as refused:
         getattr(acct, call)("d", PureDP(0.3), key="k")
@@ -629,7 +629,7 @@ def test_the_first_reservation_still_ends_after_a_refused_retry(acct: PrivacyAcc
     r2 = acct.reserve("d", PureDP(0.2), key="job-3")
     with pytest.raises(KeyAlreadyUsedError, match="open"):
         acct.reserve("d", PureDP(0.2), key="job-3")
-    assert r2.release("nothing read").status == "released" and acct.spent("d").epsilon == 0.3
+    assert r2.cancel("nothing read").status == "released" and acct.spent("d").epsilon == 0.3
     acct.verify()
 
 
@@ -639,7 +639,7 @@ def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> Non
         raise RuntimeError("boom")  # the block may have read data: still committed
     assert r.status == "committed" and acct.spent("d").epsilon == 0.3
     with acct.reserve("d", PureDP(0.5), key="b") as r2:
-        r2.release("source table was empty; nothing was read")
+        r2.cancel("source table was empty; nothing was read")
     assert r2.status == "released" and acct.spent("d").epsilon == 0.3
     release = acct.records("d")[-1]
     assert release.kind == "release" and release.reason.startswith("source table") and release.actor
@@ -648,18 +648,18 @@ def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> Non
     with pytest.raises(LedgerError, match="released"):
         r2.commit()
     with pytest.raises(LedgerError, match="committed"):
-        r.release("too late")
+        r.cancel("too late")
     assert acct.reserve("d", PureDP(0.2), key="c").status == "open"
     with pytest.raises(InvalidParameterError, match="reason"):
-        acct.release("d", "c", "   ")
-    released = acct.release("d", "c", "worker was killed before reading", actor="ops@example")
+        acct.cancel("d", "c", "   ")
+    released = acct.cancel("d", "c", "worker was killed before reading", actor="ops@example")
     assert released.status == "released" and acct.spent("d").epsilon == 0.3
     entry = acct.records("d")[-1]
     assert (entry.actor, entry.reason) == ("ops@example", "worker was killed before reading")
-    assert acct.release("d", "c", "again").status == "released"  # idempotent, nothing written
+    assert acct.cancel("d", "c", "again").status == "released"  # idempotent, nothing written
     assert acct.records("d")[-1].seq == entry.seq
     with pytest.raises(LedgerError, match="no reservation"):
-        acct.release("d", "missing", "why")
+        acct.cancel("d", "missing", "why")
     acct.verify()
 
 
@@ -776,7 +776,7 @@ def test_history_is_one_entry_per_release_and_records_the_raw_chain() -> None:
     acct.spend("d", Laplace(epsilon=0.5, sensitivity=1.0), label="count", group_size=3, key="a")
     acct.reserve("d", PureDP(0.25), key="b")
     acct.reserve("d", PureDP(0.125), key="c")
-    acct.release("d", "c", "never read data", actor="ops")
+    acct.cancel("d", "c", "never read data", actor="ops")
     acct.set_budget("d", PureDP(6.0))
     records = acct.records("d")
     assert [e.kind for e in records] == [

@@ -97,7 +97,7 @@ def test_process_killed_between_reserve_and_commit_fails_closed(url: str, tmp_pa
     with pytest.raises(BudgetExceededError):
         acct.spend("d", PureDP(1.0))
 
-    acct.release("d", "attempt-1", "worker SIGKILLed before reading data", actor="oncall")
+    acct.cancel("d", "attempt-1", "worker SIGKILLed before reading data", actor="oncall")
     assert acct.spent("d").epsilon == 0.0 and acct.open_reservations("d") == []
     last = acct.records("d")[-1]
     assert (last.kind, last.key, last.reason, last.actor) == (

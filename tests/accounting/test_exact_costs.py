@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting import accountant as accountant_module
+from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP, exact
+from dp_pipeline.accounting import pricing
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, Gaussian, Laplace, Staircase
 
 
@@ -107,12 +107,12 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
 ) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with monkeypatch.context() as patch:  # the earlier representation: the float's shortest repr
-        patch.setattr(accountant_module, "_dec", lambda value: Decimal(repr(float(value))))
-        accountant_module._price_one.cache_clear()
+        patch.setattr(exact, "to_decimal", lambda value: Decimal(repr(float(value))))
+        pricing.price_one.cache_clear()
         old = PrivacyAccountant(url, create=True)
         old.set_budget("d", ApproxDP(1.0, 1e-6))
         old.set_budget("g", GaussianDP(1.0))
-        old.set_budget("m", ApproxDP(4.0, 1e-6), method="gdp")
+        old.set_budget("m", ApproxDP(4.0, 1e-6), rule="pure_or_gdp")
         for _ in range(3):
             old.spend("d", PureDP(0.1))
         old.spend("d", ApproxDP(0.2, 1e-7))
@@ -120,7 +120,7 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
         old.spend("g", GaussianDP(0.3))
         old.spend("m", Gaussian.from_mu(mu=0.3, sensitivity=1.0))
         old.close()
-    accountant_module._price_one.cache_clear()
+    pricing.price_one.cache_clear()
 
     acct = PrivacyAccountant(url)
     assert last_charge(acct, "d")["epsilon"] == "0.1"  # the old strings are what is stored
@@ -128,7 +128,7 @@ def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_sp
     acct.verify()
     spent = acct.spent("d").epsilon  # 3 · 0.1 + 0.2 + 0.1 open, summed as the decimals recorded: 0.6
     assert Fraction(math.nextafter(spent, 0.0)) < Fraction(Decimal("0.6")) <= Fraction(spent)
-    acct.release("d", "still-open", reason="never read data", actor="test")
+    acct.cancel("d", "still-open", reason="never read data", actor="test")
     acct.spend("d", PureDP(0.1))
     acct.spend("g", GaussianDP(0.4))
     acct.spend("m", Gaussian.from_mu(mu=0.4, sensitivity=1.0))

@@ -617,7 +617,7 @@ def test_verify_works_on_a_read_only_file_system(tmp_path: Path) -> None:
 _BUDGETS = st.sampled_from(
     [
         (ApproxDP(2.0, 1e-5), "basic"),
-        (ApproxDP(2.0, 1e-5), "gdp"),
+        (ApproxDP(2.0, 1e-5), "pure_or_gdp"),
         (ApproxDP(1.5, 0.0), "basic"),
         (GaussianDP(1.5), "auto"),
     ]
@@ -625,7 +625,7 @@ _BUDGETS = st.sampled_from(
 _COSTS = st.sampled_from([PureDP(0.1), PureDP(0.3), ApproxDP(0.2, 1e-7), GaussianDP(0.3), GaussianDP(0.05)])
 _STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["spend", "reserve-release", "plan", "raise"]),
+        st.sampled_from(["spend", "reserve-cancel", "plan", "raise"]),
         st.lists(_COSTS, min_size=1, max_size=3),
         st.integers(1, 3),
     ),
@@ -639,14 +639,14 @@ def test_whatever_the_accountant_accepted_verifies(budget: tuple[Any, str], step
     """The budget replay and the re-pricing never flag what the accountant itself wrote: budgets raised,
     spends, group sizes, plans and released reservations under every rule."""
     acct = PrivacyAccountant("memory://", key=KEY)
-    guarantee, method = budget
-    acct.set_budget("d", guarantee, method=method)
+    guarantee, rule = budget
+    acct.set_budget("d", guarantee, rule=rule)
     for action, costs, k in steps:
         try:
             if action == "spend":
                 acct.spend("d", costs[0], group_size=k)
-            elif action == "reserve-release":
-                acct.reserve("d", costs[0], group_size=k).release("never read")
+            elif action == "reserve-cancel":
+                acct.reserve("d", costs[0], group_size=k).cancel("never read")
             elif action == "plan":
                 acct.spend_plan("d", costs, group_size=k)
             else:
@@ -655,7 +655,7 @@ def test_whatever_the_accountant_accepted_verifies(budget: tuple[Any, str], step
                     if isinstance(guarantee, GaussianDP)
                     else ApproxDP(acct.budget("d").epsilon * 1.5, acct.budget("d").delta)
                 )
-                acct.set_budget("d", bigger, method=method)
+                acct.set_budget("d", bigger, rule=rule)
         except (BudgetExceededError, UnsupportedCompositionError):
             pass
     report = acct.verify(anchor=acct.anchor())

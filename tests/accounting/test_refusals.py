@@ -50,7 +50,7 @@ def test_nul_bytes_and_lone_surrogates_are_refused_by_every_backend(ledger_url: 
         ("key", lambda: acct.spend("d", PureDP(0.1), key=text)),
         ("key", lambda: acct.reserve("d", PureDP(0.1), key=text)),
         ("key", lambda: acct.spend_plan("d", [PureDP(0.1)], key=text)),
-        ("reason", lambda: acct.release("d", "open", reason=text)),
+        ("reason", lambda: acct.cancel("d", "open", reason=text)),
     ]
     for parameter, call in calls:
         with pytest.raises(InvalidParameterError) as info:

@@ -46,10 +46,10 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     return float(optimize.brentq(lambda e: gaussian_delta(mu, e) - delta, 0.0, 100.0, xtol=1e-14))
 
 
-def accountant(relation: str | None, budget: Any = None, method: str = "auto") -> PrivacyAccountant:
+def accountant(relation: str | None, budget: Any = None, rule: str = "auto") -> PrivacyAccountant:
     acct = PrivacyAccountant("memory://")
     options = {} if relation is None else {"relation": relation}
-    acct.set_budget("d", budget or ApproxDP(100.0, 1e-3), method=method, **options)
+    acct.set_budget("d", budget or ApproxDP(100.0, 1e-3), rule=rule, **options)
     return acct
 
 
@@ -293,7 +293,7 @@ def test_a_composite_is_charged_as_the_sum_of_its_parts_under_every_rule() -> No
     gdp = accountant(None, GaussianDP(5.0))
     gdp.spend("d", whole)
     assert gdp.spent("d").mu == pytest.approx(total_mu, rel=1e-9) and gdp.spent("d").mu >= total_mu
-    mixed = accountant(None, ApproxDP(5.0, 1e-6), method="gdp")
+    mixed = accountant(None, ApproxDP(5.0, 1e-6), rule="pure_or_gdp")
     mixed.spend("d", whole)
     mixed.spend("d", Gaussian.from_mu(mu=0.5, sensitivity=1.0))
     spent_mu = math.sqrt(total_mu**2 + 0.25)

@@ -1,5 +1,5 @@
-"""The ledger's write path: hashes of pre-encoded bodies, lookups and rollbacks inside a transaction, the
-race to create a dataset, lost connections, and SQLite's durability setting."""
+"""The ledger's write path: hashes of pre-encoded bodies, the race to create a dataset, lost connections,
+and SQLite's durability setting."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.ledger import MemoryLedger
 from dp_pipeline.accounting.ledger.base import (
     DatasetState,
-    LedgerStore,
     canonical_json,
     record_hash,
     record_hash_of_text,
@@ -96,61 +94,7 @@ def test_hash_of_a_tampered_seq_type_is_encoded_as_json() -> None:
 
 
 # ------------------------------------------------------------------------------------------ transactions
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> LedgerStore:
-    if request.param == "memory":
-        return MemoryLedger()
-    if request.param == "sqlite":
-        return SQLLedger(f"sqlite:///{tmp_path / 'ledger.db'}", create=True)
-    return SQLLedger(str(request.getfixturevalue("pg_url")), create=True)
-
-
-def _state(head: Any, totals: dict[str, Any] | None = None) -> DatasetState:
-    return DatasetState(head.state.budget, head.state.method, totals or dict(head.state.totals))
-
-
-def test_lookups_inside_a_transaction_see_its_own_appends(store: LedgerStore) -> None:
-    acct = PrivacyAccountant(store)
-    acct.set_budget("d", ApproxDP(1.0, 0.0))
-
-    def run(tx: Any) -> tuple[Any, ...]:
-        assert tx.reservation(key="k1") is None
-        reserve = tx.append("reserve", {"label": "x"}, _state(tx.head), key="k1")
-        open_one = tx.reservation(key="k1")
-        commit = tx.append("commit", {}, _state(tx.head), key="k1", reservation=reserve.seq)
-        return reserve, commit, open_one, tx.reservation(seq=reserve.seq), tx.reservation(key="k1")
-
-    reserve, commit, open_one, by_seq, by_key = store.atomic("d", run)
-    assert open_one.status == "open" and open_one.reserve == reserve
-    assert by_seq.status == by_key.status == "committed" and by_key.end == commit
-    stored = store.reservation("d", key="k1")
-    assert stored is not None and stored.reserve == reserve and stored.end == commit
-    assert store.head("d").seq == commit.seq == 3  # type: ignore[union-attr]
-    store.close()
-
-
-def test_a_transaction_that_raises_after_appending_writes_nothing(store: LedgerStore) -> None:
-    acct = PrivacyAccountant(store)
-    acct.set_budget("d", ApproxDP(1.0, 0.0))
-    acct.spend("d", PureDP(0.5), key="first")
-    before = (store.records("d"), store.head("d"))
-
-    def run(tx: Any) -> None:
-        record = tx.append("reserve", {"label": "doomed"}, _state(tx.head), key="k2")
-        assert tx.reservation(key="k2") is not None  # written to the database inside the transaction
-        tx.append("commit", {}, _state(tx.head), key="k2", reservation=record.seq)
-        raise RuntimeError("refused after appending")
-
-    with pytest.raises(RuntimeError, match="refused after appending"):
-        store.atomic("d", run)
-    assert (store.records("d"), store.head("d")) == before
-    assert store.reservation("d", key="k2") is None
-    acct.spend("d", PureDP(0.5))  # the connection is usable afterwards
-    assert acct.remaining("d").epsilon == 0.0
-    acct.verify()
-    store.close()
+# (lookups and rollbacks inside a transaction: the store contract, tests/accounting/test_ledger_stores.py)
 
 
 @pytest.mark.postgres

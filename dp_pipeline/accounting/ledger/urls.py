@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from dp_pipeline.exceptions import LedgerURLError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -23,11 +23,6 @@ _QUERY_SECRET = re.compile(r"(?i)([?&;](?:password|passwd|pwd|sslpassword)=)[^&;
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*(?::/*|/+)")
 # a URL with user information inside free text (a driver's message, an exception's str)
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:/*[^\s'\"]*@[^\s'\"]*")
-
-
-class LedgerURLError(InvalidParameterError, LedgerError):
-    """A ledger URL that cannot name a database: invalid input (``InvalidParameterError``, the command exits
-    2), and still a ``LedgerError`` for callers that catch that when a ledger cannot be opened."""
 
 
 def redact_url(url: str) -> str:

@@ -1,0 +1,94 @@
+"""A request's price under a dataset's budget: its events read under the dataset's relation, then charged
+by the budget's rule (one release, a composite release part by part, or a plan composed as a whole)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dp_pipeline.accounting.composition import flatten_events
+from dp_pipeline.accounting.ledger.base import canonical_json
+from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting.relations import to_relation
+from dp_pipeline.accounting.rules import Charge, Totals
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.guarantees import Guarantee
+
+__all__ = ["Price", "price", "price_one", "recorded_request_price", "refusal_detail"]
+
+
+@dataclass(frozen=True)
+class Price:
+    """A request's charge, the cost shown, the method that composed it, the budget it was priced under and
+    what of the totals a plan's price depended on (see :meth:`~dp_pipeline.accounting.rules.BudgetRule.
+    plan_basis`)."""
+
+    charge: Charge
+    cost: Guarantee
+    method: str
+    budget: DatasetBudget
+    basis: Any = None
+
+
+def _event_charge(budget: DatasetBudget, event: PrivacyEvent, k: int) -> tuple[Charge, Guarantee]:
+    """One event's charge under the budget's rule and the cost shown, read under the dataset's relation
+    first. A ``"composite"`` event is charged as the sum of its parts' charges: Σε and Σδ, and Σμᵢ² (tighter
+    than the μ of its total guarantee)."""
+    rule = budget.rule
+    event = to_relation(event, budget.relation)
+    if event.kind == "composite":
+        total = rule.charge_total([_event_charge(budget, part, k)[0] for part in event.parts])
+        return total, rule.charge_cost(total)
+    return rule.charge_event(event, k)
+
+
+def price(
+    budget: DatasetBudget,
+    events: Sequence[PrivacyEvent],
+    k: int,
+    plan: bool,
+    plan_delta: float | None,
+    totals: Totals,
+) -> Price:
+    """The price of a request: one event, or a plan composed as a whole.
+
+    A plan's events are read under the dataset's relation and its composites split into their parts, so
+    that the tight composition sees every part.
+    """
+    if not plan:
+        charge, cost = _event_charge(budget, events[0], k)
+        return Price(charge, cost, budget.rule.method_of(charge), budget)
+    parts = flatten_events([to_relation(e, budget.relation) for e in events])
+    planned = budget.rule.charge_plan(parts, k, plan_delta, totals)
+    return Price(planned.charge, planned.cost, planned.method, budget, planned.basis)
+
+
+@functools.lru_cache(maxsize=512)
+def price_one(budget: DatasetBudget, event_json: str, k: int) -> Price:
+    """The price of one event (not a plan), which depends only on the budget, the event and k.
+
+    Keyed by the event's canonical JSON, so that repeated spends of the same release (the common case:
+    one mechanism spent many times) skip re-validating and re-grouping it. Errors are not cached.
+    """
+    event = PrivacyEvent.from_dict(json.loads(event_json))
+    return price(budget, [event], k, False, None, budget.rule.empty())
+
+
+def recorded_request_price(budget: DatasetBudget, body: Mapping[str, Any], totals: Totals) -> Price:
+    """What a recorded reservation's request (its events, group size, plan and δ) costs under ``budget``,
+    priced as :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.spend` and ``spend_plan`` price."""
+    k = int(body["group_size"])
+    if not body.get("plan"):
+        return price_one(budget, canonical_json(dict(body["events"][0])), k)
+    events = [PrivacyEvent.from_dict(dict(e)) for e in body["events"]]
+    return price(budget, events, k, True, body.get("delta"), totals)
+
+
+def refusal_detail(budget: DatasetBudget, refused: Price) -> str:
+    """What a refusal adds to its message: the rule, how the request was composed, and the rule's advice."""
+    detail = f"Rule: {budget.rule.describe()}; the request was composed by {refused.method!r}."
+    hint = budget.rule.refusal_hint(refused.cost)
+    return f"{detail} {hint}" if hint else detail

@@ -1,0 +1,207 @@
+"""What the accountant writes to the ledger: typed record bodies, the dataset's budget, and the appends.
+
+Each record kind has a body type here (:class:`BudgetBody`, :class:`ReserveBody`, :class:`CommitBody`,
+:class:`CancelBody`) whose ``to_json`` is exactly what earlier versions wrote, so ledgers old and new read
+and verify alike; the head row caches the :class:`DatasetBudget` (guarantee, rule parameters, relation),
+the rule's stored name and the running totals. :func:`append_commit` is the one place a reservation is
+committed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dp_pipeline.accounting.ledger.base import (
+    DatasetState,
+    LedgerRecord,
+    LedgerTransaction,
+    RecordKind,
+    canonical_json,
+)
+from dp_pipeline.accounting.rules import BudgetRule, Charge, Totals, stored_rule
+from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, Relation
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from dp_pipeline.guarantees import Guarantee, guarantee_from_dict
+
+__all__ = [
+    "BudgetBody",
+    "CancelBody",
+    "CommitBody",
+    "DatasetBudget",
+    "ReserveBody",
+    "append",
+    "append_commit",
+    "budget_of",
+    "request_of",
+    "with_totals",
+]
+
+
+@dataclass(frozen=True)
+class DatasetBudget:
+    """A dataset's budget as the head row caches it: the rule (with the budget's guarantee and what the
+    rule derived from it) and the dataset's neighbouring relation."""
+
+    rule: BudgetRule
+    relation: Relation = DEFAULT_RELATION
+
+    @property
+    def guarantee(self) -> Guarantee:
+        return self.rule.budget
+
+    def state(self) -> dict[str, Any]:
+        """The head row's ``budget`` JSON."""
+        return {"guarantee": self.guarantee.to_dict(), **self.rule.parameters(), "relation": self.relation}
+
+    @classmethod
+    def from_state(cls, budget: Mapping[str, Any], method: str, where: str) -> DatasetBudget:
+        """Read a head row's (or a budget record's) budget and stored rule name; LedgerError if unreadable."""
+        try:
+            guarantee = guarantee_from_dict(dict(budget["guarantee"]))
+        except (KeyError, TypeError, InvalidParameterError) as err:
+            raise LedgerError(f"{where}: unreadable budget {budget!r} ({err})") from None
+        rule = stored_rule(method, guarantee, where).from_parameters(guarantee, budget, where)
+        # a budget stored before relations existed has none: it is read as the default
+        relation = budget.get("relation", DEFAULT_RELATION)
+        if relation not in RELATIONS:
+            raise LedgerError(f"{where}: unknown neighbouring relation {relation!r}")
+        return cls(rule, relation)
+
+    def head_state(self, totals: Totals) -> DatasetState:
+        """What the head row caches after a record that leaves the totals at ``totals``."""
+        return DatasetState(self.state(), self.rule.name, totals.to_json())
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_budget(budget_json: str, method: str, where: str) -> DatasetBudget:
+    return DatasetBudget.from_state(json.loads(budget_json), method, where)
+
+
+def budget_of(state: DatasetState, where: str) -> DatasetBudget:
+    """The budget of a head state (parsed once per distinct budget)."""
+    return _parse_budget(canonical_json(dict(state.budget)), state.method, where)
+
+
+# ------------------------------------------------------------------------------------------------------
+# record bodies
+
+
+@dataclass(frozen=True)
+class BudgetBody:
+    """A budget set or changed: the budget, its rule and relation, the one it replaced, who and why."""
+
+    kind: ClassVar[RecordKind] = "budget"
+    budget: DatasetBudget
+    previous: Guarantee | None
+    reason: str | None
+    actor: str
+    totals: Totals
+
+    def to_json(self) -> dict[str, Any]:
+        state = self.budget.state()
+        return {
+            "budget": state.pop("guarantee"),
+            "method": self.budget.rule.name,
+            **state,
+            "previous": None if self.previous is None else self.previous.to_dict(),
+            "reason": self.reason,
+            "actor": self.actor,
+            "totals": self.totals.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class ReserveBody:
+    """A reservation: the request as stated (events, group size, plan, δ), what it was charged and the totals
+    after it."""
+
+    kind: ClassVar[RecordKind] = "reserve"
+    label: str | None
+    group_size: int
+    plan: bool
+    delta: float | None
+    relation: Relation
+    events: list[dict[str, Any]]
+    cost: Guarantee
+    composition: str
+    charge: Charge
+    totals: Totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            **_request(self.events, self.group_size, self.plan, self.delta),
+            "relation": self.relation,
+            "cost": self.cost.to_dict(),
+            "composition": self.composition,
+            "charge": self.charge.to_json(),
+            "totals": self.totals.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class CommitBody:
+    """A reservation committed: the totals after it."""
+
+    kind: ClassVar[RecordKind] = "commit"
+    totals: Totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {"totals": self.totals.to_json()}
+
+
+@dataclass(frozen=True)
+class CancelBody:
+    """A reservation cancelled (returned to the budget): why, by whom (``by``: the attempt or an operator),
+    and the totals after it. Stored as a ``"release"`` record, the name earlier versions gave it."""
+
+    kind: ClassVar[RecordKind] = "release"
+    reason: str
+    actor: str
+    by: str
+    totals: Totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reason": self.reason, "actor": self.actor, "by": self.by, "totals": self.totals.to_json()}
+
+
+def _request(events: Any, group_size: Any, plan: Any, delta: Any) -> dict[str, Any]:
+    return {"events": events, "group_size": group_size, "plan": plan, "delta": delta}
+
+
+def request_of(events: Any, group_size: Any, plan: Any, delta: Any) -> str:
+    """What a reservation asked for (its stated events, group size, plan and δ), as canonical JSON: a key
+    reused for another request is refused."""
+    return canonical_json(_request(events, group_size, plan, delta))
+
+
+Body = BudgetBody | ReserveBody | CommitBody | CancelBody
+
+
+def append(
+    tx: LedgerTransaction,
+    body: Body,
+    state: DatasetState,
+    *,
+    key: str | None = None,
+    reservation: int | None = None,
+) -> LedgerRecord:
+    """Append ``body`` as a record of its kind and make ``state`` the dataset's cached state."""
+    return tx.append(body.kind, body.to_json(), state, key=key, reservation=reservation)
+
+
+def with_totals(state: DatasetState, totals: Totals) -> DatasetState:
+    """The head state ``state`` (its budget as stored) with the running totals ``totals``."""
+    return DatasetState(state.budget, state.method, totals.to_json())
+
+
+def append_commit(
+    tx: LedgerTransaction, state: DatasetState, totals: Totals, key: str, seq: int
+) -> LedgerRecord:
+    """Commit the open reservation ``seq`` (idempotency ``key``) of a dataset whose totals are ``totals``."""
+    done = totals.committed()
+    return append(tx, CommitBody(done), with_totals(state, done), key=key, reservation=seq)

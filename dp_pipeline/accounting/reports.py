@@ -1,0 +1,332 @@
+"""What the accountant reports: amounts with the method that produced them, ledger records, releases and
+verification results. Plain values; nothing here reads or writes the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+from dp_pipeline.accounting.ledger.base import LedgerRecord
+from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting.rules import Totals
+from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
+from dp_pipeline.exceptions import LedgerError
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, guarantee_from_dict
+
+__all__ = [
+    "BudgetReport",
+    "LedgerEntry",
+    "ReleaseEntry",
+    "VerifyReport",
+    "budget_report",
+    "ledger_entry",
+    "read_all",
+    "release_entry",
+]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """A number in a dataset's budget currency, and the composition method that produced it.
+
+    Returned by :meth:`PrivacyAccountant.spent`, :meth:`~PrivacyAccountant.remaining`,
+    :meth:`~PrivacyAccountant.plan_cost` and :meth:`~PrivacyAccountant.budget`.
+
+    Attributes
+    ----------
+    dataset : str
+        The dataset.
+    what : str
+        ``"spent"``, ``"remaining"``, ``"plan cost"`` or ``"budget"``.
+    guarantee : ApproxDP or GaussianDP
+        The amount, in the budget's currency. Spent amounts and costs are rounded up, remaining amounts
+        down.
+    method : str
+        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading) or ``"pld"`` (tight plan total).
+    budget : ApproxDP or GaussianDP
+        The dataset's budget.
+    open_reservations : int
+        Reservations not yet committed or cancelled; they are counted as spent.
+    relation : str
+        The dataset's neighbouring relation: ``"replace_one"`` or ``"add_remove"``.
+    """
+
+    dataset: str
+    what: str
+    guarantee: Guarantee
+    method: str
+    budget: Guarantee
+    open_reservations: int = 0
+    relation: Relation = DEFAULT_RELATION
+
+    @property
+    def epsilon(self) -> float:
+        """ε of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
+        if isinstance(self.guarantee, GaussianDP):
+            raise AttributeError(
+                f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .epsilon "
+                "(convert with report.guarantee.to_approx_dp(delta))"
+            )
+        assert isinstance(self.guarantee, ApproxDP)
+        return self.guarantee.epsilon
+
+    @property
+    def delta(self) -> float:
+        """δ of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
+        if isinstance(self.guarantee, GaussianDP):
+            raise AttributeError(
+                f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .delta"
+            )
+        assert isinstance(self.guarantee, ApproxDP)
+        return self.guarantee.delta
+
+    @property
+    def mu(self) -> float:
+        """μ of a μ-GDP amount; AttributeError for an (ε, δ) budget (read ``.epsilon``/``.delta``)."""
+        if not isinstance(self.guarantee, GaussianDP):
+            raise AttributeError(
+                f"dataset {self.dataset!r} has an (ε, δ) budget: the report has .epsilon and .delta, not .mu"
+            )
+        return self.guarantee.mu
+
+    def __str__(self) -> str:
+        g = self.guarantee
+        amount = (
+            f"μ = {g.mu:.6g}"
+            if isinstance(g, GaussianDP)
+            else f"ε = {self.epsilon:.6g}, δ = {self.delta:.6g}"
+        )
+        method = {
+            "basic": "basic composition",
+            "gdp": "μ-GDP filter",
+            "pld": "tight PLD composition",
+        }.get(self.method, self.method)
+        text = (
+            f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "
+            f"{self.relation})"
+        )
+        if self.open_reservations:
+            text += f", including {self.open_reservations} open reservation(s)"
+        return text
+
+
+def _short(g: Guarantee) -> str:
+    if isinstance(g, GaussianDP):
+        return f"μ = {g.mu:.6g}"
+    assert isinstance(g, ApproxDP)
+    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One ledger record as :meth:`PrivacyAccountant.records` shows it.
+
+    Attributes
+    ----------
+    seq : int
+        Position in the dataset's chain.
+    time : datetime
+        When it was written (UTC).
+    kind : str
+        ``"budget"``, ``"reserve"``, ``"commit"`` or ``"release"`` (a cancellation, as the ledger names it).
+    status : str
+        For a reservation: ``"open"``, ``"committed"`` or ``"released"`` (cancelled); otherwise the kind.
+    label, key : str or None
+        The spend's label and idempotency key.
+    group_size : int or None
+        The group size k the spend was charged for.
+    guarantee : Guarantee or None
+        The cost charged (a reservation), or the budget set (a budget record).
+    method : str or None
+        How the cost was composed (plans: ``"pld"``, ``"basic"`` or ``"gdp"``), or the budget's rule.
+    events : tuple of PrivacyEvent
+        The events of a reservation (several for a plan).
+    reservation : int or None
+        For ``commit``/``release``: the seq of the reservation it ends.
+    reason, actor : str or None
+        Why and by whom (releases and budget changes).
+    hash : str
+        The record's hash in the chain.
+    relation : str or None
+        The dataset's neighbouring relation, for budget and reserve records (records written before
+        relations existed: the default, ``"replace_one"``).
+    """
+
+    dataset: str
+    seq: int
+    time: datetime
+    kind: str
+    status: str
+    label: str | None
+    key: str | None
+    group_size: int | None
+    guarantee: Guarantee | None
+    method: str | None
+    events: tuple[PrivacyEvent, ...] = field(default=())
+    reservation: int | None = None
+    reason: str | None = None
+    actor: str | None = None
+    hash: str = ""
+    relation: Relation | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseEntry:
+    """One release (a charged reservation) as :meth:`PrivacyAccountant.history` shows it.
+
+    Attributes
+    ----------
+    dataset : str
+    seq : int
+        The seq of the reservation record in the dataset's chain (see :meth:`PrivacyAccountant.records`).
+    time : datetime
+        When it was charged (UTC).
+    label, key : str or None
+        The spend's label and idempotency key.
+    group_size : int
+        The group size k it was charged for.
+    cost : Guarantee
+        What was charged, in the budget's currency (for the group of k).
+    method : str or None
+        How a plan's cost was composed (``"pld"``, ``"basic"`` or ``"gdp"``).
+    events : tuple of PrivacyEvent
+        The mechanisms' events (several for a plan).
+    status : str
+        ``"open"`` (reserved, still counted), ``"committed"`` or ``"cancelled"`` (returned to the
+        budget before data was read).
+    ended : datetime or None
+        When it was committed or cancelled.
+    reason, actor : str or None
+        Why and by whom it was cancelled.
+    """
+
+    dataset: str
+    seq: int
+    time: datetime
+    label: str | None
+    key: str | None
+    group_size: int
+    cost: Guarantee
+    method: str | None
+    events: tuple[PrivacyEvent, ...]
+    status: str
+    ended: datetime | None = None
+    reason: str | None = None
+    actor: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of a successful :meth:`PrivacyAccountant.verify`: what was checked.
+
+    Attributes
+    ----------
+    datasets : tuple of str
+    records : int
+        How many records were checked.
+    signatures : bool
+        Whether signatures were checked (a key was configured).
+    anchored : bool
+        Whether the chains were checked against an anchor.
+    """
+
+    datasets: tuple[str, ...]
+    records: int
+    signatures: bool = False
+    anchored: bool = False
+
+    def __str__(self) -> str:
+        n = len(self.datasets)
+        text = f"ledger verified: {self.records} records in {n} dataset(s); chains, totals and budgets intact"
+        text += "; signatures valid" if self.signatures else "; signatures not checked (no key)"
+        if self.anchored:
+            text += "; the anchor's heads are still in the chains"
+        return text
+
+
+def budget_report(dataset: str, what: str, budget: DatasetBudget, totals: Totals) -> BudgetReport:
+    """``what`` (``"spent"``, ``"remaining"`` or ``"budget"``) of a dataset under its rule, as a report."""
+    if what == "budget":
+        amount, method = budget.guarantee, budget.rule.name
+    else:
+        amount, method = budget.rule.spent(totals) if what == "spent" else budget.rule.remaining(totals)
+    return BudgetReport(dataset, what, amount, method, budget.guarantee, totals.open, budget.relation)
+
+
+def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:
+    """A record as :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.records` shows it; ``ends``
+    maps a reservation's seq to the record that ended it."""
+    body = record.body
+    guarantee: Guarantee | None = None
+    events: tuple[PrivacyEvent, ...] = ()
+    method: str | None = None
+    status = record.kind
+    if record.kind == "reserve":
+        guarantee = guarantee_from_dict(dict(body["cost"]))
+        events = tuple(PrivacyEvent.from_dict(dict(e)) for e in body.get("events", ()))
+        method = body.get("composition")
+        end = ends.get(record.seq)
+        status = "open" if end is None else ("committed" if end.kind == "commit" else "released")
+    elif record.kind == "budget":
+        guarantee = guarantee_from_dict(dict(body["budget"]))
+        method = body.get("method")
+    return LedgerEntry(
+        dataset=record.dataset,
+        seq=record.seq,
+        time=datetime.fromisoformat(record.time),
+        kind=record.kind,
+        status=status,
+        label=body.get("label"),
+        key=record.key,
+        group_size=body.get("group_size"),
+        guarantee=guarantee,
+        method=method,
+        events=events,
+        reservation=record.reservation,
+        reason=body.get("reason"),
+        actor=body.get("actor"),
+        hash=record.hash,
+        relation=body.get("relation", DEFAULT_RELATION) if record.kind in ("budget", "reserve") else None,
+    )
+
+
+def read_all(dataset: str, records: Sequence[LedgerRecord], read: Callable[[LedgerRecord], _T]) -> list[_T]:
+    """``read`` of every record, or one clear LedgerError naming the first record it cannot read."""
+    entries: list[_T] = []
+    unreadable = None
+    for r in records:
+        try:
+            entries.append(read(r))
+        except (KeyError, TypeError, ValueError) as err:  # incl. InvalidParameterError
+            unreadable = f"record seq {r.seq} is unreadable ({type(err).__name__}: {err})"
+            break
+    if unreadable is not None:  # raised outside the handler: one clear error, no raw chain
+        raise LedgerError(
+            f"dataset {dataset!r}: {unreadable}; the ledger is corrupt or was altered (run verify)"
+        )
+    return entries
+
+
+def release_entry(record: LedgerRecord, end: LedgerRecord | None) -> ReleaseEntry:
+    """A reservation record (and the record that ended it, if any) as one line of the history."""
+    entry = ledger_entry(record, {} if end is None else {record.seq: end})
+    assert entry.guarantee is not None
+    return ReleaseEntry(
+        dataset=entry.dataset,
+        seq=entry.seq,
+        time=entry.time,
+        label=entry.label,
+        key=entry.key,
+        group_size=int(entry.group_size or 1),
+        cost=entry.guarantee,
+        method=entry.method,
+        events=entry.events,
+        status="cancelled" if entry.status == "released" else entry.status,
+        ended=None if end is None else datetime.fromisoformat(end.time),
+        reason=None if end is None else end.body.get("reason"),
+        actor=None if end is None else end.body.get("actor"),
+    )

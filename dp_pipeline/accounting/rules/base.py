@@ -1,0 +1,328 @@
+"""The budget-rule contract: how one dataset's spends are charged, summed and checked against its budget.
+
+A rule is a pure object: it holds the budget (and what it derived from it when the budget was set) and does
+arithmetic on exact decimal amounts. The accountant keeps the running totals in the ledger, holds the lock,
+and asks the rule. The shape follows Google dp-accounting's ``PrivacyAccountant`` (one abstract class, one
+subclass per composition theorem, each with its validity argument) and Opacus's accountant registry (a
+rule is looked up by the name the ledger stores; see :mod:`dp_pipeline.accounting.rules`).
+
+Running totals. A rule names the exact sums it keeps (:attr:`BudgetRule.amounts`) and the counters it keeps
+(:attr:`BudgetRule.counters`); a :class:`Charge` gives one amount per name (None: the request has no such
+amount under the rule) and :meth:`BudgetRule.counts` says what it adds to each counter. The ledger stores
+them, beside the number of active and open reservations, as the record's ``totals`` JSON: a new rule keeps
+its own sums there (say ρ for zCDP) without any change to the ledger.
+
+References
+----------
+Google, dp-accounting, ``dp_accounting/privacy_accountant.py``.
+Meta, Opacus, ``opacus/accountants/registry.py``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar, Self
+
+from dp_pipeline import exact
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import LedgerError
+from dp_pipeline.guarantees import Guarantee
+
+__all__ = ["BudgetRule", "Charge", "PlanCharge", "Totals", "parse_decimal"]
+
+_ZERO = Decimal(0)
+
+
+def parse_decimal(text: Any, where: str) -> Decimal:
+    """A finite decimal read from the ledger, or a LedgerError naming ``where``."""
+    try:
+        value = Decimal(str(text))
+    except ArithmeticError:
+        raise LedgerError(f"{where}: {text!r} is not a decimal number") from None
+    if not value.is_finite():
+        raise LedgerError(f"{where}: {text!r} is not finite")
+    return value
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one reservation adds to its rule's running sums: an exact decimal per amount name, or None
+    when the request has no such amount under the rule (e.g. no μ for an (ε, δ > 0) release)."""
+
+    amounts: Mapping[str, Decimal | None]
+
+    def __getitem__(self, name: str) -> Decimal | None:
+        return self.amounts.get(name)
+
+    def to_json(self) -> dict[str, str | None]:
+        return {name: None if value is None else str(value) for name, value in self.amounts.items()}
+
+    @classmethod
+    def from_json(cls, data: Any, names: Sequence[str], where: str) -> Charge:
+        """A recorded charge; a name the record lacks reads as None (no such amount)."""
+        if not isinstance(data, Mapping):
+            raise LedgerError(f"{where}: unreadable charge {data!r}")
+        return cls(
+            {name: None if data.get(name) is None else parse_decimal(data[name], where) for name in names}
+        )
+
+    @classmethod
+    def total(cls, charges: Sequence[Charge], names: Sequence[str]) -> Charge:
+        """The exact sum of ``charges`` per amount; an amount that one of them lacks is lacking in the sum."""
+        sums: dict[str, Decimal | None] = dict.fromkeys(names, _ZERO)
+        for charge in charges:
+            for name in names:
+                part, so_far = charge[name], sums[name]
+                sums[name] = None if part is None or so_far is None else exact.add(so_far, part)
+        return cls(sums)
+
+    def covers(self, needed: Charge) -> bool:
+        """Whether this recorded charge counts at least what ``needed`` counts.
+
+        A missing amount only makes the check stricter (a charge without ε is not pure; one without μ
+        blocks the μ-GDP route), so it is allowed; an amount the request does not have, or a smaller one,
+        is not. Ledgers written before amounts were recorded at the float's exact binary value hold its
+        shortest decimal instead, which may be below the exact value by less than half a unit in the last
+        place: an amount that rounds to the same double as the price covers it.
+        """
+        for name in {*self.amounts, *needed.amounts}:
+            got, need = self[name], needed[name]
+            if need is None and got is not None:
+                return False
+            if need is not None and got is not None and got < need and float(got) < float(need):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Running totals over a dataset's active (open or committed) reservations: the rule's exact sums and
+    counters, and how many reservations are active and how many of them are still open."""
+
+    sums: Mapping[str, Decimal]
+    counts: Mapping[str, int]
+    active: int = 0
+    open: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **{name: str(value) for name, value in self.sums.items()},
+            **self.counts,
+            "active": self.active,
+            "open": self.open,
+        }
+
+    def plus(self, charge: Charge, counts: Mapping[str, int]) -> Totals:
+        """These totals with one more open reservation of ``charge``."""
+        return Totals(
+            {name: exact.add(value, charge[name] or _ZERO) for name, value in self.sums.items()},
+            {name: value + counts.get(name, 0) for name, value in self.counts.items()},
+            self.active + 1,
+            self.open + 1,
+        )
+
+    def minus(self, charge: Charge, counts: Mapping[str, int]) -> Totals:
+        """These totals without an open reservation of ``charge`` (it was cancelled)."""
+        return Totals(
+            {name: exact.subtract(value, charge[name] or _ZERO) for name, value in self.sums.items()},
+            {name: value - counts.get(name, 0) for name, value in self.counts.items()},
+            self.active - 1,
+            self.open - 1,
+        )
+
+    def committed(self) -> Totals:
+        """These totals with one open reservation committed (still active)."""
+        return Totals(self.sums, self.counts, self.active, self.open - 1)
+
+    def same_as(self, other: Totals) -> bool:
+        """Equal as numbers (``0.10`` and ``0.1`` are the same amount)."""
+        return (
+            self.sums.keys() == other.sums.keys()
+            and all(self.sums[name] == other.sums[name] for name in self.sums)
+            and dict(self.counts) == dict(other.counts)
+            and (self.active, self.open) == (other.active, other.open)
+        )
+
+
+@dataclass(frozen=True)
+class PlanCharge:
+    """What a plan (releases declared before any runs) adds to the totals, the cost shown in the budget's
+    currency, the method that composed it, and ``basis``: what of the totals the price was computed from
+    (None when it does not depend on them; see :meth:`BudgetRule.plan_basis`)."""
+
+    charge: Charge
+    cost: Guarantee
+    method: str
+    basis: Any = field(default=None)
+
+
+@dataclass(frozen=True)
+class BudgetRule(ABC):
+    """A dataset's budget and the composition rule that charges spends against it.
+
+    Subclasses are frozen dataclasses whose constructor only stores; :meth:`create` checks a new budget
+    and derives what the rule needs, :meth:`from_parameters` reads what the ledger stored. Register a new
+    rule in :data:`dp_pipeline.accounting.rules.RULES`. Test it by subclassing
+    :class:`dp_pipeline.accounting.testing.BudgetRuleContract`.
+
+    Class attributes
+    ----------------
+    name : str
+        What the ledger stores as the budget's ``method``; with the budget's type it picks the rule.
+    names : tuple of str
+        What ``set_budget(..., rule=...)`` accepts for this rule; the first is the one shown.
+    currency : type
+        The budget's guarantee type (``ApproxDP`` or ``GaussianDP``).
+    title : str
+        A few words for tables ("basic composition").
+    amounts, counters : tuple of str
+        The exact sums and counters of the running totals (see the module notes).
+
+    Attributes
+    ----------
+    budget : Guarantee
+        The dataset's budget.
+    """
+
+    budget: Guarantee
+
+    name: ClassVar[str]
+    names: ClassVar[tuple[str, ...]]
+    currency: ClassVar[type[Guarantee]]
+    title: ClassVar[str]
+    amounts: ClassVar[tuple[str, ...]]
+    counters: ClassVar[tuple[str, ...]] = ()
+
+    # ------------------------------------------------------------------------------ budget and storage
+
+    @classmethod
+    def create(cls, budget: Guarantee) -> Self:
+        """The rule for a new budget (InvalidParameterError if the rule cannot take it)."""
+        return cls(budget)
+
+    @classmethod
+    def from_parameters(cls, budget: Guarantee, parameters: Mapping[str, Any], where: str) -> Self:
+        """The rule as the ledger stored it (:meth:`parameters`); a LedgerError naming ``where`` if the
+        parameters are unreadable."""
+        return cls(budget)
+
+    def parameters(self) -> dict[str, Any]:
+        """What the ledger stores beside the budget's guarantee (plain JSON)."""
+        return {}
+
+    def check_parameters(self) -> str | None:
+        """The way the stored parameters contradict the budget (found by verify), or None."""
+        return None
+
+    # ------------------------------------------------------------------------------ running totals
+
+    def empty(self) -> Totals:
+        """The totals of a dataset with no active reservation."""
+        return Totals(dict.fromkeys(self.amounts, _ZERO), dict.fromkeys(self.counters, 0))
+
+    def carry(self, totals: Totals) -> Totals:
+        """The totals this rule starts from when it replaces another rule's budget (only while nothing is
+        active): the same totals when they keep the same sums, else this rule's empty totals."""
+        if set(totals.sums) == set(self.amounts) and set(totals.counts) == set(self.counters):
+            return totals
+        return self.empty()
+
+    def read_totals(self, data: Any, where: str) -> Totals:
+        """Totals as the ledger stored them (:meth:`Totals.to_json`), or a LedgerError naming ``where``."""
+        if not isinstance(data, Mapping):
+            raise LedgerError(f"{where}: unreadable running totals {data!r}")
+        try:
+            return Totals(
+                {name: parse_decimal(data[name], where) for name in self.amounts},
+                {name: int(data[name]) for name in self.counters},
+                int(data["active"]),
+                int(data["open"]),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise LedgerError(f"{where}: unreadable running totals {data!r} ({err})") from None
+
+    def read_charge(self, data: Any, where: str) -> Charge:
+        """A reservation's charge as the ledger stored it."""
+        return Charge.from_json(data, self.amounts, where)
+
+    def counts(self, charge: Charge) -> dict[str, int]:
+        """What one charge adds to each counter."""
+        return {}
+
+    def add(self, totals: Totals, charge: Charge) -> Totals:
+        """``totals`` with one more open reservation of ``charge``."""
+        return totals.plus(charge, self.counts(charge))
+
+    def remove(self, totals: Totals, charge: Charge) -> Totals:
+        """``totals`` without the open reservation of ``charge``."""
+        return totals.minus(charge, self.counts(charge))
+
+    # ------------------------------------------------------------------------------ pricing
+
+    @abstractmethod
+    def charge_event(self, event: PrivacyEvent, k: int) -> tuple[Charge, Guarantee]:
+        """The charge of one release for groups of ``k`` and the cost shown (in the event's own terms or the
+        budget's currency). ``event`` is already read under the dataset's neighbouring relation and is not
+        a ``"composite"`` event (the accountant charges a composite as the sum of its parts).
+
+        Raises UnsupportedCompositionError when the rule cannot charge the event at all.
+        """
+
+    @abstractmethod
+    def charge_cost(self, charge: Charge) -> Guarantee:
+        """A summed charge as a guarantee in the budget's currency, rounded up."""
+
+    @abstractmethod
+    def method_of(self, charge: Charge) -> str:
+        """How the cost of ``charge`` was composed (``"basic"``, ``"gdp"`` …), as reports name it."""
+
+    def charge_total(self, charges: Sequence[Charge]) -> Charge:
+        """The charge of several releases counted together: their exact sums."""
+        return Charge.total(charges, self.amounts)
+
+    def charge_each(self, events: Sequence[PrivacyEvent], k: int) -> Charge:
+        """The exact sum of the events' charges as if each were spent alone (UnsupportedCompositionError if
+        one cannot be)."""
+        return self.charge_total([self.charge_event(e, k)[0] for e in events])
+
+    @abstractmethod
+    def charge_plan(
+        self, events: Sequence[PrivacyEvent], k: int, delta: float | None, totals: Totals
+    ) -> PlanCharge:
+        """A plan's charge: releases all declared before any of them runs, for groups of ``k``.
+
+        ``events`` are read under the dataset's relation, composites split into their parts; ``delta`` is
+        the δ asked for (None: the rule's default); ``totals`` are what is spent so far (for rules whose
+        plan price depends on what is left, see :meth:`plan_basis`).
+        """
+
+    def plan_basis(self, totals: Totals) -> Any:
+        """What of ``totals`` a plan's price may depend on (compared before a plan priced outside the lock is
+        charged: a different basis prices it again). None: plan prices never depend on the totals."""
+        return None
+
+    # ------------------------------------------------------------------------------ the check and reports
+
+    @abstractmethod
+    def fits(self, totals: Totals) -> bool:
+        """Whether ``totals`` (including a new charge) are within the budget: the accept/refuse decision."""
+
+    @abstractmethod
+    def spent(self, totals: Totals) -> tuple[Guarantee, str]:
+        """What ``totals`` have spent in the budget's currency, rounded up, and the method that says so."""
+
+    @abstractmethod
+    def remaining(self, totals: Totals) -> tuple[Guarantee, str]:
+        """What is left of the budget after ``totals``, rounded down, such that spending exactly that
+        still fits, and the method."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The budget and its rule, for messages."""
+
+    def refusal_hint(self, cost: Guarantee) -> str:
+        """Advice to add when a request of ``cost`` was refused (empty: nothing specific to say)."""
+        return ""

@@ -1,0 +1,183 @@
+"""Verify's replay: the running totals, the budgets and the reservations of a dataset, recomputed from its
+records; and the check of the chains against an anchor (a checkpoint kept outside the database).
+
+The hash chain itself is checked by :func:`~dp_pipeline.accounting.ledger.base.check_chain`; this module
+checks what the records mean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
+from dp_pipeline.accounting.pricing import recorded_request_price
+from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting.rules import Charge, Totals
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from dp_pipeline.guarantees import guarantee_from_dict
+
+__all__ = ["ANCHOR_FORMAT", "check_anchor", "check_semantics", "read_anchor"]
+
+ANCHOR_FORMAT = "dp-pipeline ledger anchor 1"
+
+
+def _stored_budget(body: Mapping[str, Any], where: str) -> tuple[DatasetBudget, dict[str, Any], str]:
+    """The budget a budget record sets, and the head state it implies (as the record wrote it)."""
+    method = str(body.get("method"))
+    guarantee = guarantee_from_dict(dict(body["budget"]))
+    budget = DatasetBudget.from_state({**body, "guarantee": body["budget"]}, method, where)
+    state: dict[str, Any] = {
+        "guarantee": guarantee.to_dict(),
+        **{name: body.get(name) for name in budget.rule.parameters()},
+    }
+    if "relation" in body:  # budget records written before relations existed have none
+        state["relation"] = body["relation"]
+    return budget, state, method
+
+
+def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
+    """Replay the running totals, the budgets and the reservation states; the first inconsistency, or None.
+
+    Every reservation is re-priced under the budget in force when it was made and must fit it, so a
+    budget raised outside dp-pipeline for a spend and put back afterwards is found.
+    """
+    totals: Totals | None = None
+    budget: DatasetBudget | None = None
+    budget_state: tuple[dict[str, Any], str] | None = None
+    reserves: dict[int, Charge] = {}
+    ended: set[int] = set()
+    keys: set[str] = set()
+    try:
+        for record in records:
+            where = f"dataset {dataset!r}, record seq={record.seq}"
+            body = record.body
+            if record.kind == "budget":
+                budget, state, method = _stored_budget(body, where)
+                budget_state = (state, method)
+                problem = budget.rule.check_parameters()
+                if problem:
+                    return f"{where}: {problem}"
+                totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
+                if not budget.rule.fits(totals):
+                    return f"{where}: the budget {budget.rule.describe()} is below what was already spent"
+            elif budget is None or totals is None:
+                return f"{where}: a {record.kind} record before any budget was set"
+            elif record.kind == "reserve":
+                if record.key is None or record.key in keys:
+                    return f"{where}: missing or repeated idempotency key {record.key!r}"
+                keys.add(record.key)
+                charge = budget.rule.read_charge(body.get("charge"), where)
+                if not charge.covers(recorded_request_price(budget, body, totals).charge):
+                    return (
+                        f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
+                        f"under the budget in force, {budget.rule.describe()}"
+                    )
+                reserves[record.seq] = charge
+                totals = budget.rule.add(totals, charge)
+                if not budget.rule.fits(totals):
+                    return (
+                        f"{where}: the reservation does not fit the budget in force, "
+                        f"{budget.rule.describe()}; it was accepted against another budget (the stored "
+                        "budget was changed outside dp-pipeline)"
+                    )
+            else:
+                target = record.reservation
+                if target is None or target not in reserves:
+                    return f"{where}: {record.kind} of seq={target}, which is not a reservation"
+                if target in ended:
+                    return f"{where}: reservation seq={target} was already committed or released"
+                ended.add(target)
+                charge = reserves[target]
+                totals = totals.committed() if record.kind == "commit" else budget.rule.remove(totals, charge)
+            stored = budget.rule.read_totals(body.get("totals"), where)
+            if not stored.same_as(totals):
+                return (
+                    f"{where}: running totals {stored.to_json()} differ from the records' sum "
+                    f"{totals.to_json()}"
+                )
+        if head is not None and budget is not None and totals is not None and budget_state is not None:
+            where = f"dataset {dataset!r}, head row"
+            if not budget.rule.read_totals(head.state.totals, where).same_as(totals):
+                return f"{where}: cached totals {dict(head.state.totals)} differ from the records' sum"
+            cached = (dict(head.state.budget), head.state.method)
+            if canonical_json(cached[0]) != canonical_json(budget_state[0]) or cached[1] != budget_state[1]:
+                return f"{where}: cached budget {cached} differs from the last budget record"
+    except LedgerError as err:
+        return str(err)
+    except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
+        return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
+    return None
+
+
+def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
+    """The datasets of a checkpoint from :meth:`PrivacyAccountant.anchor` (a mapping or its JSON file)."""
+    if isinstance(anchor, Mapping):
+        data: Any = anchor
+    elif isinstance(anchor, (str, os.PathLike)):
+        try:
+            data = json.loads(Path(anchor).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise InvalidParameterError(f"cannot read the anchor file: {err.strerror}", "anchor") from None
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidParameterError("the anchor file is not JSON", "anchor") from None
+    else:
+        raise InvalidParameterError(
+            "'anchor' must be a checkpoint from acct.anchor() or the path of its file, got "
+            f"{type(anchor).__name__}",
+            "anchor",
+        )
+    datasets = data.get("datasets") if isinstance(data, Mapping) else None
+    if (
+        not isinstance(data, Mapping)
+        or data.get("format") != ANCHOR_FORMAT
+        or not isinstance(datasets, Mapping)
+        or not all(
+            isinstance(point, Mapping)
+            and type(point.get("seq")) is int
+            and point["seq"] >= 1
+            and isinstance(point.get("hash"), str)
+            for point in datasets.values()
+        )
+    ):
+        raise InvalidParameterError(
+            "not a dp-pipeline ledger anchor (see PrivacyAccountant.anchor)", "anchor"
+        )
+    return data
+
+
+def check_anchor(
+    anchor: Mapping[str, Any],
+    chains: Mapping[str, Sequence[LedgerRecord]],
+    signer: RecordSigner | None,
+    only: str | None,
+) -> str | None:
+    """The first way the chains fail to extend the anchor's heads, or None."""
+    if signer is not None and "mac" in anchor:
+        unsigned = {name: value for name, value in anchor.items() if name != "mac"}
+        if not signer.valid(canonical_json(unsigned), anchor["mac"]):
+            return "the anchor's MAC does not match the ledger key (the anchor was edited, or another key)"
+    for name, point in anchor["datasets"].items():
+        if only is not None and name != only:
+            continue
+        seq, digest = point["seq"], point["hash"]
+        records = chains.get(name, ())
+        if not records:
+            return (
+                f"dataset {name!r} is in the anchor (seq={seq}) but not in the ledger: it was deleted, or "
+                "this is an older copy of the ledger"
+            )
+        if len(records) < seq:
+            return (
+                f"dataset {name!r}: the anchor has seq={seq} but the ledger ends at seq={len(records)}; "
+                "records were removed (a rollback, or an older copy of the ledger)"
+            )
+        if records[seq - 1].hash != digest:
+            return (
+                f"dataset {name!r}: record seq={seq} differs from the anchor; the chain was rewritten or the "
+                "dataset re-created"
+            )
+    return None

@@ -1,0 +1,199 @@
+"""What a task declares (``airflow_plugin.declared``): one reading of a task's own cost, its params spec and
+its ledger connection, in a leaf module that keeps the package's imports free of cycles."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_plugin.conftest import REPO
+
+pytestmark = pytest.mark.airflow
+
+PACKAGE = REPO / "airflow_plugin"
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The airflow_plugin modules a file imports at run time, at module level or inside functions
+    (imports under ``if TYPE_CHECKING:`` are for annotations only)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _is_type_checking_block(node):
+            return
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("airflow_plugin."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("airflow_plugin."))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph, or None."""
+    state: dict[str, str] = {}
+
+    def walk(module: str, path: list[str]) -> list[str] | None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                found = walk(target, [*path, target])
+                if found:
+                    return found
+        state[module] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            found = walk(module, [module])
+            if found:
+                return found
+    return None
+
+
+def test_cycle_finder_finds_a_cycle_through_function_level_imports() -> None:
+    assert _cycle({"planning": {"guards"}, "policies": {"planning"}, "guards": set()}) is None
+    assert _cycle({"planning": {"policies"}, "policies": {"planning"}}) == [
+        "planning",
+        "policies",
+        "planning",
+    ]
+
+
+def test_the_package_has_no_import_cycle_not_even_inside_functions() -> None:
+    """planning and policies once imported each other inside functions (spec parsing one way, the
+    operator cost the other); what a task declares now lives in one leaf module both import."""
+    graph = {path.stem: _package_imports(path) for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
+    assert _cycle(graph) is None, _cycle(graph)
+    assert graph["declared"] == {"costs"}
+    assert "declared" in graph["planning"] and "declared" in graph["policies"]
+    assert "policies" not in graph["planning"]
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = (
+        f"import sys\n{statement}\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('airflow'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_declared_imports_nothing_of_airflow_and_the_policies_no_task_module() -> None:
+    """``airflow_local_settings.py`` imports the policies, and through them this module, while Airflow is
+    still importing itself: the policies may not import the modules that reach Airflow's task SDK, and
+    this module nothing of Airflow at all."""
+    assert _loaded_after("import airflow_plugin.declared") == [
+        "airflow_plugin",
+        "airflow_plugin.costs",
+        "airflow_plugin.declared",
+    ]
+    loaded = set(_loaded_after("import airflow_plugin.policies"))
+    assert "airflow_plugin.declared" in loaded
+    assert not loaded & {"airflow_plugin.hooks", "airflow_plugin.guards", "airflow_plugin.planning"}
+
+
+def test_spec_to_cost_strips_the_guard_options_and_validates() -> None:
+    from airflow_plugin.costs import DPCost
+    from airflow_plugin.declared import spec_to_cost
+    from dp_pipeline import ApproxDP
+    from dp_pipeline.exceptions import InvalidParameterError
+
+    spec = {"dataset": "d", "epsilon": 0.3, "delta": 1e-7, "ledger_conn_id": "other", "on_exhausted": "skip"}
+    assert spec_to_cost(spec) == DPCost(dataset="d", cost=ApproxDP(0.3, 1e-7))
+    with pytest.raises(InvalidParameterError, match="unknown keys"):
+        spec_to_cost({"dataset": "d", "epsilon": 0.3, "retries": 2})
+
+
+def test_params_spec_reads_only_a_mapping_under_dp_cost() -> None:
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin.declared import params_spec
+
+    spec = {"dataset": "d", "mu": 0.2}
+    with DAG("params_specs", schedule=None):
+        declared = BashOperator(task_id="declared", bash_command="true", params={"dp_cost": spec})
+        plain = BashOperator(task_id="plain", bash_command="true", params={"other": 1})
+        not_a_spec = BashOperator(task_id="not_a_spec", bash_command="true", params={"dp_cost": 0.5})
+    assert params_spec(declared) == spec
+    assert params_spec(plain) is None and params_spec(not_a_spec) is None
+
+
+def test_operator_cost_of_plain_and_mapped_dp_tasks_and_of_other_operators() -> None:
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyBudgetOperator, attach_guard, dp_guard, dp_task
+    from airflow_plugin.costs import DPCost
+    from airflow_plugin.declared import operator_cost
+    from dp_pipeline import PureDP
+    from dp_pipeline.exceptions import InvalidParameterError
+    from dp_pipeline.mechanisms import Laplace
+
+    mechanism = Laplace(epsilon=0.2, sensitivity=1.0)
+
+    @dp_task(dataset="d", mechanism=mechanism, group_size=2, label="decorated")
+    def count(value: int, mechanism: object) -> int:
+        return value
+
+    with DAG("operator_costs", schedule=None, start_date=START, catchup=False):
+        plain = PrivacyBudgetOperator(task_id="plain", dataset="d", mechanism=mechanism, python_callable=len)
+        mapped = PrivacyBudgetOperator.partial(
+            task_id="mapped", dataset="d", mechanism=mechanism, python_callable=len
+        ).expand(op_args=[[1], [2]])
+        decorated = count.partial().expand(value=[1, 2, 3])
+        other = PythonOperator.partial(task_id="other", python_callable=len).expand(op_args=[[1]])
+    assert operator_cost(plain) == DPCost(dataset="d", cost=mechanism)
+    assert operator_cost(mapped) == DPCost(dataset="d", cost=mechanism)
+    assert operator_cost(decorated.operator) == DPCost(
+        dataset="d", cost=mechanism, group_size=2, label="decorated"
+    )
+    assert operator_cost(other) is None
+    # the guard reads the same declaration: a mapped DP task already declares its cost
+    with pytest.raises(InvalidParameterError, match="already declares"):
+        attach_guard(decorated.operator, dp_guard("d", PureDP(0.1)))
+    attach_guard(other, dp_guard("d", PureDP(0.1)))
+
+
+def test_every_default_ledger_connection_is_the_one_constant(ledger, monkeypatch, capsys) -> None:
+    import inspect
+
+    from airflow_plugin import PrivacyBudgetOperator, PrivacyLedgerHook, dp_guard
+    from airflow_plugin.check import main
+    from airflow_plugin.declared import DEFAULT_CONN_ID
+    from airflow_plugin.guards import PrivacyBudgetGuard
+    from airflow_plugin.plugin import _ledger_accountant
+    from airflow_plugin.policies import make_dag_policy
+    from dp_pipeline import PureDP
+
+    assert DEFAULT_CONN_ID == "dp_ledger_default"  # the name the documentation gives
+    for function in (PrivacyLedgerHook.__init__, PrivacyBudgetGuard.__init__, dp_guard, make_dag_policy):
+        assert inspect.signature(function).parameters["ledger_conn_id"].default == DEFAULT_CONN_ID, function
+    assert PrivacyLedgerHook.default_conn_name == DEFAULT_CONN_ID
+    assert (
+        inspect.signature(PrivacyBudgetOperator.__init__).parameters["ledger_conn_id"].default
+        == DEFAULT_CONN_ID
+    )
+    ledger.set_budget("dashboard_default", PureDP(1.0))  # the dashboard reads the default connection
+    assert "dashboard_default" in set(_ledger_accountant().datasets())
+    monkeypatch.delenv("AIRFLOW_CONN_DP_LEDGER_DEFAULT")  # the DAG check names it when it is not defined
+    assert main([str(PACKAGE)]) == 2
+    assert "no Airflow connection 'dp_ledger_default'" in capsys.readouterr().err
