@@ -10,7 +10,9 @@ per engine (:mod:`dp_pipeline.spark._engine`):
   ``dp_quantile``, ``dp_quantiles``, ``dp_median``) run one Spark job that clips, keeps a uniform random
   sample of at most ``max_contributions`` rows per person (a window over the person column), and sums per
   declared key; only one row per key reaches the driver, which charges the ledger once and adds the noise
-  with the secure sampler, and returns the pandas result (value, standard error, interval);
+  with the secure sampler. The result is the pandas function's table (value, standard error, interval)
+  as a small Spark DataFrame, so that ``transform`` accepts it: ``.toPandas()`` brings it to the driver,
+  ``.attrs`` holds the pandas result's attrs;
 * ``add_noise`` and ``randomized_response`` return a Spark DataFrame whose rows were randomised by the
   executors, each partition from its own secure generator keyed from OS entropy.
 

@@ -73,19 +73,35 @@ def test_one_charge_per_call_with_the_pandas_label_and_cost(
     assert acct.spent("d").epsilon == pytest.approx(0.5)
 
 
+def jobs_in_group(spark: Any, group: str, run: Callable[[], Any]) -> list[int]:
+    """The ids of the Spark jobs that ``run`` started, read once Spark's listener bus has delivered them."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        run()
+    finally:
+        context.setJobGroup("rest", "")
+        context._jsc.sc().listenerBus().waitUntilEmpty()
+    return list(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_the_job_count_sees_a_job_that_reads_data(spark: Any) -> None:
+    """The control of the refusal test below: a release that runs sees its job."""
+    sdf = spark.createDataFrame(patients())
+    assert len(jobs_in_group(spark, "control", lambda: dps.dp_count(sdf, epsilon=1.0, **OPT_OUT))) >= 1
+
+
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_a_refusal_charges_nothing_and_runs_no_spark_job(spark: Any, name: str) -> None:
     accountant = PrivacyAccountant("memory://")
     accountant.set_budget("d", PureDP(0.1))
     sdf = spark.createDataFrame(patients())
-    context = spark.sparkContext
-    context.setJobGroup("refused", "a release over budget")
-    try:
+
+    def refused() -> None:
         with pytest.raises(BudgetExceededError):
             CALLS[name](dps, sdf, epsilon=0.5, accountant=accountant, dataset="d")
-        assert list(context.statusTracker().getJobIdsForGroup("refused")) == []
-    finally:
-        context.setJobGroup("rest", "")
+
+    assert jobs_in_group(spark, f"refused {name}", refused) == []
     assert charges(accountant) == [] and accountant.spent("d").epsilon == 0.0
 
 
