@@ -279,7 +279,12 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
     }
 
 
-_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD"}
+_RULES = {
+    "basic": "basic composition",
+    "gdp": "μ-GDP filter",
+    "pld": "tight PLD",
+    "bounded_range": "bounded-range composition",
+}
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
@@ -819,7 +824,6 @@ def plan_check(
             raise typer.Exit(EXIT_REFUSED)
 
 
-
 # ------------------------------------------------------------------------------------------------ allocation
 
 
@@ -908,6 +912,7 @@ def plan_allocate(
                 "plan": [_allocated_plan_item(a) for a in allocation],
             }
         )
+
 
 if __name__ == "__main__":  # python -m dp_pipeline.cli
     app()

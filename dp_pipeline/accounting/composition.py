@@ -8,7 +8,9 @@ composing. Which rule is valid depends on how the spends arrive:
 - **μ-GDP composition** (:func:`compose_gdp`, :func:`compose_plan_gdp`) is exact for Gaussian noise and
   valid adaptively as a privacy filter (stop once Σμᵢ² would exceed μ²);
 - **PLD composition** (:func:`compose_plan`) is tight, and valid for a plan whose releases are all fixed
-  before any of them runs (e.g. the declared tasks of a DAG).
+  before any of them runs (e.g. the declared tasks of a DAG);
+- **bounded-range composition** (inside :func:`compose_plan`): an exponential mechanism at ε is ε-bounded
+  range, which a plan composes much tighter than pure ε (Dong, Durfee & Rogers 2020).
 
 All results round toward more privacy loss.
 
@@ -21,6 +23,11 @@ Meiser & Mohammadi, "Tight on budget? Tight bounds for r-fold approximate differ
 Koskela, Jälkö & Honkela, "Computing tight differential privacy guarantees using FFT", AISTATS 2020.
 Doroshenko, Ghazi, Kamath, Kumar & Manurangsi, "Connect the dots: tighter discrete approximations of
 privacy loss distributions", PoPETs 2022.
+Durfee & Rogers, "Practical differentially private top-k selection with pay-what-you-get composition",
+NeurIPS 2019 (bounded range).
+Dong, Durfee & Rogers, "Optimal differential privacy composition for exponential mechanisms", ICML 2020.
+Zhu, Dong & Wang, "Optimal accounting of differential privacy via characteristic function", AISTATS 2022
+(dominating pairs).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
+from scipy.special import gammaln, xlogy
 
 from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.events import PrivacyEvent, Relation
@@ -79,7 +87,8 @@ class Composition:
     guarantee : ApproxDP or GaussianDP
         The composed guarantee.
     method : str
-        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ²) or ``"pld"`` (tight privacy-loss distribution).
+        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ²), ``"pld"`` (tight privacy-loss distribution) or
+        ``"bounded_range"`` (the optimal composition of exponential mechanisms of one ε).
     """
 
     guarantee: Guarantee
@@ -210,7 +219,15 @@ class _DiscreteLoss:
     infinity_mass: float
 
 
-_Loss = _LaplaceLoss | _GaussianLoss | _DiscreteLoss
+@dataclass(frozen=True)
+class _BoundedRangeLoss:
+    """An ε-bounded-range mechanism (the exponential mechanism at ε): for every pair of neighbours the
+    privacy loss ln(P(y)/Q(y)) lies in [t − ε, t] for some t ∈ [0, ε] (Durfee & Rogers 2019)."""
+
+    epsilon: float
+
+
+_Loss = _LaplaceLoss | _GaussianLoss | _DiscreteLoss | _BoundedRangeLoss
 _IDENTITY = _DiscreteLoss((0.0,), (1.0,), 0.0)
 
 
@@ -295,10 +312,11 @@ def _event_loss(event: PrivacyEvent) -> _Loss:
         if k == 2:
             return _DiscreteLoss((-signed, signed), (p_other, p_true), 0.0)
         return _DiscreteLoss((-signed, 0.0, signed), (p_other, (k - 2) * p_other, p_true), 0.0)
-    # the exponential mechanism: the generic pure-ε dominating pair (the bounded-range PLD of Dong, Durfee
-    # & Rogers 2020 would be tighter)
-    if event.kind == "exponential" and _pure_epsilon(guarantee) is None:
-        raise _inconsistent(event, "the exponential mechanism is pure ε-DP")
+    if event.kind == "exponential":  # ε-DP and ε-bounded range (see _bounded_range_profile)
+        eps = _pure_epsilon(guarantee)
+        if eps is None:
+            raise _inconsistent(event, "the exponential mechanism is pure ε-DP")
+        return _IDENTITY if eps == 0.0 else _BoundedRangeLoss(eps)
     return _guarantee_loss(guarantee)
 
 
@@ -602,6 +620,8 @@ def _loss_range(loss: _Loss) -> float:
     if isinstance(loss, _GaussianLoss):
         mu = loss.sensitivity / loss.sigma
         return 2.0 * _GAUSS_TAIL_Z * mu
+    if isinstance(loss, _BoundedRangeLoss):
+        return 2.0 * loss.epsilon
     return max(loss.losses) - min(loss.losses)
 
 
@@ -630,19 +650,43 @@ def _discrete_pld(loss: _DiscreteLoss, interval: float) -> Any:
     above it in between (and beyond, whatever the support: the curve is convex in e^ε). So a PLD whose
     losses all lie on the grid is represented exactly.
     """
-    pld, pld_pmf = _pld_module()
     points: set[int] = set()
     for ell in loss.losses:
         index = _on_grid(ell, interval)
         points.update(
             (index,) if index is not None else (math.floor(ell / interval), math.ceil(ell / interval))
         )
-    grid = sorted(points)
-    deltas = [_hockey_stick(loss, g * interval) for g in grid]
+    return _connect_dots(sorted(points), interval, lambda epsilon: _hockey_stick(loss, epsilon))
+
+
+def _bounded_range_profile(epsilon: float, x: float) -> float:
+    """The privacy profile δ(x) of ε-bounded range: the largest x-hockey-stick divergence of any pair.
+
+    Every pair of an ε-BR mechanism is a post-processing of generalised randomized response: loss t with
+    probability p_t = (e^ε − e^t)/(e^ε − 1), loss t − ε otherwise, for some t ∈ [0, ε] (Dong, Durfee &
+    Rogers 2020, Lemma 4.1). Its curve is p_t·(1 − e^{x−t}) + (1 − p_t)·(1 − e^{x−t+ε}) over the losses
+    above x; the largest over t is at t = (ε + x)/2 for |x| ≤ ε, which gives
+
+        δ(x) = (1 − e^{−(ε−x)/2})² / (1 − e^{−ε})   for −ε ≤ x ≤ ε,
+
+    1 − e^x below −ε and 0 above ε. The supremum of the pairs' curves is itself the curve of a dominating
+    pair (Zhu, Dong & Wang 2022), which composes with any other release, adaptively too.
+    """
+    if x >= epsilon:
+        return 0.0
+    if x <= -epsilon:
+        return -math.expm1(x)
+    return math.expm1(-(epsilon - x) / 2.0) ** 2 / -math.expm1(-epsilon)
+
+
+def _connect_dots(points: list[int], interval: float, profile: Any) -> Any:
+    """The pessimistic connect-the-dots PLD with support ``points``·``interval`` of a privacy profile."""
+    pld, pld_pmf = _pld_module()
+    deltas = [profile(g * interval) for g in points]
     # δ(ε) is non-increasing; enforce it against rounding in the last place
     for i in range(1, len(deltas)):
         deltas[i] = min(deltas[i], deltas[i - 1])
-    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(interval, grid, deltas)
+    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(interval, points, deltas)
     return pld.PrivacyLossDistribution(pmf)
 
 
@@ -656,6 +700,10 @@ def _single_pld(loss: _Loss, interval: float) -> Any:
         return pld.from_gaussian_mechanism(
             loss.sigma, sensitivity=loss.sensitivity, value_discretization_interval=interval
         )
+    if isinstance(loss, _BoundedRangeLoss):
+        eps = loss.epsilon
+        points = list(range(math.floor(-eps / interval), math.ceil(eps / interval) + 1))
+        return _connect_dots(points, interval, lambda x: _bounded_range_profile(eps, x))
     return _discrete_pld(loss, interval)
 
 
@@ -684,11 +732,14 @@ def _plan_epsilon(losses: Sequence[_Loss], delta: float, interval: float) -> flo
 
 
 def _loss_scale(loss: _Loss) -> float:
-    """The spread of one event's privacy loss: Δ/b (Laplace), μ = S/σ (Gaussian), max |ℓ| (finite)."""
+    """The spread of one event's privacy loss: Δ/b (Laplace), μ = S/σ (Gaussian), ε (bounded range), max |ℓ|
+    (finite)."""
     if isinstance(loss, _LaplaceLoss):
         return loss.sensitivity / loss.scale
     if isinstance(loss, _GaussianLoss):
         return loss.sensitivity / loss.sigma
+    if isinstance(loss, _BoundedRangeLoss):
+        return loss.epsilon
     return max(abs(ell) for ell in loss.losses)
 
 
@@ -718,10 +769,10 @@ def _fine_interval(
     """The largest interval h in [lowest, highest] whose error estimate is at most _TOLERANCE · ε;
     ``lowest`` if none is.
 
-    Estimate: Σᵢ eᵢ(h) with eᵢ = min(h²/(2sᵢ), h) for Laplace and Gaussian noise and for the finite PLD
-    aligned to the grid (sᵢ: the loss scale; connect-the-dots errors are of second order), and eᵢ = h/2
-    for finite PLDs off the grid (their point masses, spread over two grid points, move ε by up to about
-    h near them).
+    Estimate: Σᵢ eᵢ(h) with eᵢ = min(h²/(2sᵢ), h) for Laplace and Gaussian noise, bounded range and the
+    finite PLD aligned to the grid (sᵢ: the loss scale; connect-the-dots errors are of second order), and
+    eᵢ = h/2 for finite PLDs off the grid (their point masses, spread over two grid points, move ε by up to
+    about h near them).
     """
     terms = [
         (count, _loss_scale(loss), not isinstance(loss, _DiscreteLoss), loss == anchor)
@@ -785,8 +836,10 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
         when basic composition of the same events gives a smaller ε within the same δ (possible for a
         few pure events, through discretisation), ``Composition(ApproxDP(Σε, Σδ), "basic")`` with
         Σδ ≤ δ; when μ-GDP composition read at δ does (always for plans of Gaussian noise and μ-GDP
-        guarantees only, for which it is exact), ``Composition(ApproxDP(ε_GDP, delta), "gdp")``.
-        An empty plan costs ``Composition(ApproxDP(0, 0), "basic")``.
+        guarantees only, for which it is exact), ``Composition(ApproxDP(ε_GDP, delta), "gdp")``; for a
+        plan of exponential mechanisms that all have the same ε, their optimal composition
+        ``Composition(ApproxDP(ε_BR, delta), "bounded_range")`` (see Notes). An empty plan costs
+        ``Composition(ApproxDP(0, 0), "basic")``.
 
     Raises
     ------
@@ -807,8 +860,10 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     builders (``from_laplace_mechanism``, ``from_gaussian_mechanism``); binary and k-ary randomized
     response as the finite PLD of a pair of inputs x ≠ x' (all pairs are alike): report x with
     probability p_true (loss ln(p_true/p_other)), x' with p_other (the negative loss), each of the
-    k − 2 others with p_other (loss 0); a μ-GDP guarantee as Gaussian noise of σ = 1/μ at sensitivity
-    1; any other guarantee as the worst-case PLD of (ε, δ)-DP (loss +∞ with probability δ, ±ε with
+    k − 2 others with p_other (loss 0); an exponential mechanism at ε as the dominating pair of
+    ε-bounded range (privacy profile δ(x) = (1 − e^{−(ε−x)/2})²/(1 − e^{−ε}) for |x| ≤ ε, discretised
+    like the finite PLDs); a μ-GDP guarantee as Gaussian noise of σ = 1/μ at sensitivity 1; any other
+    guarantee as the worst-case PLD of (ε, δ)-DP (loss +∞ with probability δ, ±ε with
     (1 − δ)/(1 + e^{∓ε})). The finite PLDs are discretised with dp-accounting's pessimistic
     connect-the-dots construction (``pld_pmf.create_pmf_pessimistic_connect_dots``, Doroshenko et al.
     2022, Algorithm 1) from their exact hockey-stick curve: it matches the curve at the grid points and
@@ -817,21 +872,35 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     interval per event; the tests compare the three.) PLDs are composed by FFT convolution (Koskela et
     al. 2020); identical events are self-composed, distinct ones composed pairwise.
 
-    The discretisation interval h is chosen in two passes. A coarse pass with h₁ = R/2000 (R: the
-    summed widths of the events' loss supports, about 20μ for Gaussian noise) gives a pessimistic ε₁.
-    The second pass uses the largest h whose error estimate Σᵢ eᵢ(h) is at most 1e-4·ε₁, with
-    eᵢ = min(h²/(2sᵢ), h) for Laplace and Gaussian noise (sᵢ: Δ/b or S/σ; connect-the-dots errors are of
-    second order) and eᵢ = h/2 for a finite PLD whose point masses fall between grid points. Both passes
-    shrink h so that the losses of the most frequent finite PLD (else the ±L of the most frequent
-    Laplace noise) lie on the grid, where they are represented exactly: a plan of identical randomized
-    responses or ε/δ guarantees is composed exactly. h is never below R/2²¹ (bounding time and memory;
-    only then can the error exceed the estimate). Measured against the exact values in the tests: ε
-    within 2e-4 relative (mostly far closer), in about 0.1–0.3 s for 20 distinct events on a shared
-    2-core machine. All discretisation is pessimistic, and the ε found is raised by 1e-8 relative to
-    cover floating-point rounding in the convolution and the ε search, so the reported ε is never below
-    the exact one. Tails cut during composition (at most min(1e-15, 1e-4·δ/(n + 1)) each) count as
-    infinite loss. dp-accounting's ε search underflows beyond ε ≈ 700; such plans fall back to the basic
-    or μ-GDP result.
+    The discretisation interval h is chosen in two passes. A coarse pass with h₁ = R/2000 (R: the summed
+    widths of the events' loss supports, about 20μ for Gaussian noise) gives a pessimistic ε₁. The second pass
+    uses the largest h whose error estimate Σᵢ eᵢ(h) is at most 1e-4·ε₁, with eᵢ = min(h²/(2sᵢ), h) for
+    Laplace and Gaussian noise and bounded range (sᵢ: Δ/b, S/σ or ε; connect-the-dots errors are of second
+    order) and eᵢ = h/2 for a finite PLD whose point masses fall between grid points. Both passes shrink h so
+    that the losses of the most frequent finite PLD (else the ±L of the most frequent Laplace noise) lie on
+    the grid, where they are represented exactly: a plan of identical randomized responses or ε/δ guarantees
+    is composed exactly. h is never below R/2²¹ (bounding time and memory; only then can the error exceed the
+    estimate). Measured against the exact values in the tests: ε within 2e-4 relative (mostly far closer), in
+    about 0.1–0.3 s for 20 distinct events on a shared 2-core machine. All discretisation is pessimistic, and
+    the ε found is raised by 1e-8 relative to cover floating-point rounding in the convolution and the ε
+    search, so the reported ε is never below the exact one. Tails cut during composition (at most min(1e-15,
+    1e-4·δ/(n + 1)) each) count as infinite loss. dp-accounting's ε search underflows beyond ε ≈ 700; such
+    plans fall back to the basic or μ-GDP result.
+
+    **Exponential mechanisms** (events of kind ``"exponential"``) are ε-bounded range (ε-BR): for every
+    pair of neighbours the privacy loss lies in [t − ε, t] for some t ∈ [0, ε]. Among other events each is
+    composed through the dominating pair of ε-BR (never looser than pure ε, and valid whatever the other
+    events). A plan of k exponential mechanisms of one ε (after group privacy and the relation) is also
+    priced by the optimal non-adaptive composition of k ε-BR mechanisms (Dong, Durfee & Rogers 2020,
+    the homogeneous case):
+
+        δ(ε_g) = max over ℓ = 0…k of Σᵢ C(k, i)·p^{k−i}(1 − p)^i·(1 − e^{ε_g − (k·t_ℓ − i·ε)})₊,
+        t_ℓ = min(ε, (ε_g + (ℓ + 1)ε)/(k + 1)), p = (e^ε − e^{t_ℓ})/(e^ε − 1),
+
+    and ε_BR is the least ε_g with δ(ε_g) ≤ δ, raised by 1e-8 relative like the PLD's. Valid only when
+    none of the k releases is chosen from another's result: a plan, or the parts of one release that
+    select on the same data independently (several quantiles). Adaptive spends keep their pure ε: the
+    adaptive composition of bounded-range mechanisms is strictly worse (Dong, Durfee & Rogers 2020, §6).
 
     δ = 0: only pure events have a finite ε, and the ε of a pure plan at δ = 0 is the sum of the
     events' worst-case losses (the sum is attained with positive probability), so the result is the
@@ -854,7 +923,12 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
                 )
         pure = [ApproxDP(0.0, 0.0) if isinstance(g, GaussianDP) else g for g in guarantees]
         return Composition(compose_basic(pure), "basic")
-    candidates = [c for c in (_basic_candidate(guarantees, target), _gdp_candidate(items, target)) if c]
+    routes = (
+        _basic_candidate(guarantees, target),
+        _gdp_candidate(items, target),
+        _bounded_range_candidate(items, target),
+    )
+    candidates = [c for c in routes if c]
     exact_gdp = all(e.kind == "gaussian" or isinstance(e.guarantee, GaussianDP) for e in items)
     if not exact_gdp:  # μ-GDP composition is exact for Gaussian noise; otherwise the PLD is tighter
         epsilon = _pld_epsilon(losses, target)
@@ -895,3 +969,62 @@ def _gdp_candidate(events: Sequence[PrivacyEvent], delta: float) -> Composition 
         return None
     assert isinstance(total, GaussianDP)
     return Composition(total.to_approx_dp(delta), "gdp")
+
+
+# --------------------------------------------------------------------------------------------------
+# the optimal composition of exponential mechanisms of one ε
+
+_MAX_BOUNDED_RANGE = 1_000  # more mechanisms than this: the PLD route alone (time and memory O(k²))
+_DELTA_MARGIN = 1e-9  # δ(ε_g) is evaluated with relative error far below this (positive terms only)
+
+
+def _bounded_range_delta(k: int, epsilon: float, epsilon_g: float) -> float:
+    """δ(ε_g) of k ε-bounded-range mechanisms composed non-adaptively: the optimal (tight) value, for
+    0 < ε < 700.
+
+    Dong, Durfee & Rogers 2020 (the homogeneous non-adaptive case): every ε-BR pair is dominated by
+    generalised randomized response with some t ∈ [0, ε] (loss t with probability p_t, t − ε otherwise),
+    the worst case of k of them has one common t, and δ_t(ε_g) = Σᵢ C(k, i)·p_t^{k−i}(1 − p_t)^i·
+    (1 − e^{ε_g − (kt − iε)})₊ is largest at one of t_ℓ = min(ε, (ε_g + (ℓ + 1)ε)/(k + 1)), ℓ = 0…k: on the
+    stretch of t where the terms i ≤ ℓ are the positive ones, δ_t rises up to t_ℓ and falls after it
+    (its derivative has the sign of (ε_g + (ℓ + 1)ε) − (k + 1)t). Only positive terms are summed, each
+    from logarithms: the relative error is far below 1e-9 for k ≤ 1000.
+    """
+    ell = np.arange(k + 1, dtype=np.float64)
+    t = np.minimum(epsilon, (epsilon_g + (ell + 1.0) * epsilon) / (k + 1))[:, None]  # one row per ℓ
+    i = ell[None, :]  # one column per term
+    scale = math.expm1(epsilon)
+    p, q = np.exp(t) * np.expm1(epsilon - t) / scale, np.expm1(t) / scale  # p_t and 1 − p_t
+    binomial = gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
+    loss = k * t - i * epsilon
+    positive = loss > epsilon_g
+    mass = np.exp(binomial + xlogy(k - i, p) + xlogy(i, q))  # xlogy(0, 0) = 0 where t_ℓ is clamped to ε
+    terms = mass * -np.expm1(np.minimum(epsilon_g - loss, 0.0))
+    return float(np.max(np.sum(np.where(positive, terms, 0.0), axis=1)))
+
+
+def _bounded_range_candidate(events: Sequence[PrivacyEvent], delta: float) -> Composition | None:
+    """The optimal composition of a plan of exponential mechanisms that all have the same ε, if it is one
+    (see compose_plan, Notes)."""
+    if not events or len(events) > _MAX_BOUNDED_RANGE or any(e.kind != "exponential" for e in events):
+        return None
+    epsilons = {_pure_epsilon(e.guarantee) for e in events}
+    if len(epsilons) != 1:
+        return None
+    (epsilon,) = epsilons
+    k = len(events)
+    if epsilon is None or not 0.0 < epsilon < 700.0:
+        return None
+
+    def fits(epsilon_g: float) -> bool:
+        return _bounded_range_delta(k, epsilon, epsilon_g) * (1.0 + _DELTA_MARGIN) <= delta
+
+    basic = _sum_up([epsilon] * k)  # δ(kε) = 0: the losses never exceed kε
+    if fits(0.0):
+        return Composition(ApproxDP(0.0, delta), "bounded_range")
+    root = optimize.brentq(
+        lambda e: _bounded_range_delta(k, epsilon, e) * (1.0 + _DELTA_MARGIN) - delta, 0.0, basic, rtol=1e-13
+    )
+    while not fits(root):  # the root's float may sit a hair below the crossing
+        root = math.nextafter(root * (1.0 + 1e-13), math.inf)
+    return Composition(ApproxDP(min(root * (1.0 + _ROUNDING_MARGIN), basic), delta), "bounded_range")

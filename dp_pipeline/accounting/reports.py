@@ -104,6 +104,7 @@ class BudgetReport:
             "basic": "basic composition",
             "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
+            "bounded_range": "bounded-range composition",
         }.get(self.method, self.method)
         text = (
             f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "

@@ -40,7 +40,7 @@ from dp_pipeline._release import NoisePlan
 from dp_pipeline.exact import subtract_up
 from dp_pipeline.frames._common import column_list, interval_half_width, result_frame
 from dp_pipeline.frames._core import Release
-from dp_pipeline.frames._dpbounds import check_outer, learn_bounds, search_cost
+from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
 from dp_pipeline.frames._engine import engine_of
 
 if TYPE_CHECKING:
@@ -214,18 +214,20 @@ def _charged_sums(
 
     With ``bounds="dp"`` the bounds are learned inside the same charge (see :mod:`._dpbounds`)."""
     lower, upper, bounds, outer = options["lower"], options["upper"], options["bounds"], options["outer"]
-    searched = check_outer(lower, upper, bounds, outer, str(column))
-    name, low, high = release.value_column(column, lower, upper, searched)
+    (name,) = column_list(release.engine, column, "column")
+    ranged = outer_range(lower, upper, bounds, outer, [str(name)])
+    searched = None if ranged is None else (float(ranged[0][0]), float(ranged[1][0]))
+    name, low, high = release.value_column(name, lower, upper, searched)
     label = release.label(f"{label_what} of {name!r}")
     if searched is None:
         plan = release.plan(ranges(low, high))
         event, extra = plan.event, {}
     else:
-        event = search_cost(release, searched, ranges)
+        search, event = search_cost(release, searched, ranges)
         extra = {"cost": event.to_dict(), "outer": outer}
     with release.charging(event, label):
         if searched is not None:
-            low, high, plan = learn_bounds(release, name, searched, ranges)
+            low, high, plan = learn_bounds(release, search, name, ranges)
         centre = (low + high) / 2.0 if centred else 0.0
         exact = release.sums(name, (low, high), centre, powers)
     return name, low, high, plan, exact, {"lower": low, "upper": high, **extra}
@@ -264,7 +266,7 @@ def dp_sum(
     bounds : {None, "dp"}
         ``"dp"`` learns the bounds instead (no ``lower``/``upper``): the 1st and 99th percentiles, released
         with 10% of ε by the exponential mechanism inside ``outer``, charged with the release as one event
-        whose cost is fixed before the data are read (see :mod:`dp_pipeline.frames._dpbounds`).
+        whose cost is fixed before the data are read (see :mod:`dp_pipeline._learned_bounds`).
         ``result.attrs`` records the learned ``lower`` and ``upper``.
     outer : (float, float)
         With ``bounds="dp"``: the declared range (lo < hi) the bounds are learned in.

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from dp_pipeline._learned_bounds import BoundsSearch, search_share
 from dp_pipeline._release import (
+    NoisePlan,
     check_delta,
     check_epsilon,
     check_ledger,
@@ -18,6 +23,7 @@ from dp_pipeline._validation import check_positive_int
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import column_list
 from dp_pipeline.frames._core import charging
+from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
 from dp_pipeline.frames._engine import engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 
@@ -46,6 +52,8 @@ def add_noise(
     upper: Any = None,
     group_size: int = 1,
     random_state: Any = None,
+    bounds: str | None = None,
+    outer: Any = None,
 ) -> pd.DataFrame | SparkDataFrame:
     """Return a copy of ``df`` whose ``columns`` carry noise; one release, charged once, ε-DP per row.
 
@@ -80,11 +88,22 @@ def add_noise(
     random_state : None, int or numpy.random.Generator
         None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
         PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
+    bounds : {None, "dp"}
+        ``"dp"`` learns each column's bounds instead of ``lower``/``upper`` (which must then be None, as
+        must ``sensitivity``): its 1st and 99th percentiles, released with 10% of ε by the exponential
+        mechanism inside ``outer``; the noise is calibrated to the learned bounds (Δⱼ = upperⱼ − lowerⱼ) with
+        the other 90%. One charge for both, whose cost is fixed before the data are read (see
+        :mod:`dp_pipeline._learned_bounds`).
+    outer : (lo, hi)
+        With ``bounds="dp"``: the declared range each column's bounds are learned in; lo and hi are
+        numbers, one per column, or dicts column → number.
 
     Returns
     -------
     DataFrame
-        A copy of ``df``; the listed columns are float and noisy, the others unchanged.
+        A copy of ``df``; the listed columns are float and noisy, the others unchanged. With
+        ``bounds="dp"``, ``attrs["bounds"]`` maps each column to its learned (lower, upper), which are
+        differentially private.
 
     Notes
     -----
@@ -104,17 +123,42 @@ def add_noise(
             f"'mechanism' must be one of {list(_NOISES)}, got {mechanism!r}", "mechanism"
         )
     labels = [str(n) for n in names]
-    low, high = declared_bounds(lower, upper, labels, required=False)
+    searched = outer_range(lower, upper, bounds, outer, labels)
+    if searched is not None and sensitivity is not None:
+        raise InvalidParameterError(
+            "bounds='dp' calibrates the noise to the learned bounds; leave 'sensitivity' None", "sensitivity"
+        )
+    low, high = declared_bounds(lower, upper, labels, required=False) if searched is None else searched
     deltas = declared_sensitivity(sensitivity, low, high, labels)
     check_delta(mechanism, delta)
-    plan = plan_noise(mechanism, deltas, epsilon=epsilon, delta=delta)  # type: ignore[arg-type]
+    total = check_epsilon(epsilon)
+    search_epsilon, rest = search_share(total) if searched is not None else (0.0, total)
+
+    def plan(widths: NDArray[np.float64]) -> NoisePlan:
+        return plan_noise(mechanism, widths, epsilon=rest, delta=delta)  # type: ignore[arg-type]
+
+    noise = plan(deltas)
     rng = release_rng(random_state, "add_noise")
     for name in names:
         engine.check_numeric(name, "columns")
     k = check_positive_int(group_size, "group_size")
-    with charging(accountant, dataset, plan.event, f"add_noise to {labels}", k):
-        engine.validate()
-    return engine.with_noise(names, low, high, plan.mechanisms, None if random_state is None else rng)
+    search = None if searched is None else BoundsSearch.plan(search_epsilon, low, high, "replace_one")
+    event = noise.event if search is None else search.cost([noise.event])
+    with charging(accountant, dataset, event, f"add_noise to {labels}", k):
+        if search is None:
+            engine.validate()
+        else:  # the columns' ranks on their grids, read by the engine (its checks run in the same job)
+
+            def ranks(column: Any, clip: tuple[float, float], points: NDArray[np.float64]) -> Any:
+                return engine.grid_ranks(whole_column(rng), column, clip, points)[0]
+
+            low, high = learn(search, ranks, names, rng)
+            noise = plan(declared_sensitivity(None, low, high, labels))
+    out = engine.with_noise(names, low, high, noise.mechanisms, None if random_state is None else rng)
+    if search is not None:
+        learned = {name: (a, b) for name, a, b in zip(names, low.tolist(), high.tolist(), strict=True)}
+        out.attrs = {**(getattr(out, "attrs", None) or {}), "bounds": learned}
+    return out
 
 
 def randomized_response(

@@ -1,23 +1,19 @@
 """DP quantiles and the median for ``DataFrame.pipe``: the exponential mechanism over a fixed grid.
 
-**Method.** The clipped values x₁ ≤ … ≤ xₙ of the column (after contribution bounding) are scored on a
-data-independent grid of K + 1 = 2¹⁶ + 1 candidates cₖ = lower + (upper − lower)·k/K: candidate c has rank
-i(c) = #{x < c} and utility u(c) = −|i(c) − q·n|, computed exactly (rationals). One candidate is selected by
-the exponential mechanism (:class:`~dp_pipeline.mechanisms.Exponential`), sampled exactly: the grid
-candidates between two consecutive order statistics share a utility, so the mechanism first selects an
-interval [x_(i), x_(i+1)) with probability ∝ (its number of grid points)·e^{εu/(2Δu)}, then a uniform grid
-point in it, both with the secure sampler. This is Smith's (2011) interval mechanism with the uniform point
-restricted to the grid, so that every probability is exact.
+**Method** (:mod:`dp_pipeline._quantile`). The clipped values of the column (after contribution bounding)
+are scored on a data-independent grid of 2¹⁶ + 1 candidates between the declared bounds: candidate c has
+rank i(c) = #{x < c} and utility −|i(c) − q·n|. One candidate is selected by the exponential mechanism
+(:class:`~dp_pipeline.mechanisms.Exponential`), sampled exactly (Smith's 2011 interval mechanism with the
+uniform point restricted to the grid).
 
-**Sensitivity Δu.** One person has at most m = ``max_contributions`` rows. Adding or removing a row moves
-i(c) by at most 1 and q·n by q, so u(c) by at most max(q, 1 − q) ≤ 1; replacing one person's rows (a ≤ m by
-b ≤ m) moves i(c) − q·n by at most max(a, b) ≤ m. Hence Δu = m under either relation for one release. Per
-declared group, under add/remove the person's rows split between groups (Σ mₘ ≤ m, the losses add up to at
-most ε), and under replace-one the old and new person's rows can fall into two groups: Δu = 2m (as for
-grouped counts).
+**Sensitivity Δu** = m = ``max_contributions`` under either relation, and 2m per declared group under
+replace-one (the old and new person's rows can fall into two groups).
 
 **Several quantiles** in one call split ε evenly: each quantile is one exponential mechanism with ε/k, and
-the call is charged once, as a composite event of those k pure-ε parts.
+the call is charged once, as a composite event of those k pure-ε parts. They select on the same data
+independently, so a plan prices them by the optimal composition of k ε/k-bounded-range mechanisms (Dong,
+Durfee & Rogers 2020), tighter than ε at δ > 0. (The joint exponential mechanism of Gillenwater, Joseph &
+Kulesza 2021, which spends ε once on all k quantiles, is not implemented.)
 
 **Error estimate** (data-independent): ``rank_error`` is the radius ρ = (2Δu/εq)·(ln(K + 1) + ln(1/β)) with
 β = 1 − ``level``: with probability at least ``level`` the released value's rank i is within ρ of the best
@@ -28,31 +24,24 @@ are not reported (they are not private).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
+from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_from_ranks
 from dp_pipeline._validation import check_real
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import require_pandas
 from dp_pipeline.frames._core import Release
-from dp_pipeline.mechanisms import _sampling
-from dp_pipeline.mechanisms.exponential import Exponential
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_median", "dp_quantile", "dp_quantiles"]
-
-GRID_BITS = 16
-"""The grid has 2**GRID_BITS + 1 candidates between the declared bounds."""
 
 
 def _check_quantiles(quantiles: Any) -> list[float]:
@@ -63,54 +52,6 @@ def _check_quantiles(quantiles: Any) -> list[float]:
     if any(not 0.0 <= q <= 1.0 for q in checked):
         raise InvalidParameterError("every quantile must lie in [0, 1]", "quantiles")
     return checked
-
-
-def _grid(low: float, high: float) -> NDArray[np.float64]:
-    steps = 1 << GRID_BITS
-    return np.asarray(low + (high - low) * (np.arange(steps + 1) / steps), dtype=np.float64)
-
-
-def quantile_mechanism(epsilon: float, grouped: bool, relation: str, m: int) -> Exponential:
-    """The exponential mechanism of one quantile: Δu = m, or 2m for declared groups under replace-one."""
-    factor = 2 if grouped and relation == "replace_one" else 1
-    return Exponential(epsilon=epsilon, sensitivity=float(factor * m))
-
-
-def select_quantile(
-    mechanism: Exponential,
-    ordered: NDArray[np.float64],
-    grid: NDArray[np.float64],
-    q: float,
-    rng: np.random.Generator,
-) -> float:
-    """One DP quantile of the sorted clipped ``ordered`` over ``grid`` (see the module notes)."""
-    ranks = np.searchsorted(ordered, np.append(grid, np.inf), side="left")
-    return select_from_ranks(mechanism, ranks, grid, q, rng)
-
-
-def select_from_ranks(
-    mechanism: Exponential,
-    ranks: NDArray[np.int64],
-    grid: NDArray[np.float64],
-    q: float,
-    rng: np.random.Generator,
-) -> float:
-    """One DP quantile from the ranks i(cₖ) = #{x < cₖ} of the grid points, followed by n (the number of
-    values): the exponential mechanism of the module notes. Every engine's counts arrive here."""
-    n = int(ranks[-1])
-    ranks = ranks[:-1]  # non-decreasing along the grid
-    starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
-    sizes = np.diff(np.r_[starts, grid.size])
-    target = Fraction(q) * n
-    utilities = [-abs(int(r) - target) for r in ranks[starts]]
-    block = mechanism.select(utilities, sizes, rng)
-    return float(grid[starts[block] + _sampling.uniform_index(rng, int(sizes[block]))])
-
-
-def rank_error(mechanism: Exponential, candidates: int, level: float) -> float:
-    """ρ = (2Δu/ε)·(ln(candidates) + ln(1/(1 − level))), rounded up (see the module notes)."""
-    exact = 2.0 * mechanism.sensitivity / mechanism.epsilon * (math.log(candidates) - math.log1p(-level))
-    return math.nextafter(exact, math.inf) * (1.0 + 1e-12)
 
 
 def _index(release: Release, qs: list[float]) -> pd.Index:
@@ -132,11 +73,11 @@ def _quantile_table(
     mechanism = quantile_mechanism(per_quantile, release.by is not None, release.relation, release.m)
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
-    grid = _grid(low, high)
+    candidates = grid(low, high)
     with release.charging(event, release.label(f"{owner} of {name!r}")):
-        ranks = release.grid_ranks(name, (low, high), grid)
-    released = [[select_from_ranks(mechanism, r, grid, q, release.rng) for q in qs] for r in ranks]
-    radius = rank_error(mechanism, grid.size, release.level)
+        ranks = release.grid_ranks(name, (low, high), candidates)
+    released = [[select_from_ranks(mechanism, r, candidates, q, release.rng) for q in qs] for r in ranks]
+    radius = rank_error(mechanism, candidates.size, release.level)
     pandas = require_pandas()
     table = pandas.DataFrame(
         {"value": np.ravel(released), "rank_error": np.full(len(released) * len(qs), radius)},
@@ -148,7 +89,7 @@ def _quantile_table(
         epsilon=release.epsilon,
         epsilon_per_quantile=per_quantile,
         utility_sensitivity=mechanism.sensitivity,
-        grid_size=int(grid.size),
+        grid_size=int(candidates.size),
         level=release.level,
         lower=low,
         upper=high,

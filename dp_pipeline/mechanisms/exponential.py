@@ -44,9 +44,12 @@ class Exponential(Mechanism):
     candidates with the same utility; the default is 1 each). For neighbouring datasets each utility
     changes by at most Δu, so each unnormalised weight changes by a factor ≤ e^{ε/2} and the normaliser
     by ≤ e^{ε/2}: the selection is
-    ε-DP (McSherry & Talwar 2007, Thm 6). :attr:`event` is a pure-ε event of kind ``"exponential"``;
-    the accountant composes it with the pure-ε privacy-loss bound (the dominating pair of ε-DP), not the
-    tighter bounded-range analysis of Dong, Durfee & Rogers 2020.
+    ε-DP (McSherry & Talwar 2007, Thm 6). It is also ε-bounded range: for neighbouring datasets the log
+    probability ratios of all candidates lie in an interval of width ε (each γ_r moves within ±ε/2, or
+    within [0, ε] or [−ε, 0] when ``monotone``; Durfee & Rogers 2019). :attr:`event` is a pure-ε event of
+    kind ``"exponential"``: spent one by one (adaptively) it costs ε; in a plan fixed in advance the
+    accountant composes it as ε-bounded range, much tighter at δ > 0 (Dong, Durfee & Rogers 2020; see
+    :func:`~dp_pipeline.accounting.composition.compose_plan`).
 
     **Exact sampling** (rejection, not a floating-point softmax or the Gumbel-max trick): with the utilities
     taken as the rationals their floats denote, γ_r = ε(u* − u_r)/(2Δu) ≥ 0 (u* the largest utility) is
@@ -58,6 +61,8 @@ class Exponential(Mechanism):
     References
     ----------
     McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007.
+    Durfee & Rogers, "Practical differentially private top-k selection with pay-what-you-get composition",
+    NeurIPS 2019.
     Dong, Durfee & Rogers, "Optimal differential privacy composition for exponential mechanisms", ICML 2020.
 
     Examples

@@ -1,6 +1,6 @@
 """The position of a value among the grid points of the quantile functions, computed by Spark.
 
-The grid is :func:`dp_pipeline.frames.quantiles._grid`: cⱼ = low + (high − low)·(j/K), j = 0 … K, as
+The grid is :func:`dp_pipeline._quantile.grid`: cⱼ = low + (high − low)·(j/K), j = 0 … K, as
 doubles. Spark evaluates the same three IEEE operations in the same order, so its cⱼ are the same doubles.
 A value's bucket is b(x) = #{j : cⱼ ≤ x} (numpy's ``searchsorted(grid, x, side="right")``): then
 #{x < cₖ} = #{b(x) ≤ k}, the rank the exponential mechanism needs, is a running sum of the bucket counts.

@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 from sklearn.utils import Tags
 
 from dp_pipeline._release import basic_composition, learn_categories, missing_mask
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.mechanisms import _sampling
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
@@ -80,10 +81,11 @@ class _ResponseEncoder(DPTransformer):
         array: NDArray[Any] = self._validate_data(X, reset=reset, dtype=None, ensure_all_finite=False)
         return array
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
         _check_handle_unknown(self.handle_unknown)
         mechanisms, self.cost_ = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
         self.mechanisms_ = list(mechanisms)
+        return None  # fit charges nothing (categories="data" warns instead)
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
         if self.handle_unknown == "error":
@@ -160,6 +162,8 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         The mechanism that randomises each feature.
     cost_ : PrivacyEvent
         What one ``transform`` costs one row.
+    fit_cost_ : None
+        None: ``fit`` charges nothing.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -277,6 +281,8 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         The mechanism that randomises each feature.
     cost_ : PrivacyEvent
         What one ``transform`` costs one row.
+    fit_cost_ : None
+        None: ``fit`` charges nothing.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -366,9 +372,10 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
                 ) from None
         return mechanisms
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
-        super()._fit_release(X)
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
+        charged = super()._fit_release(X, joint)
         self.categories_ = [m.categories for m in self.mechanisms_]
+        return charged
 
     def _answers(self, X: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.bool_]]:
         known = [_known(X[:, j], mechanism) for j, mechanism in enumerate(self.mechanisms_)]

@@ -54,6 +54,7 @@ CALLS: dict[str, Callable[..., Any]] = {
     "dp_std": lambda f, df, **kw: f.dp_std(df, "age", lower=0, upper=100, by="ward", keys=WARDS, **kw),
     "dp_mean bounds=dp": lambda f, df, **kw: f.dp_mean(df, "age", bounds="dp", outer=(0, 200), **kw),
     "add_noise": lambda f, df, **kw: f.add_noise(df, "age", lower=0, upper=100, **kw),
+    "add_noise bounds=dp": lambda f, df, **kw: f.add_noise(df, "age", bounds="dp", outer=(0, 200), **kw),
     "randomized_response": lambda f, df, **kw: f.randomized_response(df, "smoker", **kw),
 }
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as sf
 
-from dp_pipeline.frames.quantiles import _grid
+from dp_pipeline._quantile import grid as _grid
 from dp_pipeline.spark._grid import bucket
 
 pytestmark = pytest.mark.spark
