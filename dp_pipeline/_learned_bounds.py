@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._quantile import grid, quantile_mechanism, select_quantile
+from dp_pipeline._quantile import grid, quantile_mechanism, ranks_of, select_from_ranks
 from dp_pipeline.charging import charge
 from dp_pipeline.events import PrivacyEvent, Relation, composite_event
 from dp_pipeline.exact import split_epsilon
@@ -146,22 +146,37 @@ class BoundsSearch:
         ``ledger`` = (accountant, dataset, label, group_size), then learn the bounds of ``columns`` (each
         column's values): (lower, upper, charged event)."""
         accountant, dataset, label, group_size = ledger
-        event = composite_event([*self.events, *release], self.relation)
+        event = self.cost(release)
         charge(accountant, dataset, event, label, group_size)
-        learned = [
-            self._learn(values, float(lo), float(hi), rng)
+        ranks = [
+            ranks_of(np.sort(np.clip(values, lo, hi)), grid(float(lo), float(hi)))
             for values, lo, hi in zip(columns, self.lower, self.upper, strict=True)
         ]
+        return *self.learn(ranks, rng), event
+
+    def cost(self, release: Sequence[PrivacyEvent]) -> PrivacyEvent:
+        """The one charge of a call that learns its bounds: the search's events and the ``release`` events
+        priced in advance, as one composite event."""
+        return composite_event([*self.events, *release], self.relation)
+
+    def learn(
+        self, ranks: Sequence[NDArray[np.int64]], rng: np.random.Generator
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The learned (lower, upper) of each column from its ranks on its outer range's grid
+        (:func:`~dp_pipeline._quantile.ranks_of`: #{x < cₖ} at each grid point, then n), after the charge."""
+        learned = [
+            self._learn(column, float(lo), float(hi), rng)
+            for column, lo, hi in zip(ranks, self.lower, self.upper, strict=True)
+        ]
         lower, upper = (np.array(side, dtype=np.float64) for side in zip(*learned, strict=True))
-        return lower, upper, event
+        return lower, upper
 
     def _learn(
-        self, values: NDArray[np.float64], lo: float, hi: float, rng: np.random.Generator
+        self, ranks: NDArray[np.int64], lo: float, hi: float, rng: np.random.Generator
     ) -> tuple[float, float]:
         candidates = grid(lo, hi)
-        ordered = np.sort(np.clip(values, lo, hi))
         low, high = sorted(
-            select_quantile(self.mechanism, ordered, candidates, q, rng) for q in SEARCH_QUANTILES
+            select_from_ranks(self.mechanism, ranks, candidates, q, rng) for q in SEARCH_QUANTILES
         )
         if high <= low:  # one grid step apart, inside the outer range
             step = (hi - lo) / (candidates.size - 1)

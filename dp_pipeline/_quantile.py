@@ -40,7 +40,15 @@ from numpy.typing import NDArray
 from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms.exponential import Exponential
 
-__all__ = ["GRID_BITS", "grid", "quantile_mechanism", "rank_error", "select_quantile"]
+__all__ = [
+    "GRID_BITS",
+    "grid",
+    "quantile_mechanism",
+    "rank_error",
+    "ranks_of",
+    "select_from_ranks",
+    "select_quantile",
+]
 
 GRID_BITS = 16
 """The grid has 2**GRID_BITS + 1 candidates between the declared bounds."""
@@ -67,10 +75,28 @@ def select_quantile(
 ) -> float:
     """One DP quantile of the sorted clipped ``ordered`` over the grid ``candidates`` (see the module
     notes)."""
-    ranks = np.searchsorted(ordered, candidates, side="left")  # i(c) = #{x < c}, non-decreasing
+    return select_from_ranks(mechanism, ranks_of(ordered, candidates), candidates, q, rng)
+
+
+def ranks_of(ordered: NDArray[np.float64], candidates: NDArray[np.float64]) -> NDArray[np.int64]:
+    """i(c) = #{x < c} at every candidate, then n (the rank of +∞), from the sorted values."""
+    return np.asarray(np.searchsorted(ordered, np.append(candidates, np.inf), side="left"), dtype=np.int64)
+
+
+def select_from_ranks(
+    mechanism: Exponential,
+    ranks: NDArray[np.int64],
+    candidates: NDArray[np.float64],
+    q: float,
+    rng: np.random.Generator,
+) -> float:
+    """One DP quantile from the ranks i(c) = #{x < c} of the candidates followed by n, the number of
+    values (:func:`ranks_of`; an engine that cannot sort, such as Spark, counts them per grid bucket)."""
+    n = int(ranks[-1])
+    ranks = ranks[:-1]  # non-decreasing along the grid
     starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
     sizes = np.diff(np.r_[starts, candidates.size])
-    target = Fraction(q) * int(ordered.size)
+    target = Fraction(q) * n
     utilities = [-abs(int(r) - target) for r in ranks[starts]]
     block = mechanism.select(utilities, sizes, rng)
     return float(candidates[starts[block] + sampling.uniform_index(rng, int(sizes[block]))])

@@ -28,18 +28,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_quantile
+from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_from_ranks
 from dp_pipeline._validation import check_real
-from dp_pipeline.charging import charge
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import require_pandas
-from dp_pipeline.frames.aggregates import _clipped_column, _Release
+from dp_pipeline.frames._core import Release
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_median", "dp_quantile", "dp_quantiles"]
 
@@ -54,19 +53,7 @@ def _check_quantiles(quantiles: Any) -> list[float]:
     return checked
 
 
-def _groups(release: _Release, rows: pd.DataFrame, values: NDArray[np.float64]) -> list[NDArray[np.float64]]:
-    """The sorted values of the whole column, or of each declared group (in the order of the keys)."""
-    if release.by is None:
-        return [np.sort(values)]
-    pandas = require_pandas()
-    series = pandas.Series(values, index=rows.index)
-    positions = series.groupby([rows[c] for c in release.by], observed=True, dropna=False).indices
-    assert release.index is not None
-    empty = np.array([], dtype=np.intp)
-    return [np.sort(values[positions.get(key, empty)]) for key in release.index]
-
-
-def _index(release: _Release, qs: list[float]) -> pd.Index:
+def _index(release: Release, qs: list[float]) -> pd.Index:
     """The quantiles, or (key columns…, quantile) for each declared key."""
     pandas = require_pandas()
     if release.by is None or release.index is None:
@@ -77,21 +64,18 @@ def _index(release: _Release, qs: list[float]) -> pd.Index:
 
 
 def _quantile_table(
-    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str
-) -> tuple[pd.DataFrame, list[float]]:
-    release = _Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
-    name, low, high, rows, values, _ = _clipped_column(release, column, options["lower"], options["upper"])
+    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str, single: bool = False
+) -> Any:
+    release = Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
+    name, low, high = release.value_column(column, options["lower"], options["upper"])
     per_quantile = release.epsilon / len(qs)
     mechanism = quantile_mechanism(per_quantile, release.by is not None, release.relation, release.m)
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
-    label = release.label(f"{owner} of {name!r}")
-    charge(release.accountant, release.dataset, event, label, release.group_size)
     candidates = grid(low, high)
-    released = [
-        [select_quantile(mechanism, ordered, candidates, q, release.rng) for q in qs]
-        for ordered in _groups(release, rows, values)
-    ]
+    with release.charging(event, release.label(f"{owner} of {name!r}")):
+        ranks = release.grid_ranks(name, (low, high), candidates)
+    released = [[select_from_ranks(mechanism, r, candidates, q, release.rng) for q in qs] for r in ranks]
     radius = rank_error(mechanism, candidates.size, release.level)
     pandas = require_pandas()
     table = pandas.DataFrame(
@@ -113,7 +97,7 @@ def _quantile_table(
         group_size=release.group_size,
         cost=event.to_dict(),
     )
-    return table
+    return release.engine.result(_single(table) if single else table)
 
 
 def dp_quantiles(
@@ -133,15 +117,16 @@ def dp_quantiles(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SparkDataFrame:
     """DP quantiles of ``column`` (each q in [0, 1]), whole or per declared group, in one release.
 
     ``df.pipe(dp_quantiles, "age", [0.25, 0.5, 0.75], lower=0, upper=120, epsilon=1.0, accountant=acct,
     dataset="patients")``
     Parameters
     ----------
-    df : DataFrame
-        The private data.
+    df : pandas or Spark DataFrame
+        The private data (a Spark DataFrame: see :mod:`dp_pipeline.spark`; the result is then the same
+        table as a small Spark DataFrame).
     column : column name
         A numeric column without missing values.
     lower, upper : float
@@ -204,14 +189,14 @@ def dp_quantile(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """One DP quantile of ``column``: :func:`dp_quantiles` with one q.
 
     Returns a Series ``value, rank_error`` (a DataFrame with those columns indexed by the keys when
     grouped).
     """
     options = {k: v for k, v in locals().items() if k not in ("df", "column", "quantile")}
-    return _single(_quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile"))
+    return _quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile", single=True)
 
 
 def dp_median(
@@ -230,7 +215,7 @@ def dp_median(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """The DP median of ``column``: :func:`dp_quantile` with q = ½.
 
     Examples
@@ -242,7 +227,7 @@ def dp_median(
     ['value', 'rank_error']
     """
     options = {k: v for k, v in locals().items() if k not in ("df", "column")}
-    return _single(_quantile_table(df, column, [0.5], options, "dp_median"))
+    return _quantile_table(df, column, [0.5], options, "dp_median", single=True)
 
 
 def _single(table: pd.DataFrame) -> pd.Series | pd.DataFrame:
