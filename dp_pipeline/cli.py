@@ -63,7 +63,14 @@ from dp_pipeline.exceptions import (
     UnsupportedCompositionError,
     printable,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    format_guarantee,
+    guarantee_from_dict,
+)
 
 __all__ = ["app"]
 
@@ -251,14 +258,7 @@ def _number(text: str, option: str) -> float:
 
 
 def _amount(g: Guarantee | None) -> str:
-    if g is None:
-        return ""
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    if isinstance(g, PureDP):
-        return f"ε = {g.epsilon:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+    return "" if g is None else format_guarantee(g)
 
 
 def _report_json(report: Any) -> dict[str, Any]:
@@ -279,7 +279,12 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
     }
 
 
-_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD"}
+_RULES = {
+    "basic": "basic composition",
+    "gdp": "μ-GDP filter",
+    "pld": "tight PLD",
+    "bounded_range": "bounded-range composition",
+}
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
@@ -820,7 +825,6 @@ def plan_check(
             raise typer.Exit(EXIT_REFUSED)
 
 
-
 # ------------------------------------------------------------------------------------------------ allocation
 
 
@@ -909,6 +913,7 @@ def plan_allocate(
                 "plan": [_allocated_plan_item(a) for a in allocation],
             }
         )
+
 
 if __name__ == "__main__":  # python -m dp_pipeline.cli
     app()
