@@ -279,7 +279,7 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
     }
 
 
-_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD"}
+_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD", "zcdp": "zCDP filter"}
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
@@ -344,7 +344,9 @@ def budget_set(
             "--method",
             help="How spends compose: auto (basic for --epsilon, gdp_filter for --mu); basic (Σε and Σδ); "
             "gdp_filter (Σμ², a --mu budget); pure_or_gdp (an --epsilon budget with --delta > 0 spent by "
-            "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits). "
+            "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits); "
+            "zcdp (the same releases chosen one after another, many of them: Σε while all are pure, else "
+            "Σρ, ρ = ε²/2 for pure ε and μ²/2 for Gaussian noise, against the largest ρ that fits). "
             "--method is the older name of this option, gdp the older name of gdp_filter and pure_or_gdp.",
         ),
     ] = "auto",

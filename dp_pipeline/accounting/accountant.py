@@ -217,7 +217,11 @@ class PrivacyAccountant:
       Σμᵢ² ≤ μ_B²; an (ε, δ > 0) spend has no μ and raises UnsupportedCompositionError;
     * ``rule="pure_or_gdp"`` (:class:`~dp_pipeline.accounting.rules.PureOrGaussianDP`, (ε, δ > 0) budgets):
       every active spend pure and Σεᵢ ≤ ε_B, or Σμᵢ² ≤ μ_B² with μ_B the largest μ whose (ε, δ_B) reading
-      fits ε_B. The report names the route that gives the smaller ε.
+      fits ε_B. The report names the route that gives the smaller ε;
+    * ``rule="zcdp"`` (:class:`~dp_pipeline.accounting.rules.ZeroConcentratedDP`, (ε, δ > 0) budgets):
+      every active spend pure and Σεᵢ ≤ ε_B, or Σρᵢ ≤ ρ_B with ρ = ε²/2 for pure ε, (kΔ)²/(2σ²) for Gaussian
+      noise, and ρ_B the largest ρ whose (ε, δ_B) reading fits ε_B: mixed Laplace and Gaussian releases
+      chosen one after another. ``"auto"`` stays ``"basic"`` (see :mod:`dp_pipeline.accounting.rules`).
 
     Which rule a budget uses is fixed when the budget is set, before any spend, and cannot change while
     spends are recorded: switching rules after results are known is not a valid composition.
@@ -344,11 +348,13 @@ class PrivacyAccountant:
             The dataset (at most 255 characters).
         budget : ApproxDP, PureDP or GaussianDP
             The total privacy loss the dataset may incur.
-        rule : {"auto", "basic", "gdp_filter", "pure_or_gdp"}, default "auto"
+        rule : {"auto", "basic", "gdp_filter", "pure_or_gdp", "zcdp"}, default "auto"
             How spends compose against the budget (see the class Notes and
             :mod:`dp_pipeline.accounting.rules`): ``"basic"`` sums ε and δ; ``"gdp_filter"`` sums μ² (μ-GDP
             budgets); ``"pure_or_gdp"`` takes pure and Gaussian releases on an (ε, δ > 0) budget, by Σε while
-            all are pure or by Σμ² against the largest μ that fits. ``"auto"``: ``"basic"`` for (ε, δ)
+            all are pure or by Σμ² against the largest μ that fits; ``"zcdp"`` takes the same releases by Σε
+            while all are pure or by Σρ against the largest ρ that fits (tighter than ``"pure_or_gdp"`` when
+            many releases are pure, looser when nearly all are Gaussian). ``"auto"``: ``"basic"`` for (ε, δ)
             budgets, ``"gdp_filter"`` for GaussianDP. The older name ``"gdp"`` means ``"gdp_filter"`` on a
             GaussianDP budget and ``"pure_or_gdp"`` on an (ε, δ) budget.
         relation : {"replace_one", "add_remove"}, optional

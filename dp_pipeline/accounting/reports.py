@@ -46,7 +46,8 @@ class BudgetReport:
         The amount, in the budget's currency. Spent amounts and costs are rounded up, remaining amounts
         down.
     method : str
-        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading) or ``"pld"`` (tight plan total).
+        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading), ``"zcdp"`` (the (ε, δ_B) reading
+        of Σρᵢ) or ``"pld"`` (tight plan total).
     budget : ApproxDP or GaussianDP
         The dataset's budget.
     open_reservations : int
@@ -104,6 +105,7 @@ class BudgetReport:
             "basic": "basic composition",
             "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
+            "zcdp": "zCDP filter",
         }.get(self.method, self.method)
         text = (
             f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "
