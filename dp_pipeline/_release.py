@@ -58,6 +58,7 @@ __all__ = [
     "check_ledger",
     "clip_columns",
     "composed_event",
+    "dataset_partitions",
     "dataset_relation",
     "declared_bounds",
     "declared_sensitivity",
@@ -78,7 +79,9 @@ M = TypeVar("M", bound=Mechanism)
 
 
 class _Spender(Protocol):
-    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "") -> Any: ...
+    def spend(
+        self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "", partition: Any = None
+    ) -> Any: ...
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -128,16 +131,34 @@ def dataset_relation(accountant: Any, dataset: Any) -> Relation:
     return relation
 
 
+def dataset_partitions(accountant: Any, dataset: Any) -> int | None:
+    """L, the most partitions one person's data lie in, of the partitioned dataset a release is charged to
+    (one read of the ledger); None for a dataset that is not partitioned, or ``"unaccounted"``."""
+    read = getattr(accountant, "budget", None)
+    if isinstance(accountant, str) or not callable(read):
+        return None
+    limit: int | None = getattr(read(dataset), "partitions", None)
+    return limit
+
+
 def charge(
-    accountant: Any, dataset: Any, cost: PrivacyEvent | Guarantee, label: str, group_size: Any = 1
+    accountant: Any,
+    dataset: Any,
+    cost: PrivacyEvent | Guarantee,
+    label: str,
+    group_size: Any = 1,
+    partition: Any = None,
 ) -> None:
-    """Charge one release (for groups of ``group_size`` rows) to the ledger before its result exists;
-    BudgetExceededError charges nothing."""
+    """Charge one release (for groups of ``group_size`` rows, on the partitions ``partition`` names, if
+    any) to the ledger before its result exists; BudgetExceededError charges nothing."""
     k = check_positive_int(group_size, "group_size")
     if isinstance(accountant, str) and accountant == UNACCOUNTED:
         return
     spender: _Spender = accountant
-    spender.spend(dataset, cost, group_size=k, label=label)
+    if partition is None:
+        spender.spend(dataset, cost, group_size=k, label=label)
+    else:
+        spender.spend(dataset, cost, group_size=k, label=label, partition=partition)
 
 
 def release_rng(random_state: Any, owner: str) -> np.random.Generator:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
 from dp_pipeline.accounting.pricing import recorded_request_price
-from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting.records import DatasetBudget, partitions_of
 from dp_pipeline.accounting.rules import Charge, Totals
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import guarantee_from_dict
@@ -36,6 +36,8 @@ def _stored_budget(body: Mapping[str, Any], where: str) -> tuple[DatasetBudget, 
     }
     if "relation" in body:  # budget records written before relations existed have none
         state["relation"] = body["relation"]
+    if budget.partitions is not None:
+        state["partitions"] = budget.partitions
     return budget, state, method
 
 
@@ -48,7 +50,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     totals: Totals | None = None
     budget: DatasetBudget | None = None
     budget_state: tuple[dict[str, Any], str] | None = None
-    reserves: dict[int, Charge] = {}
+    reserves: dict[int, tuple[Charge, tuple[str, ...]]] = {}
     ended: set[int] = set()
     keys: set[str] = set()
     try:
@@ -62,7 +64,8 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                 if problem:
                     return f"{where}: {problem}"
                 totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
-                if not budget.rule.fits(totals):
+                touched: Collection[str] | None = None  # a budget record stores every partition
+                if not budget.fits(totals):
                     return f"{where}: the budget {budget.rule.describe()} is below what was already spent"
             elif budget is None or totals is None:
                 return f"{where}: a {record.kind} record before any budget was set"
@@ -71,14 +74,17 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                     return f"{where}: missing or repeated idempotency key {record.key!r}"
                 keys.add(record.key)
                 charge = budget.rule.read_charge(body.get("charge"), where)
-                if not charge.covers(recorded_request_price(budget, body, totals).charge):
+                touched = partitions_of(body, where)
+                if touched and budget.partitions is None:
+                    return f"{where}: the reservation names partitions of a dataset that is not partitioned"
+                if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
                     return (
                         f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
                         f"under the budget in force, {budget.rule.describe()}"
                     )
-                reserves[record.seq] = charge
-                totals = budget.rule.add(totals, charge)
-                if not budget.rule.fits(totals):
+                reserves[record.seq] = charge, touched
+                totals = budget.rule.add(totals, charge, touched)
+                if not budget.fits(totals):
                     return (
                         f"{where}: the reservation does not fit the budget in force, "
                         f"{budget.rule.describe()}; it was accepted against another budget (the stored "
@@ -91,10 +97,14 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                 if target in ended:
                     return f"{where}: reservation seq={target} was already committed or released"
                 ended.add(target)
-                charge = reserves[target]
-                totals = totals.committed() if record.kind == "commit" else budget.rule.remove(totals, charge)
+                charge, named = reserves[target]
+                touched = () if record.kind == "commit" else named
+                if record.kind == "commit":
+                    totals = totals.committed()
+                else:
+                    totals = budget.rule.remove(totals, charge, named)
             stored = budget.rule.read_totals(body.get("totals"), where)
-            if not stored.same_as(totals):
+            if not stored.same_as(totals if touched is None else totals.only(touched)):
                 return (
                     f"{where}: running totals {stored.to_json()} differ from the records' sum "
                     f"{totals.to_json()}"

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "bound_contributions",
+    "bound_partitions",
     "check_frame",
     "check_level",
     "column_list",
@@ -127,6 +128,17 @@ def bound_contributions(
                 "max_contributions",
             )
         return df
+    units = _units(df, privacy_unit)
+    priority = _sampling.uniform(rng, (len(df),))
+    order = np.argsort(priority, kind="stable")
+    shuffled = units.iloc[order]
+    rank = shuffled.groupby(shuffled, sort=False).cumcount().to_numpy()
+    keep = np.sort(order[rank < limit])
+    return df.iloc[keep]
+
+
+def _units(df: pd.DataFrame, privacy_unit: Any) -> pd.Series:
+    """The privacy-unit column: every row must name its person."""
     (unit,) = column_list(df, privacy_unit, "privacy_unit")
     units = df[unit]
     if units.isna().any():
@@ -134,12 +146,49 @@ def bound_contributions(
             f"'privacy_unit': column {unit!r} contains missing values; every row must name its person",
             "privacy_unit",
         )
-    priority = _sampling.uniform(rng, (len(df),))
+    return units
+
+
+def bound_partitions(
+    df: pd.DataFrame,
+    privacy_unit: Any,
+    partition_column: Any,
+    partitions: tuple[str, ...],
+    limit: int,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """The rows of the named ``partitions`` (all rows when none are named), each person's rows kept in at
+    most ``limit`` of the partitions they appear in, chosen uniformly at random.
+
+    A partition is the value of ``partition_column`` as a string (``str`` of the value; a date column of
+    pandas dates reads ``"2026-11-24"``). Without a privacy unit every row is its own person and lies in one
+    partition. The partitions kept for a person are a uniform random sample of theirs (random priorities per
+    person and partition, the smallest ``limit`` kept), as :func:`bound_contributions` samples rows; it runs
+    before the rows are bounded. This bounds the partitions of the release's own rows; that each person lies
+    in at most ``limit`` partitions of the whole dataset, across releases, is the dataset's declaration.
+    """
+    (column,) = column_list(df, partition_column, "partition_column")
+    if df[column].isna().any():
+        raise InvalidParameterError(
+            f"'partition_column': column {column!r} contains missing values; every row must name its "
+            "partition",
+            "partition_column",
+        )
+    keys = df[column].astype(str)
+    if partitions:
+        chosen = keys.isin(partitions).to_numpy()
+        df, keys = df[chosen], keys[chosen]
+    if privacy_unit is None or df.empty:
+        return df
+    pandas = require_pandas()
+    pairs = pandas.MultiIndex.from_arrays([_units(df, privacy_unit).to_numpy(), keys.to_numpy()])
+    distinct = pairs.unique()
+    priority = _sampling.uniform(rng, (len(distinct),))
     order = np.argsort(priority, kind="stable")
-    shuffled = units.iloc[order]
-    rank = shuffled.groupby(shuffled, sort=False).cumcount().to_numpy()
-    keep = np.sort(order[rank < limit])
-    return df.iloc[keep]
+    shuffled = distinct[order]
+    rank = pandas.Series(shuffled.get_level_values(0)).groupby(shuffled.get_level_values(0), sort=False)
+    kept = shuffled[rank.cumcount().to_numpy() < limit]
+    return df[pairs.isin(kept)]
 
 
 def group_index(df: pd.DataFrame, by: Any, keys: Any, name: str = "keys") -> tuple[list[Hashable], pd.Index]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, charge, declared_bounds
+from dp_pipeline._release import NoisePlan, declared_bounds
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
@@ -84,7 +84,7 @@ def learn_and_charge(
     parts = [mechanism.event.under(release.relation)] * len(SEARCH_QUANTILES)
     priced = release.plan(ranges(*_worst(*outer)), rest)
     event = composite_event([*parts, priced.event], release.relation)
-    charge(release.accountant, release.dataset, event, label, release.group_size)
+    release.charge_event(event, label)
     grid = quantiles._grid(*outer)
     ordered = np.sort(values)
     picked = sorted(

@@ -30,7 +30,7 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -45,16 +45,20 @@ from dp_pipeline._release import (
     check_delta,
     check_epsilon,
     check_ledger,
+    dataset_partitions,
     dataset_relation,
     declared_bounds,
     plan_noise,
     release_rng,
 )
 from dp_pipeline._validation import check_positive_int
+from dp_pipeline.accounting.partitions import partition_names
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._common import (
     bound_contributions,
+    bound_partitions,
     check_frame,
     check_level,
     column_list,
@@ -79,8 +83,8 @@ class _Release:
 
     ``arguments`` are the aggregate's own (its ``locals()`` on entry): every aggregate takes the options they
     share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
-    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under
-    these names.
+    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state`` and ``level``, and
+    ``partition_column`` and ``partition``) under these names.
     """
 
     def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
@@ -106,13 +110,34 @@ class _Release:
             raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
         self.max_contributions = arguments["max_contributions"]
         self.privacy_unit = arguments["privacy_unit"]
+        self.partition = partition_names(arguments["partition"])
+        self.partition_column = arguments["partition_column"]
+        self.partitions_per_person = self._partitions_per_person()
         self.relation = dataset_relation(self.accountant, self.dataset)
         self.group_size = check_positive_int(arguments["group_size"], "group_size")
         self.rng = release_rng(arguments["random_state"], owner)
 
+    def _partitions_per_person(self) -> int | None:
+        """L of the dataset charged, needed when ``partition_column`` is given; None otherwise."""
+        if self.partition_column is None:
+            return None
+        limit = dataset_partitions(self.accountant, self.dataset)
+        if limit is None:
+            raise InvalidParameterError(
+                "'partition_column' bounds each person to the L partitions the dataset charged declares "
+                "(set_budget(..., partitions=L)); this release is charged to no partitioned dataset",
+                "partition_column",
+            )
+        return limit
+
     def rows(self) -> pd.DataFrame:
-        """The rows that enter the release: at most ``max_contributions`` per person."""
-        return bound_contributions(self.df, self.privacy_unit, self.max_contributions, self.rng)
+        """The rows that enter the release: with ``partition_column``, those of the named partitions in at
+        most L partitions per person (:func:`~dp_pipeline.frames._common.bound_partitions`); then at most
+        ``max_contributions`` per person."""
+        rows, unit, limit = self.df, self.privacy_unit, self.partitions_per_person
+        if limit is not None:
+            rows = bound_partitions(rows, unit, self.partition_column, self.partition, limit, self.rng)
+        return bound_contributions(rows, unit, self.max_contributions, self.rng)
 
     @property
     def m(self) -> int:
@@ -157,7 +182,11 @@ class _Release:
         )
 
     def charge(self, plan: NoisePlan, label: str) -> None:
-        charge(self.accountant, self.dataset, plan.event, label, self.group_size)
+        self.charge_event(plan.event, label)
+
+    def charge_event(self, event: PrivacyEvent, label: str) -> None:
+        """Charge the release's event to the dataset (and the partitions it names) before any noise."""
+        charge(self.accountant, self.dataset, event, label, self.group_size, self.partition or None)
 
     def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
         return {
@@ -254,6 +283,8 @@ def dp_count(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """DP row count, whole or per declared group.
 
@@ -291,6 +322,15 @@ def dp_count(
         The contribution sampling and the noise: None (default) for fresh OS entropy at every call; a
         bare seed or numpy Generator raises PrivacyLeakWarning (reproducible noise is for tests only);
         ``secure_rng(seed)`` seeds on purpose, without the warning.
+    partition_column : column name, optional
+        On a partitioned dataset (``set_budget(..., partitions=L)``): the column holding each row's
+        partition. Only rows of the named ``partition`` are read, and with a ``privacy_unit`` each person's
+        rows are kept in at most L of their partitions, chosen at random (as ``max_contributions`` keeps
+        rows). L must hold for the whole dataset across releases: bound it once, before the data are split
+        into per-partition releases, when releases read one partition each.
+    partition : str or list of str, optional
+        The partitions the release reads: it is charged to each of them (``spend(..., partition=...)``).
+        None: the whole dataset.
 
     Returns
     -------
@@ -335,6 +375,8 @@ def dp_histogram(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """DP value counts of ``column`` over declared ``categories`` (a DP ``value_counts``).
 
@@ -392,6 +434,8 @@ def dp_sum(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
 ) -> pd.Series | pd.DataFrame:
@@ -455,6 +499,8 @@ def dp_mean(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
 ) -> pd.Series | pd.DataFrame:

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import charge
 from dp_pipeline._validation import check_real
 from dp_pipeline.accounting.composition import composite_event
 from dp_pipeline.events import PrivacyEvent
@@ -131,7 +130,7 @@ def _quantile_table(
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
     label = release.label(f"{owner} of {name!r}")
-    charge(release.accountant, release.dataset, event, label, release.group_size)
+    release.charge_event(event, label)
     grid = _grid(low, high)
     released = [
         [select_quantile(mechanism, ordered, grid, q, release.rng) for q in qs]
@@ -178,6 +177,8 @@ def dp_quantiles(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """DP quantiles of ``column`` (each q in [0, 1]), whole or per declared group, in one release.
 
@@ -208,6 +209,9 @@ def dp_quantiles(
         The probability of the ``rank_error`` bound, 0.95 by default.
     random_state : None, int or numpy.random.Generator
         As for :func:`~dp_pipeline.frames.dp_count`.
+    partition_column, partition : optional
+        The partitions the release reads, and each person bounded to L of them (as for
+        :func:`~dp_pipeline.frames.dp_count`).
     quantiles : float or list of floats
         The quantiles q ∈ [0, 1].
 
@@ -249,6 +253,8 @@ def dp_quantile(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """One DP quantile of ``column``: :func:`dp_quantiles` with one q.
 
@@ -275,6 +281,8 @@ def dp_median(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """The DP median of ``column``: :func:`dp_quantile` with q = ½.
 

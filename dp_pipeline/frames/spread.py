@@ -20,6 +20,7 @@ probability ≥ ``level``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,6 +113,8 @@ def dp_var(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """DP variance (ddof = 0) of ``column`` clipped to [lower, upper], whole or per declared group.
 
@@ -149,6 +152,8 @@ def dp_std(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame:
     """DP standard deviation (ddof = 0) of ``column``: √ of :func:`dp_var`'s value and interval ends.
 
