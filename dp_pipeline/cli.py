@@ -64,7 +64,14 @@ from dp_pipeline.exceptions import (
     UnsupportedCompositionError,
     printable,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    format_guarantee,
+    guarantee_from_dict,
+)
 
 __all__ = ["app"]
 
@@ -252,14 +259,7 @@ def _number(text: str, option: str) -> float:
 
 
 def _amount(g: Guarantee | None) -> str:
-    if g is None:
-        return ""
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    if isinstance(g, PureDP):
-        return f"ε = {g.epsilon:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+    return "" if g is None else format_guarantee(g)
 
 
 def _report_json(report: Any) -> dict[str, Any]:
@@ -288,7 +288,13 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
     return status
 
 
-_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD", "zcdp": "zCDP filter"}
+_RULES = {
+    "basic": "basic composition",
+    "gdp": "μ-GDP filter",
+    "pld": "tight PLD",
+    "bounded_range": "bounded-range composition",
+    "zcdp": "zCDP filter",
+}
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
@@ -874,7 +880,6 @@ def plan_check(
             raise typer.Exit(EXIT_REFUSED)
 
 
-
 # ------------------------------------------------------------------------------------------------ allocation
 
 
@@ -963,6 +968,7 @@ def plan_allocate(
                 "plan": [_allocated_plan_item(a) for a in allocation],
             }
         )
+
 
 if __name__ == "__main__":  # python -m dp_pipeline.cli
     app()

@@ -89,6 +89,10 @@ class BudgetExceededError(RuntimeError):
         The group size k the request was charged for (``requested`` is the cost for the group).
     single : object or None
         For k > 1: what the request would cost one person, shown beside ``requested``.
+    detail : str
+        What the message adds after the numbers (why the request does not fit, what to do).
+
+    A pickled error (a worker process, a task's log) keeps every attribute and its message.
     """
 
     def __init__(
@@ -109,6 +113,7 @@ class BudgetExceededError(RuntimeError):
         self.budget = budget
         self.group_size = group_size
         self.single = single
+        self.detail = detail
         group = f" (for a group of k = {group_size}; {single} for one person)" if single is not None else ""
         message = (
             f"privacy budget of dataset {dataset!r} would be exceeded: requested {requested}{group}, "
@@ -133,7 +138,7 @@ class BudgetExceededError(RuntimeError):
                 self.spent,
                 self.remaining,
                 self.budget,
-                "",
+                self.detail,
                 self.group_size,
                 self.single,
             ),

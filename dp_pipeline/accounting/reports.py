@@ -13,7 +13,7 @@ from dp_pipeline.accounting.records import DatasetBudget
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import LedgerError
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, guarantee_from_dict
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, format_guarantee, guarantee_from_dict
 
 __all__ = [
     "BudgetReport",
@@ -103,32 +103,22 @@ class BudgetReport:
         return self.guarantee.mu
 
     def __str__(self) -> str:
-        g = self.guarantee
-        amount = (
-            f"μ = {g.mu:.6g}"
-            if isinstance(g, GaussianDP)
-            else f"ε = {self.epsilon:.6g}, δ = {self.delta:.6g}"
-        )
+        amount = format_guarantee(self.guarantee)
         method = {
             "basic": "basic composition",
             "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
+            "bounded_range": "bounded-range composition",
             "zcdp": "zCDP filter",
         }.get(self.method, self.method)
         where = repr(self.dataset)
         if self.partition is not None:
             where += f", partition {self.partition!r}"
-        text = f"{self.what} on {where}: {amount} ({method}; budget {_short(self.budget)}; {self.relation})"
+        budget = format_guarantee(self.budget)
+        text = f"{self.what} on {where}: {amount} ({method}; budget {budget}; {self.relation})"
         if self.open_reservations:
             text += f", including {self.open_reservations} open reservation(s)"
         return text
-
-
-def _short(g: Guarantee) -> str:
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
 
 
 @dataclass(frozen=True)

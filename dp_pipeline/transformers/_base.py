@@ -8,6 +8,11 @@ A transformer's ``transform`` is a release. It runs in this order, which is the 
    nothing is randomised or returned;
 3. draw the noise and return the noisy data.
 
+``fit`` reads only the shape, the feature names and the dtypes of X, and charges nothing, unless the
+transformer learns something from X with differential privacy (``bounds="dp"``): then ``fit`` is a release
+too, charged before it reads X (``fit_cost_``), and ``fit_transform`` charges that and the release of X as
+one event.
+
 With ``random_state=None`` a fitted transformer holds no random state: each ``transform`` draws its noise
 from a generator keyed from OS entropy at that moment, so copies of the transformer (pickling, ``deepcopy``,
 ``clone``, joblib workers, ``ColumnTransformer``/``FeatureUnion`` with ``n_jobs > 1``, one saved pipeline
@@ -26,10 +31,12 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp_pipeline._release import charge, check_ledger, kept_rng, missing_mask, release_rng
 from dp_pipeline._validation import check_positive_int
+from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.mechanisms.sampling import kept_rng, release_rng
+from dp_pipeline.tabular import missing_mask
 
 __all__ = ["DPTransformer"]
 
@@ -39,9 +46,9 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     Subclasses store their keyword-only parameters in ``__init__`` (which must include ``group_size``,
     ``accountant``, ``dataset`` and ``random_state``) and implement :meth:`_validate_input`,
-    :meth:`_fit_release` (which sets ``cost_``), :meth:`_prepare` and :meth:`_randomize`. A family of
-    subclasses shares docstring sections through ``_doc_sections``: each ``{name}`` marker in a subclass's
-    docstring is replaced by its text.
+    :meth:`_fit_release` (which sets ``cost_``, and returns the event it charged when it reads X),
+    :meth:`_prepare` and :meth:`_randomize`. A family of subclasses shares docstring sections through
+    ``_doc_sections``: each ``{name}`` marker in a subclass's docstring is replaced by its text.
     """
 
     _doc_sections: ClassVar[Mapping[str, str]] = {}
@@ -51,6 +58,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     group_size: Any
     random_state: Any
     cost_: PrivacyEvent
+    fit_cost_: PrivacyEvent | None
     _rng: np.random.Generator | None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -64,7 +72,10 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
         raise NotImplementedError  # pragma: no cover
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
+        """Calibrate the release (set ``cost_``). When fit reads X (``bounds="dp"``), charge that first and
+        return the charged event, which includes the release's own cost when ``joint`` (``fit_transform``);
+        None when fit reads no values."""
         raise NotImplementedError  # pragma: no cover
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
@@ -76,13 +87,16 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     # -- the scikit-learn API ------------------------------------------------------------------------------
 
     def fit(self, X: Any, y: Any = None) -> DPTransformer:
-        """Check the parameters and X, and calibrate the noise of one release; charges nothing.
+        """Check the parameters and X, and calibrate the noise of one release.
+
+        Charges nothing, unless the transformer learns from X with differential privacy (``bounds="dp"``):
+        then the learning is charged first, and ``fit_cost_`` is its event.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
             The data the transformer will release (only its shape, feature names and dtypes are used,
-            unless bounds or categories are explicitly learned from the data).
+            unless bounds or categories are learned from the data).
         y : None
             Ignored.
 
@@ -90,12 +104,38 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         self
         """
+        self._fit(X, joint=False)
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """Fit to X, then release X with noise: one charge, ``cost_`` (with the learning of ``fit_cost_``
+        when the transformer learns from X).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The data to learn from and release; one row is one person.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            The noisy data (a DataFrame after ``set_output(transform="pandas")``).
+        """
+        array = self._fit(X, joint=True)
+        prepared = self._prepare(array)
+        if self.fit_cost_ is None:  # fit read no values: the release is charged as any transform
+            charge(self.accountant, self.dataset, self.cost_, self._label(), self.group_size)
+        return self._randomize(prepared, self._release_rng())
+
+    def _fit(self, X: Any, joint: bool) -> NDArray[Any]:
         check_ledger(self.accountant, self.dataset)
         check_positive_int(self.group_size, "group_size")
         array = self._validate_input(X, reset=True)
-        self._fit_release(array)
         self._rng = kept_rng(self.random_state, type(self).__name__)
-        return self
+        self.fit_cost_ = self._fit_release(array, joint)
+        return array
 
     def transform(self, X: Any) -> Any:
         """Release X with noise: check X, charge the ledger, then randomise.

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, plan_noise
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.splitting import NoisePlan, plan_noise
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["GaussianNoise", "LaplaceNoise", "StaircaseNoise"]
@@ -63,6 +63,8 @@ class LaplaceNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -73,6 +75,8 @@ class LaplaceNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
@@ -142,6 +146,8 @@ class GaussianNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -155,6 +161,8 @@ class GaussianNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
@@ -226,6 +234,8 @@ class StaircaseNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -237,6 +247,8 @@ class StaircaseNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
