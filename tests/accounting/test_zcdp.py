@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import hypothesis
 import mpmath
@@ -290,8 +291,6 @@ def _mp_rho_limit(epsilon: float, delta: float) -> mpmath.mpf:
 
 
 def test_the_readme_rule_table_counts_for_zcdp() -> None:
-    from pathlib import Path
-
     text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     rows = {
         "Laplace(epsilon=0.5, sensitivity=1)": Laplace(epsilon=0.5, sensitivity=1.0),
@@ -319,3 +318,40 @@ def test_the_readme_rule_table_counts_for_zcdp() -> None:
                 break
             count += 1
         assert count == claimed == expected, shown
+
+
+def test_the_command_sets_a_zcdp_budget(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from dp_pipeline.cli import app
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ledger", "init", "--ledger", url]).exit_code == 0
+    shown = runner.invoke(
+        app,
+        [
+            "budget",
+            "set",
+            "d",
+            "--epsilon",
+            "3",
+            "--delta",
+            "1e-6",
+            "--rule",
+            "zcdp",
+            "--json",
+            "--ledger",
+            url,
+        ],
+    )
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["rule"] == "zcdp"
+    table = runner.invoke(app, ["budget", "show", "d", "--ledger", url], env={"COLUMNS": "200"}).stdout
+    assert "pure ε or zCDP filter" in table
+    with PrivacyAccountant(url, create=False) as acct:
+        assert acct.budget("d").method == "zcdp"
+        acct.spend("d", Gaussian.from_mu(mu=0.25, sensitivity=1.0))
+    table = runner.invoke(app, ["budget", "show", "d", "--ledger", url], env={"COLUMNS": "200"}).stdout
+    assert "zCDP filter" in table.split("pure ε or zCDP filter")[-1]  # the spent amount's method
