@@ -5,7 +5,7 @@ A frame function builds one :class:`Release` from its arguments (nothing is read
 declared bounds (:func:`sensitivity`), then computes the exact bounded aggregate inside
 :meth:`Release.charging`: the release is reserved on the ledger before any data is read (a refusal reads
 nothing), committed once the aggregate exists, and only then is the noise drawn, on the driver. Only the
-aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames._engine`) is the engine's.
+aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames.engine`) is the engine's.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from dp_pipeline.charging import (
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import check_level, check_limit, column_list, group_index
-from dp_pipeline.frames._engine import Bounding, Engine, PartitionBounding, engine_of
+from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
+from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding, engine_of
 from dp_pipeline.mechanisms.sampling import release_rng
 from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
 from dp_pipeline.tabular import declared_bounds
@@ -159,7 +159,7 @@ class Release:
     def sums(
         self, column: Hashable | None, clip: tuple[float, float], centre: float, powers: Sequence[int]
     ) -> NDArray[np.float64]:
-        """The exact bounded sums of the powers (see :meth:`~dp_pipeline.frames._engine.Engine.sums`)."""
+        """The exact bounded sums of the powers (see :meth:`~dp_pipeline.frames.engine.Engine.sums`)."""
         return self.engine.sums(self.bounding, column, clip, centre, powers)
 
     def grid_ranks(

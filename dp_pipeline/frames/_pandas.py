@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._common import (
+from dp_pipeline.frames.common import (
     bound_contributions,
     bound_partitions,
     check_frame,
@@ -21,9 +21,8 @@ from dp_pipeline.frames._common import (
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames._engine import Bounding, noisy_batch, randomized_batch
-from dp_pipeline.mechanisms import sampling
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ __all__ = ["PandasEngine"]
 
 
 class PandasEngine:
-    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames._engine.Engine`)."""
+    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
 
     def __init__(self, df: pd.DataFrame) -> None:
         self.df = df

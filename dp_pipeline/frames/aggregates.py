@@ -38,10 +38,10 @@ from numpy.typing import NDArray
 from scipy import special
 
 from dp_pipeline.exact import subtract_up
-from dp_pipeline.frames._common import column_list, interval_half_width, result_frame
 from dp_pipeline.frames._core import Release
 from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
-from dp_pipeline.frames._engine import engine_of
+from dp_pipeline.frames.common import column_list, interval_half_width, result_frame
+from dp_pipeline.frames.engine import engine_of
 from dp_pipeline.splitting import NoisePlan
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_f
 from dp_pipeline._validation import check_real
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import require_pandas
 from dp_pipeline.frames._core import Release
+from dp_pipeline.frames.common import require_pandas
 
 if TYPE_CHECKING:
     import pandas as pd

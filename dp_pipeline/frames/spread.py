@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.frames._common import interval_half_width, result_frame
 from dp_pipeline.frames._core import Release
 from dp_pipeline.frames.aggregates import noisy
+from dp_pipeline.frames.common import interval_half_width, result_frame
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -29,7 +29,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._common import (
+from dp_pipeline.frames.common import (
     no_answer,
     no_partition,
     no_person,
@@ -39,9 +39,8 @@ from dp_pipeline.frames._common import (
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames._engine import Bounding, noisy_batch, randomized_batch
-from dp_pipeline.mechanisms import sampling
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._bounding import KEEP, with_kept
 from dp_pipeline.spark._grid import bucket
@@ -69,7 +68,7 @@ def _fixed(error: InvalidParameterError) -> Callable[[int], InvalidParameterErro
 
 
 class SparkEngine:
-    """A Spark DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames._engine.Engine`)."""
+    """A Spark DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
 
     def __init__(self, sdf: DataFrame) -> None:
         self.sdf = sdf

@@ -13,7 +13,7 @@ from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP
 from dp_pipeline.frames import dp_count
-from dp_pipeline.frames._engine import PartitionBounding
+from dp_pipeline.frames.engine import PartitionBounding
 from dp_pipeline.spark._bounding import KEEP, with_kept
 
 pytestmark = pytest.mark.spark

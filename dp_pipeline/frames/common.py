@@ -1,4 +1,5 @@
-"""Shared checks of the frame functions (any engine): the lazy pandas import, columns, the privacy unit,
+"""Shared checks of the frame functions, public to every dataframe engine (pandas here, Spark in
+:mod:`dp_pipeline.spark`): the lazy pandas import, columns, the privacy unit,
 group keys, the refusals of bad columns, and the result table."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism
 
 if TYPE_CHECKING:
     import pandas as pd
