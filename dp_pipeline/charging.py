@@ -16,7 +16,14 @@ from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
 
-__all__ = ["UNACCOUNTED", "charge", "check_ledger", "dataset_relation"]
+__all__ = [
+    "UNACCOUNTED",
+    "charge",
+    "check_ledger",
+    "dataset_partitions",
+    "dataset_relation",
+    "partition_options",
+]
 
 UNACCOUNTED = "unaccounted"
 """The explicit opt-out: ``accountant="unaccounted"`` releases without charging any ledger."""
@@ -25,7 +32,9 @@ UNACCOUNTED = "unaccounted"
 class _Spender(Protocol):
     """What a release is charged to: a PrivacyAccountant, or a Reservation that pays from what it holds."""
 
-    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "") -> Any: ...
+    def spend(
+        self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "", partition: Any = None
+    ) -> Any: ...
 
 
 def check_ledger(accountant: Any, dataset: Any) -> None:
@@ -71,13 +80,34 @@ def dataset_relation(accountant: Any, dataset: Any) -> Relation:
     return relation
 
 
+def dataset_partitions(accountant: Any, dataset: Any) -> int | None:
+    """L, the most partitions one person's data lie in, of the partitioned dataset a release is charged to
+    (one read of the ledger); None for a dataset that is not partitioned, or ``"unaccounted"``."""
+    read = getattr(accountant, "budget", None)
+    if isinstance(accountant, str) or not callable(read):
+        return None
+    limit: int | None = getattr(read(dataset), "partitions", None)
+    return limit
+
+
+def partition_options(partition: tuple[str, ...]) -> dict[str, Any]:
+    """The keyword a spend or reservation takes for the partitions a release names (none: no keyword, so
+    that an accountant without partitions is called as before)."""
+    return {"partition": list(partition)} if partition else {}
+
+
 def charge(
-    accountant: Any, dataset: Any, cost: PrivacyEvent | Guarantee, label: str, group_size: Any = 1
+    accountant: Any,
+    dataset: Any,
+    cost: PrivacyEvent | Guarantee,
+    label: str,
+    group_size: Any = 1,
+    partition: tuple[str, ...] = (),
 ) -> None:
-    """Charge one release (for groups of ``group_size`` rows) to the ledger before its result exists;
-    BudgetExceededError charges nothing."""
+    """Charge one release (for groups of ``group_size`` rows, on the partitions it names, if any) to the
+    ledger before its result exists; BudgetExceededError charges nothing."""
     k = check_positive_int(group_size, "group_size")
     if isinstance(accountant, str) and accountant == UNACCOUNTED:
         return
     spender: _Spender = accountant
-    spender.spend(dataset, cost, group_size=k, label=label)
+    spender.spend(dataset, cost, group_size=k, label=label, **partition_options(partition))

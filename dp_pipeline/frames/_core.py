@@ -5,11 +5,12 @@ A frame function builds one :class:`Release` from its arguments (nothing is read
 declared bounds (:func:`sensitivity`), then computes the exact bounded aggregate inside
 :meth:`Release.charging`: the release is reserved on the ledger before any data is read (a refusal reads
 nothing), committed once the aggregate exists, and only then is the noise drawn, on the driver. Only the
-aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames._engine`) is the engine's.
+aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames.engine`) is the engine's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -19,12 +20,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.charging import UNACCOUNTED, charge, check_ledger, dataset_relation
+from dp_pipeline.accounting.partitions import partition_names
+from dp_pipeline.charging import (
+    UNACCOUNTED,
+    charge,
+    check_ledger,
+    dataset_partitions,
+    dataset_relation,
+    partition_options,
+)
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import check_level, check_limit, column_list, group_index
-from dp_pipeline.frames._engine import Bounding, Engine, engine_of
+from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
+from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding, engine_of
 from dp_pipeline.mechanisms.sampling import release_rng
 from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
 from dp_pipeline.tabular import declared_bounds
@@ -39,7 +48,12 @@ NOISES = ("laplace", "gaussian")
 
 @contextmanager
 def charging(
-    accountant: Any, dataset: Any, event: PrivacyEvent, label: str, group_size: int
+    accountant: Any,
+    dataset: Any,
+    event: PrivacyEvent,
+    label: str,
+    group_size: int,
+    partition: tuple[str, ...] = (),
 ) -> Iterator[None]:
     """Charge one release around the block that reads the data; the block's caller adds the noise after.
 
@@ -48,14 +62,15 @@ def charging(
     is the data failing the release's checks: the reservation is cancelled (the refusal is all that leaves
     the call, as when the checks run before the charge) and the error raised. Any other error commits: the
     data may have been read. An accountant with only ``spend`` is charged after the block, before the
-    noise; ``"unaccounted"`` charges nothing.
+    noise; ``"unaccounted"`` charges nothing. ``partition`` names the partitions the release reads, on a
+    partitioned dataset.
     """
     reserve = getattr(accountant, "reserve", None)
     if (isinstance(accountant, str) and accountant == UNACCOUNTED) or not callable(reserve):
         yield
-        charge(accountant, dataset, event, label, group_size)
+        charge(accountant, dataset, event, label, group_size, partition)
         return
-    reservation = reserve(dataset, event, group_size=group_size, label=label)
+    reservation = reserve(dataset, event, group_size=group_size, label=label, **partition_options(partition))
     try:
         yield
     except InvalidParameterError:
@@ -72,9 +87,9 @@ class Release:
 
     ``arguments`` are the frame function's own (its ``locals()`` on entry): every aggregate takes the
     options they share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
-    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state`` and ``level``)
-    under these names. Nothing is read from the data but its schema (and, for data in memory, the checks of
-    the person column).
+    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state``, ``level``,
+    ``partition_column`` and ``partition``) under these names. Nothing is read from the data but its schema
+    (and, for data in memory, the checks of the person and partition columns).
     """
 
     def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
@@ -107,7 +122,25 @@ class Release:
         self.relation = dataset_relation(self.accountant, self.dataset)
         self.group_size = check_positive_int(arguments["group_size"], "group_size")
         self.rng = release_rng(arguments["random_state"], owner)
-        self.bounding = Bounding(self.unit, self.m, self.by, self.index, self.rng)
+        self.partition = partition_names(arguments["partition"])
+        partitions = self._partitions(arguments["partition_column"])
+        self.bounding = Bounding(self.unit, self.m, self.by, self.index, self.rng, partitions)
+
+    def _partitions(self, partition_column: Any) -> PartitionBounding | None:
+        """With ``partition_column``: the rows of the partitions named, each person in at most L of them
+        (L of the dataset charged, which must be partitioned)."""
+        if partition_column is None:
+            return None
+        (column,) = column_list(self.engine, partition_column, "partition_column")
+        limit = dataset_partitions(self.accountant, self.dataset)
+        if limit is None:
+            raise InvalidParameterError(
+                "'partition_column' keeps each person in the L partitions that the dataset charged declares "
+                "(set_budget(..., partitions=L)); this release is charged to no partitioned dataset",
+                "partition_column",
+            )
+        self.engine.check_partition(column)
+        return PartitionBounding(column, self.partition, limit)
 
     def value_column(
         self, column: Any, lower: Any, upper: Any, searched: tuple[float, float] | None = None
@@ -126,7 +159,7 @@ class Release:
     def sums(
         self, column: Hashable | None, clip: tuple[float, float], centre: float, powers: Sequence[int]
     ) -> NDArray[np.float64]:
-        """The exact bounded sums of the powers (see :meth:`~dp_pipeline.frames._engine.Engine.sums`)."""
+        """The exact bounded sums of the powers (see :meth:`~dp_pipeline.frames.engine.Engine.sums`)."""
         return self.engine.sums(self.bounding, column, clip, centre, powers)
 
     def grid_ranks(
@@ -135,7 +168,7 @@ class Release:
         """#{kept values < cₖ} per key (``whole``: of the whole column, ungrouped)."""
         bounding = self.bounding
         if whole and bounding.by is not None:
-            bounding = Bounding(bounding.unit, bounding.limit, None, None, bounding.rng)
+            bounding = dataclasses.replace(bounding, by=None, keys=None)
         return self.engine.grid_ranks(bounding, column, clip, grid)
 
     def plan(self, ranges: list[tuple[float, float]], epsilon: float | None = None) -> NoisePlan:
@@ -156,8 +189,8 @@ class Release:
         )
 
     def charging(self, event: PrivacyEvent, label: str) -> Any:
-        """:func:`charging` of this release."""
-        return charging(self.accountant, self.dataset, event, label, self.group_size)
+        """:func:`charging` of this release (on the partitions it names)."""
+        return charging(self.accountant, self.dataset, event, label, self.group_size, self.partition)
 
     def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
         return {

@@ -9,19 +9,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._common import (
+from dp_pipeline.frames.common import (
     bound_contributions,
+    bound_partitions,
     check_frame,
     no_answer,
+    no_partition,
     no_person,
     not_yes_no,
     numeric_values,
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames._engine import Bounding, noisy_batch, randomized_batch
-from dp_pipeline.mechanisms import sampling
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ __all__ = ["PandasEngine"]
 
 
 class PandasEngine:
-    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames._engine.Engine`)."""
+    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
 
     def __init__(self, df: pd.DataFrame) -> None:
         self.df = df
@@ -51,6 +52,10 @@ class PandasEngine:
     def check_unit(self, unit: Hashable) -> None:
         if self.df[unit].isna().any():
             raise no_person(unit)
+
+    def check_partition(self, column: Hashable) -> None:
+        if self.df[column].isna().any():
+            raise no_partition(column)
 
     def check_yes_no(self, column: Hashable) -> None:
         if self.df[column].isna().any():
@@ -77,7 +82,10 @@ class PandasEngine:
     def _rows(self, bounding: Bounding) -> pd.DataFrame:
         """The kept rows; one sample per bounding (a call that reads the column twice sees the same rows)."""
         if self._kept is None or self._kept[0] is not bounding:
-            self._kept = (bounding, bound_contributions(self.df, bounding.unit, bounding.limit, bounding.rng))
+            rows, read, unit, rng = self.df, bounding.partitions, bounding.unit, bounding.rng
+            if read is not None:
+                rows = bound_partitions(rows, unit, read.column, read.names, read.limit, rng)
+            self._kept = (bounding, bound_contributions(rows, unit, bounding.limit, rng))
         return self._kept[1]
 
     def _by_key(self, bounding: Bounding, rows: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:

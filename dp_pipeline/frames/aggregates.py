@@ -30,6 +30,7 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,10 +38,10 @@ from numpy.typing import NDArray
 from scipy import special
 
 from dp_pipeline.exact import subtract_up
-from dp_pipeline.frames._common import column_list, interval_half_width, result_frame
 from dp_pipeline.frames._core import Release
 from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
-from dp_pipeline.frames._engine import engine_of
+from dp_pipeline.frames.common import column_list, interval_half_width, result_frame
+from dp_pipeline.frames.engine import engine_of
 from dp_pipeline.splitting import NoisePlan
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ def dp_count(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP row count, whole or per declared group.
 
@@ -135,6 +138,15 @@ def dp_count(
         The contribution sampling and the noise: None (default) for fresh OS entropy at every call; a
         bare seed or numpy Generator raises PrivacyLeakWarning (reproducible noise is for tests only);
         ``secure_rng(seed)`` seeds on purpose, without the warning.
+    partition_column : column name, optional
+        On a partitioned dataset (``set_budget(..., partitions=L)``): the column holding each row's
+        partition (read as a string). Only rows of the named ``partition`` enter the release, and with a
+        ``privacy_unit`` each person's rows are kept in at most L of their partitions, chosen at random
+        (as ``max_contributions`` keeps rows). That bounds this release's rows; L must hold for the whole
+        dataset, so when releases read one partition each, bound the data once before splitting them.
+    partition : str or list of str, optional
+        The partitions the release reads: it is charged to each of them (``spend(..., partition=...)``).
+        None: the whole dataset.
 
     Returns
     -------
@@ -180,6 +192,8 @@ def dp_histogram(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.DataFrame | SparkDataFrame:
     """DP value counts of ``column`` over declared ``categories`` (a DP ``value_counts``).
 
@@ -253,6 +267,8 @@ def dp_sum(
     random_state: Any = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP sum of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
@@ -311,6 +327,8 @@ def dp_mean(
     random_state: Any = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP mean of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 

@@ -11,10 +11,10 @@ from dp_pipeline._learned_bounds import BoundsSearch, search_share
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.charging import check_ledger
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import column_list
 from dp_pipeline.frames._core import charging
 from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
-from dp_pipeline.frames._engine import engine_of
+from dp_pipeline.frames.common import column_list
+from dp_pipeline.frames.engine import engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 from dp_pipeline.mechanisms.sampling import release_rng
 from dp_pipeline.splitting import NoisePlan, check_delta, check_epsilon, plan_noise

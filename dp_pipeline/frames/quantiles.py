@@ -33,8 +33,8 @@ from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_f
 from dp_pipeline._validation import check_real
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import require_pandas
 from dp_pipeline.frames._core import Release
+from dp_pipeline.frames.common import require_pandas
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,6 +117,8 @@ def dp_quantiles(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.DataFrame | SparkDataFrame:
     """DP quantiles of ``column`` (each q in [0, 1]), whole or per declared group, in one release.
 
@@ -148,6 +150,9 @@ def dp_quantiles(
         The probability of the ``rank_error`` bound, 0.95 by default.
     random_state : None, int or numpy.random.Generator
         As for :func:`~dp_pipeline.frames.dp_count`.
+    partition_column, partition : optional
+        The partitions the release reads, each person kept in at most L of them (as for
+        :func:`~dp_pipeline.frames.dp_count`).
     quantiles : float or list of floats
         The quantiles q ∈ [0, 1].
 
@@ -189,6 +194,8 @@ def dp_quantile(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """One DP quantile of ``column``: :func:`dp_quantiles` with one q.
 
@@ -215,6 +222,8 @@ def dp_median(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """The DP median of ``column``: :func:`dp_quantile` with q = ½.
 

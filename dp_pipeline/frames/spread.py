@@ -20,14 +20,15 @@ probability ≥ ``level``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.frames._common import interval_half_width, result_frame
 from dp_pipeline.frames._core import Release
 from dp_pipeline.frames.aggregates import noisy
+from dp_pipeline.frames.common import interval_half_width, result_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,6 +110,8 @@ def dp_var(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP variance (ddof = 0) of ``column`` clipped to [lower, upper], whole or per declared group.
 
@@ -146,6 +149,8 @@ def dp_std(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
 ) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP standard deviation (ddof = 0) of ``column``: √ of :func:`dp_var`'s value and interval ends.
 

@@ -29,8 +29,9 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._common import (
+from dp_pipeline.frames.common import (
     no_answer,
+    no_partition,
     no_person,
     not_a_number,
     not_finite,
@@ -38,9 +39,8 @@ from dp_pipeline.frames._common import (
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames._engine import Bounding, noisy_batch, randomized_batch
-from dp_pipeline.mechanisms import sampling
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._bounding import KEEP, with_kept
 from dp_pipeline.spark._grid import bucket
@@ -68,7 +68,7 @@ def _fixed(error: InvalidParameterError) -> Callable[[int], InvalidParameterErro
 
 
 class SparkEngine:
-    """A Spark DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames._engine.Engine`)."""
+    """A Spark DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
 
     def __init__(self, sdf: DataFrame) -> None:
         self.sdf = sdf
@@ -104,6 +104,9 @@ class SparkEngine:
 
     def check_unit(self, unit: Hashable) -> None:
         self._checks.append(_Check(sf.col(str(unit)).isNull(), _fixed(no_person(unit))))
+
+    def check_partition(self, column: Hashable) -> None:
+        self._checks.append(_Check(sf.col(str(column)).isNull(), _fixed(no_partition(column))))
 
     def check_yes_no(self, column: Hashable) -> None:
         data_type = self._type(column)
@@ -155,12 +158,15 @@ class SparkEngine:
 
     def _kept(self, bounding: Bounding, column: Hashable | None) -> tuple[DataFrame, Column]:
         """The needed columns with KEEP and KEY, and the condition of the rows that enter the release."""
-        needed = [c for c in (bounding.unit, *(bounding.by or []), column) if c is not None]
+        read = bounding.partitions
+        partition = None if read is None else read.column
+        needed = [c for c in (bounding.unit, *(bounding.by or []), column, partition) if c is not None]
         frame = with_kept(
             self.sdf.select(*dict.fromkeys(str(c) for c in needed)),
             bounding.unit,
             bounding.limit,
             self._seed_of(bounding),
+            read,
         )
         if bounding.by is None:
             return frame, sf.col(KEEP)

@@ -1,4 +1,5 @@
-"""Shared checks of the frame functions (any engine): the lazy pandas import, columns, the privacy unit,
+"""Shared checks of the frame functions, public to every dataframe engine (pandas here, Spark in
+:mod:`dp_pipeline.spark`): the lazy pandas import, columns, the privacy unit,
 group keys, the refusals of bad columns, and the result table."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "bound_contributions",
+    "bound_partitions",
     "check_frame",
     "check_level",
     "check_limit",
@@ -31,6 +33,7 @@ __all__ = [
     "group_index",
     "interval_half_width",
     "no_answer",
+    "no_partition",
     "no_person",
     "not_a_number",
     "not_finite",
@@ -108,6 +111,14 @@ def no_person(unit: Hashable) -> InvalidParameterError:
     )
 
 
+def no_partition(column: Hashable) -> InvalidParameterError:
+    """A partition column with a missing value: every row must name its partition."""
+    return InvalidParameterError(
+        f"'partition_column': column {column!r} contains missing values; every row must name its partition",
+        "partition_column",
+    )
+
+
 def not_yes_no(column: Hashable, dtype: object) -> InvalidParameterError:
     """The refusal of a column of yes/no answers that holds neither bools nor numbers."""
     return InvalidParameterError(
@@ -179,6 +190,40 @@ def bound_contributions(df: pd.DataFrame, unit: Hashable | None, limit: int, rng
     rank = shuffled.groupby(shuffled, sort=False).cumcount().to_numpy()
     keep = np.sort(order[rank < limit])
     return df.iloc[keep]
+
+
+def bound_partitions(
+    df: pd.DataFrame,
+    unit: Hashable | None,
+    column: Hashable,
+    names: tuple[str, ...],
+    limit: int,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """The rows of the partitions ``names`` (all rows when none are named), each person's rows kept in at
+    most ``limit`` of the partitions they appear in, chosen uniformly at random.
+
+    A row's partition is its value of ``column`` as a string (a column of pandas dates reads
+    ``"2026-11-24"``). Without a person column every row is its own person and lies in one partition. The
+    partitions kept for a person are a uniform random sample of theirs (random priorities per person and
+    partition, the smallest ``limit`` kept), as :func:`bound_contributions` samples rows, before the rows
+    are bounded. This bounds the release's own rows; that each person lies in at most ``limit`` partitions
+    of the whole dataset, across releases, is what the dataset declares.
+    """
+    keys = df[column].astype(str)
+    if names:
+        read = keys.isin(names).to_numpy()
+        df, keys = df[read], keys[read]
+    if unit is None or df.empty:
+        return df
+    pandas = require_pandas()
+    pairs = pandas.MultiIndex.from_arrays([df[unit].to_numpy(), keys.to_numpy()])
+    distinct = pairs.unique()
+    order = np.argsort(sampling.uniform(rng, (len(distinct),)), kind="stable")
+    shuffled = distinct[order]
+    people = shuffled.get_level_values(0)
+    rank = pandas.Series(people).groupby(people, sort=False).cumcount().to_numpy()
+    return df[pairs.isin(shuffled[rank < limit])]
 
 
 def group_index(engine: Any, by: Any, keys: Any, name: str = "keys") -> tuple[list[Hashable], pd.Index]:

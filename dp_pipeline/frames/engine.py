@@ -6,8 +6,9 @@ engine only reads the data:
 
 * checks that a column exists and holds numbers (from the schema; an engine may also check the values
   here, when that is cheap, or else while it computes);
-* :meth:`Engine.sums`: Σ (clip(x) − c)ᵖ over the rows that enter the release (at most m per person, a
-  uniform random sample of that person's rows), per declared key, zero for a key no row has;
+* :meth:`Engine.sums`: Σ (clip(x) − c)ᵖ over the rows that enter the release (on a partitioned dataset
+  those of the partitions read, each person in at most L of them; then at most m per person, a uniform
+  random sample of that person's rows), per declared key, zero for a key no row has;
 * :meth:`Engine.grid_ranks`: #{kept values < cₖ} at each point cₖ of a grid, per declared key;
 * the per-row releases: noise on numeric columns, randomized response on a column.
 
@@ -31,25 +32,38 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Bounding", "Engine", "engine_of", "noisy_batch", "randomized_batch"]
+__all__ = ["Bounding", "Engine", "PartitionBounding", "engine_of", "noisy_batch", "randomized_batch"]
+
+
+@dataclass(frozen=True)
+class PartitionBounding:
+    """The partitions a release reads on a partitioned dataset: the rows whose ``column`` (read as a string)
+    is one of ``names`` (all rows when ``names`` is empty), each person's rows kept in at most ``limit`` of
+    their partitions, a uniform random choice (before the rows are bounded)."""
+
+    column: Hashable
+    names: tuple[str, ...]
+    limit: int
 
 
 @dataclass(frozen=True)
 class Bounding:
     """Which rows enter a release: at most ``limit`` per person of column ``unit`` (every row is a person
     when ``unit`` is None), the rows of the declared ``keys`` of the columns ``by`` (all rows when ``by``
-    is None); ``rng`` draws the sample."""
+    is None), and with ``partitions`` only those of the partitions read, each person in at most L of them;
+    ``rng`` draws the samples."""
 
     unit: Hashable | None
     limit: int
     by: list[Hashable] | None
     keys: pd.Index | None
     rng: np.random.Generator
+    partitions: PartitionBounding | None = None
 
     @property
     def n_keys(self) -> int:
@@ -73,6 +87,9 @@ class Engine(Protocol):
 
     def check_unit(self, unit: Hashable) -> None:
         """InvalidParameterError unless every row names its person."""
+
+    def check_partition(self, column: Hashable) -> None:
+        """InvalidParameterError unless every row names its partition."""
 
     def check_yes_no(self, column: Hashable) -> None:
         """InvalidParameterError unless ``column`` can hold yes/no answers (bools or numbers)."""
