@@ -32,11 +32,13 @@ $(VENV)/.synced-demo: uv.lock pyproject.toml
 	@$(UV) sync --frozen --inexact $(DEMO_EXTRAS) --quiet
 	@touch $@
 
-# Debian packages the tests use: a PostgreSQL server for the ledger tests, Chromium for the UI test.
+# Debian packages the tests use: a PostgreSQL server for the ledger tests, Chromium for the UI test, Java 17
+# for the local Spark session of the Spark tests.
 system-deps:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

@@ -14,7 +14,7 @@ from typing import Any
 
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, format_guarantee
 from dp_pipeline.mechanisms import Mechanism
 
 __all__ = ["CostLike", "DPCost", "as_cost"]
@@ -25,14 +25,6 @@ CostLike = Mechanism | PrivacyEvent | Guarantee
 _SPEC_KEYS = frozenset(
     {"dataset", "epsilon", "delta", "mu", "event", "group_size", "label", "max_map_length"}
 )
-
-
-def _describe_guarantee(guarantee: Guarantee) -> str:
-    if isinstance(guarantee, GaussianDP):
-        return f"μ={guarantee.mu:g}"
-    if isinstance(guarantee, ApproxDP) and guarantee.delta > 0:
-        return f"ε={guarantee.epsilon:g}, δ={guarantee.delta:g}"
-    return f"ε={getattr(guarantee, 'epsilon', float('nan')):g}"
 
 
 @dataclass(frozen=True)
@@ -113,7 +105,7 @@ class DPCost:
         """A short human-readable form, e.g. ``"Laplace ε=0.5 on 'patients'"``."""
         kind = type(self.cost).__name__ if isinstance(self.cost, Mechanism) else self.event.kind
         group = f" (groups of {self.group_size})" if self.group_size > 1 else ""
-        return f"{kind} {_describe_guarantee(self.guarantee)}{group} on {self.dataset!r}"
+        return f"{kind} {format_guarantee(self.guarantee, compact=True)}{group} on {self.dataset!r}"
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> DPCost:

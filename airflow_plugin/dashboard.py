@@ -3,7 +3,8 @@
 Routes (all ``GET``; the app has no route that writes to the ledger):
 
 - ``/``: per dataset the budget, spent, remaining, the composition method, the history (with releases paid
-  from a reservation), with charts, and each DAG run's reservation (reserved, held, paid);
+  from a reservation), with charts, each DAG run's reservation (reserved, held, paid), and for a
+  partitioned dataset what each partition has spent;
 - ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
 
 The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
@@ -12,7 +13,7 @@ The page loads nothing from elsewhere (no CDN, no script): the charts are SVG dr
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_plugin.reports import (
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.reports import BudgetReport
 
 __all__ = ["create_app", "render_page"]
 
@@ -148,12 +150,36 @@ def _runs_table(runs: Sequence[RunReservation]) -> str:
     )
 
 
+def _partition_table(spent: Mapping[str, BudgetReport]) -> str:
+    """What each partition of a partitioned dataset has spent (empty for a dataset that is not)."""
+    if not spent:
+        return ""
+    rows = "".join(
+        f'<tr data-partition="{_e(name)}"><td>{_e(name)}</td>'
+        f'<td class="num">{_e(format_guarantee(report.guarantee))}</td><td>{_e(report.method)}</td></tr>'
+        for name, report in spent.items()
+    )
+    limit = next(iter(spent.values())).partitions
+    return (
+        f'<table class="partitions"><caption>per partition (at most {_e(limit)} per person; the dataset\'s '
+        "spent amount composes the largest)</caption><thead><tr><th>partition</th><th>spent</th>"
+        f"<th>method</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def _commits(summary: DatasetSummary) -> int:
     return sum(1 for row in summary.history if row.is_charge and row.status == "committed")
 
 
-def render_page(summaries: Sequence[DatasetSummary], *, error: str | None = None) -> str:
-    """The dashboard HTML for these summaries (a complete, self-contained document)."""
+def render_page(
+    summaries: Sequence[DatasetSummary],
+    *,
+    error: str | None = None,
+    partitions: Mapping[str, Mapping[str, BudgetReport]] | None = None,
+) -> str:
+    """The dashboard HTML for these summaries (a complete, self-contained document); ``partitions`` maps a
+    partitioned dataset to what each of its partitions has spent (``PrivacyAccountant.partitions``)."""
+    spent_by_partition = partitions or {}
     if error:
         content = f'<p class="empty">The ledger cannot be read: {_e(error)}</p>'
     elif not summaries:
@@ -172,6 +198,7 @@ def render_page(summaries: Sequence[DatasetSummary], *, error: str | None = None
             f'<section id="dataset-{_e(s.dataset)}"><h2>{_e(s.dataset)}</h2>'
             f"<p>budget {_e(format_guarantee(s.budget))} · spent {_e(format_guarantee(s.spent))} "
             f"({_e(s.method)}) · remaining {_e(format_guarantee(s.remaining))}</p>"
+            f"{_partition_table(spent_by_partition.get(s.dataset, {}))}"
             f"{_history_svg(s)}{_runs_table(s.runs)}{_history_table(s.history)}</section>"
             for s in summaries
         )
@@ -266,11 +293,13 @@ def create_app(
     @app.get("/", response_class=HTMLResponse)
     def page() -> HTMLResponse:
         try:
-            summaries = summarize_all(get_accountant())
+            accountant = get_accountant()
+            summaries = summarize_all(accountant)
+            partitions = {s.dataset: accountant.partitions(s.dataset) for s in summaries}
         except Exception as exc:
             error = redact_text(f"{type(exc).__name__}: {exc}")  # a driver's message may quote the URL
             return HTMLResponse(render_page([], error=error), status_code=503)
-        return HTMLResponse(render_page(summaries))
+        return HTMLResponse(render_page(summaries, partitions=partitions))
 
     @app.get("/api/datasets")
     def datasets() -> list[dict[str, Any]]:

@@ -8,7 +8,13 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from dp_pipeline.exceptions import BudgetExceededError, KeyAlreadyUsedError, printable
 
-__all__ = ["AttemptAlreadyChargedError", "PrivacyBudgetExhausted", "PrivacyBudgetSkipped", "PrivacyCostError"]
+__all__ = [
+    "AttemptAlreadyChargedError",
+    "LedgerConnectionError",
+    "PrivacyBudgetExhausted",
+    "PrivacyBudgetSkipped",
+    "PrivacyCostError",
+]
 
 
 class _RefusalMixin:
@@ -126,3 +132,7 @@ class AttemptAlreadyChargedError(AirflowException):
         )
         refusal.dataset, refusal.key, refusal.status = error.dataset, error.key, error.status
         return refusal
+
+
+class LedgerConnectionError(ValueError):
+    """An Airflow Connection cannot be turned into a ledger URL."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseHook
 
 from airflow_plugin.declared import DEFAULT_CONN_ID
+from airflow_plugin.exceptions import LedgerConnectionError
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ _POSTGRES_QUERY_EXTRAS = (
     "options",
     "target_session_attrs",
 )
-
-
-class LedgerConnectionError(ValueError):
-    """An Airflow Connection cannot be turned into a ledger URL."""
 
 
 def connection_to_sqlalchemy_url(

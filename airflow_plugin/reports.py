@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_plugin._attempts import RUN_KEY_PREFIX
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee
+from dp_pipeline import guarantees
+from dp_pipeline.guarantees import GaussianDP, Guarantee
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -40,14 +41,9 @@ def format_number(value: float | None) -> str:
 
 
 def format_guarantee(guarantee: Guarantee | None) -> str:
-    """``ε=0.5``, ``ε=1, δ=1e-06`` or ``μ=0.8``."""
-    if guarantee is None:
-        return "-"
-    if isinstance(guarantee, GaussianDP):
-        return f"μ={format_number(guarantee.mu)}"
-    if isinstance(guarantee, ApproxDP) and guarantee.delta > 0:
-        return f"ε={format_number(guarantee.epsilon)}, δ={guarantee.delta:.3g}"
-    return f"ε={format_number(amount(guarantee))}"
+    """``ε=0.5``, ``ε=1, δ=1e-06`` or ``μ=0.8`` (:func:`dp_pipeline.guarantees.format_guarantee`), ``-`` for
+    nothing."""
+    return "-" if guarantee is None else guarantees.format_guarantee(guarantee, compact=True, delta_digits=3)
 
 
 @dataclass(frozen=True)

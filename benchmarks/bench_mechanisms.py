@@ -53,7 +53,7 @@ def opendp_rates(n: int) -> dict[str, float]:
 
 
 def diffprivlib_rates(n: int) -> dict[str, float]:
-    return dict(json.loads(run_worker("diffprivlib", [str(n)])))
+    return dict(json.loads(run_worker("diffprivlib", ["rates", str(n)])))
 
 
 def main() -> None:

@@ -1,14 +1,17 @@
-"""DP median and quartiles on 10⁶ values: dp-pipeline against OpenDP's quantile, same ε, same data.
+"""DP median and quartiles on 10⁶ values: dp-pipeline against OpenDP and diffprivlib, same ε, same data.
 
 Data: 10⁶ draws of N(50, 10²) (seeded), declared bounds [0, 100]. The median is released at ε = 1; the three
-quartiles together at ε = 1 (ε/3 each on both sides). dp-pipeline: :func:`~dp_pipeline.frames.dp_median` and
+quartiles together at ε = 1 (ε/3 each on every side). dp-pipeline: :func:`~dp_pipeline.frames.dp_median` and
 :func:`~dp_pipeline.frames.dp_quantiles` (exponential mechanism on its 2¹⁶ + 1-point grid, exact sampling,
 the secure generator, ``accountant="unaccounted"``). OpenDP: ``make_private_quantile`` (Smith's scores,
 permute-and-flip/Gumbel selection) on a 1,025-point candidate grid over the same bounds (its scoring is
 linear in the candidates; a finer grid made it far slower), with the noise scale that gives ε at
-``d_in = 1`` (``binary_search_param``), under MaxDivergence. Each side releases ``runs`` times (100 by
-default); the table shows the mean wall time per call and the mean absolute error against ``numpy.quantile``.
-diffprivlib is not measured here: it does not import with this scikit-learn (see the README).
+``d_in = 1`` (``binary_search_param``), under MaxDivergence. diffprivlib: ``diffprivlib.tools.quantile``
+(Smith's interval exponential mechanism, continuous output, float probabilities) with ``bounds`` and ε
+(split evenly over the quartiles), run in its own environment through benchmarks/_diffprivlib_worker.py
+(benchmarks/_worker_env.py), on the same array saved to a temporary file. Each library releases ``runs`` times
+(100 by default); the table shows the mean wall time per call and the mean absolute error against
+``numpy.quantile``.
 
 Run: ``.venv/bin/python benchmarks/bench_quantiles.py [--runs 100]`` (prints a Markdown table).
 """
@@ -16,11 +19,15 @@ Run: ``.venv/bin/python benchmarks/bench_quantiles.py [--runs 100]`` (prints a M
 from __future__ import annotations
 
 import argparse
+import json
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _worker_env import run_worker
 
 from dp_pipeline.frames import dp_median, dp_quantiles
 
@@ -56,6 +63,20 @@ def opendp_release(data: np.ndarray, qs: list[float], epsilon: float) -> Callabl
     return lambda: [float(m(values)) for m in measurements]  # type: ignore[operator]
 
 
+def diffprivlib_measure(
+    data: np.ndarray, qs: list[float], truth: list[float], runs: int
+) -> tuple[float, float]:
+    """(mean seconds per call, mean absolute error) of diffprivlib's quantile, in its own environment."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "data.npy"
+        np.save(path, data)
+        bounds = [str(LOWER), str(UPPER)]
+        args = ["quantiles", str(path), str(runs), str(EPSILON), *bounds, *map(str, qs)]
+        out = json.loads(run_worker("diffprivlib", args))
+    errors = [abs(v - t) for released in out["values"] for v, t in zip(released, truth, strict=True)]
+    return float(out["seconds"]), float(np.mean(errors))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
@@ -76,6 +97,7 @@ def main() -> None:
         theirs = opendp_release(data, qs, EPSILON)
         if theirs is not None:
             rows.append((label, "OpenDP", *measure(theirs, truth, runs)))
+        rows.append((label, "diffprivlib", *diffprivlib_measure(data, qs, truth, runs)))
     print(f"| release | library | seconds per call | mean absolute error ({runs} runs) |")
     print("|---|---|---:|---:|")
     for label, library, seconds, error in rows:

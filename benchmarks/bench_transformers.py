@@ -27,7 +27,7 @@ import pandas as pd
 
 from dp_pipeline import PrivacyAccountant, PrivacyLeakWarning, PureDP
 from dp_pipeline.mechanisms import Laplace, fast_rng
-from dp_pipeline.mechanisms._sampling import secure_rng
+from dp_pipeline.mechanisms.sampling import secure_rng
 from dp_pipeline.transformers import LaplaceNoise
 
 ROWS, COLUMNS = 1_000_000, 10

@@ -6,6 +6,8 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
+    KeyAlreadyUsedError,
+    LedgerError,
     PrivacyLeakWarning,
     UnsupportedCompositionError,
 )
@@ -18,6 +20,8 @@ __all__ = [
     "GaussianDP",
     "Guarantee",
     "InvalidParameterError",
+    "KeyAlreadyUsedError",
+    "LedgerError",
     "PlannedRelease",
     "PrivacyAccountant",
     "PrivacyEvent",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 import numpy as np
@@ -19,6 +20,7 @@ __all__ = [
     "check_array",
     "check_positive_int",
     "check_real",
+    "check_sequence",
 ]
 
 
@@ -98,3 +100,12 @@ def check_real(value: Any, name: str) -> float:
         return as_real(value)
     except ValueError as exc:
         raise InvalidParameterError(f"{name!r} {exc}", name) from None
+
+
+def check_sequence(values: Any, name: str) -> list[Any]:
+    """Return ``values`` (a list or a tuple, not a string) as a list, or raise InvalidParameterError."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidParameterError(
+            f"{name!r} must be a sequence (list or tuple), got {type(values).__name__}", name
+        )
+    return list(values)

@@ -5,6 +5,7 @@
     dp-pipeline ledger init                          --ledger sqlite:///ledger.db
     dp-pipeline budget set patients --epsilon 3 --delta 1e-6
     dp-pipeline budget set genomes --mu 1
+    dp-pipeline budget set visits --epsilon 2 --partitions 2     one person in at most 2 partitions
     dp-pipeline budget show patients [--json]
     dp-pipeline budget list
     dp-pipeline budget history patients [--limit N] [--since DATE]
@@ -63,7 +64,14 @@ from dp_pipeline.exceptions import (
     UnsupportedCompositionError,
     printable,
 )
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    format_guarantee,
+    guarantee_from_dict,
+)
 
 __all__ = ["app"]
 
@@ -251,14 +259,7 @@ def _number(text: str, option: str) -> float:
 
 
 def _amount(g: Guarantee | None) -> str:
-    if g is None:
-        return ""
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    if isinstance(g, PureDP):
-        return f"ε = {g.epsilon:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
+    return "" if g is None else format_guarantee(g)
 
 
 def _report_json(report: Any) -> dict[str, Any]:
@@ -266,9 +267,11 @@ def _report_json(report: Any) -> dict[str, Any]:
 
 
 def _status(acct: Any, dataset: str) -> dict[str, Any]:
+    """A dataset's budget, rule, spent and remaining; for a partitioned dataset also L (``partitions``) and
+    what each partition has spent (``partition_spent``, by name)."""
     budget = acct.budget(dataset)
     spent, remaining = acct.spent(dataset), acct.remaining(dataset)
-    return {
+    status = {
         "dataset": dataset,
         "budget": budget.guarantee.to_dict(),
         "rule": budget.method,
@@ -277,9 +280,21 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
         "remaining": _report_json(remaining),
         "open_reservations": spent.open_reservations,
     }
+    if budget.partitions is not None:
+        status["partitions"] = budget.partitions
+        status["partition_spent"] = {
+            name: _report_json(report) for name, report in acct.partitions(dataset).items()
+        }
+    return status
 
 
-_RULES = {"basic": "basic composition", "gdp": "μ-GDP filter", "pld": "tight PLD"}
+_RULES = {
+    "basic": "basic composition",
+    "gdp": "μ-GDP filter",
+    "pld": "tight PLD",
+    "bounded_range": "bounded-range composition",
+    "zcdp": "zCDP filter",
+}
 
 
 def _rule(budget: dict[str, Any], method: str) -> str:
@@ -313,6 +328,30 @@ def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
 # ------------------------------------------------------------------------------------------------ budget
 
 
+def _partition_table(status: dict[str, Any]) -> Table | None:
+    """What each partition of a partitioned dataset has spent (None for a dataset that is not)."""
+    if "partitions" not in status:
+        return None
+    title = (
+        f"partitions of {printable(status['dataset'])!r}: at most {status['partitions']} per person; the "
+        "dataset's spent amount composes the largest"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("partition", overflow="fold")
+    table.add_column("spent", overflow="fold")
+    for name, spent in status["partition_spent"].items():
+        table.add_row(printable(name), f"{_shown(spent['guarantee'])} ({_RULES.get(spent['method'])})")
+    return table
+
+
+def _print_status(status: dict[str, Any], title: str) -> None:
+    console = _console()
+    console.print(_status_table([status], title))
+    partitions = _partition_table(status)
+    if partitions is not None:
+        console.print(partitions)
+
+
 def _kept_delta(acct: Any, dataset: str) -> float:
     """δ of the dataset's current (ε, δ) budget, kept when only --epsilon changes; 0 for a new budget."""
     if dataset not in acct.datasets():
@@ -344,7 +383,9 @@ def budget_set(
             "--method",
             help="How spends compose: auto (basic for --epsilon, gdp_filter for --mu); basic (Σε and Σδ); "
             "gdp_filter (Σμ², a --mu budget); pure_or_gdp (an --epsilon budget with --delta > 0 spent by "
-            "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits). "
+            "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits); "
+            "zcdp (the same releases chosen one after another, many of them: Σε while all are pure, else "
+            "Σρ, ρ = ε²/2 for pure ε and μ²/2 for Gaussian noise, against the largest ρ that fits). "
             "--method is the older name of this option, gdp the older name of gdp_filter and pure_or_gdp.",
         ),
     ] = "auto",
@@ -355,6 +396,18 @@ def budget_set(
             help="Neighbouring datasets: replace_one (one person's rows replaced by another's; the default "
             "for a new dataset, needed by row-level releases) or add_remove (one person's rows added or "
             "removed; aggregates only). Fixed once spends are recorded.",
+            show_default=False,
+        ),
+    ] = None,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions",
+            metavar="L",
+            help="Declare the dataset partitioned by a public attribute (a region, the day of a per-day "
+            "dataset), with L the most partitions one person's data lie in: releases name the partitions "
+            "they read, and the dataset's spent amount composes the L largest partition totals. May grow, "
+            "not shrink, once spends are recorded.",
             show_default=False,
         ),
     ] = None,
@@ -381,23 +434,31 @@ def budget_set(
         with _accountant(ledger) as acct:
             if eps is not None:
                 budget = ApproxDP(eps, _kept_delta(acct, dataset) if given_delta is None else given_delta)
-            acct.set_budget(dataset, budget, rule=rule, relation=relation, reason=reason, actor=actor)
+            acct.set_budget(
+                dataset,
+                budget,
+                rule=rule,
+                relation=relation,
+                reason=reason,
+                actor=actor,
+                partitions=partitions,
+            )
             status = _status(acct, dataset)
         if as_json:
             _print_json(status)
         else:
-            _console().print(_status_table([status], f"budget of {dataset!r} set"))
+            _print_status(status, f"budget of {dataset!r} set")
 
 
 @budget_app.command("show")
 def budget_show(dataset: DatasetArgument, ledger: LedgerOption = None, as_json: JsonOption = False) -> None:
-    """A dataset's budget, its rule, what is spent and what remains."""
+    """A dataset's budget, its rule, what is spent and what remains (and per partition, if partitioned)."""
     with _errors(), _accountant(ledger) as acct:
         status = _status(acct, dataset)
         if as_json:
             _print_json(status)
         else:
-            _console().print(_status_table([status], f"budget of {dataset!r}"))
+            _print_status(status, f"budget of {dataset!r}")
 
 
 @budget_app.command("list")
@@ -820,7 +881,6 @@ def plan_check(
             raise typer.Exit(EXIT_REFUSED)
 
 
-
 # ------------------------------------------------------------------------------------------------ allocation
 
 
@@ -909,6 +969,7 @@ def plan_allocate(
                 "plan": [_allocated_plan_item(a) for a in allocation],
             }
         )
+
 
 if __name__ == "__main__":  # python -m dp_pipeline.cli
     app()

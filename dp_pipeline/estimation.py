@@ -33,7 +33,7 @@ from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.mechanisms.randomized_response import (
     BinaryRandomizedResponse,
     KRandomizedResponse,
-    _check_binary,
+    check_binary,
 )
 
 __all__ = [
@@ -180,7 +180,8 @@ def rr_share_from_counts(
     Notes
     -----
     With λ̂ = yes/n the observed share of 1s, q = P(report 1 | truth 0) and p_t = P(report 1 | truth 1),
-    E[λ̂] = q + (p_t − q)π, so π̂ = (λ̂ − q)/(p_t − q) is unbiased. In the seed's form:
+    E[λ̂] = q + (p_t − q)π, so π̂ = (λ̂ − q)/(p_t − q) is unbiased. Per variant (Warner 1965 for the spinner,
+    the truth-or-coin design of Dwork & Roth 2014, Sec. 3.2, for spinner_coin):
 
     - spinner_coin (p = (e^ε − 1)/(e^ε + 1)): π̂ = (λ̂ − 0.5(1 − p))/p;
     - spinner (p = e^ε/(1 + e^ε)): π̂ = (λ̂ − (1 − p))/(2p − 1).
@@ -194,6 +195,7 @@ def rr_share_from_counts(
     References
     ----------
     Warner, "Randomized response", JASA 60(309), 1965.
+    Dwork & Roth, "The algorithmic foundations of differential privacy", 2014, Sec. 3.2.
     """
     _require(mechanism, BinaryRandomizedResponse, "reports")
     total = _check_count_n(n)
@@ -207,7 +209,7 @@ def rr_share_from_counts(
 
 
 def _binary_counts(reports: Any, axis: int | None) -> tuple[NDArray[np.float64], int]:
-    array = _check_binary(reports, "reports")
+    array = check_binary(reports, "reports")
     if axis is None:
         return np.asarray(np.count_nonzero(array), dtype=float), int(array.size)
     is_int = isinstance(axis, numbers.Integral) and not isinstance(axis, bool)

@@ -14,14 +14,34 @@ whose ``parts`` are the per-part events, so that tight composition sees each par
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 from pydantic import Field, SerializeAsAny, field_serializer, field_validator, model_validator
 
-from dp_pipeline._validation import FiniteFloat, ValidatedModel
-from dp_pipeline.guarantees import Guarantee, guarantee_from_dict
+from dp_pipeline._validation import FiniteFloat, ValidatedModel, check_sequence
+from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.guarantees import (
+    ApproxDP,
+    GaussianDP,
+    Guarantee,
+    PureDP,
+    compose_basic,
+    compose_gdp,
+    guarantee_from_dict,
+)
 
-__all__ = ["DEFAULT_RELATION", "EVENT_KINDS", "RELATIONS", "EventKind", "PrivacyEvent", "Relation"]
+__all__ = [
+    "DEFAULT_RELATION",
+    "EVENT_KINDS",
+    "RELATIONS",
+    "EventKind",
+    "PrivacyEvent",
+    "Relation",
+    "check_events",
+    "composite_event",
+    "flatten_events",
+]
 
 Relation = Literal["add_remove", "replace_one"]
 RELATIONS: tuple[str, ...] = get_args(Relation)
@@ -120,3 +140,37 @@ class PrivacyEvent(ValidatedModel):
     def from_dict(cls, data: dict[str, Any]) -> PrivacyEvent:
         """Rebuild an event from :meth:`to_dict` output."""
         return cls(**data)
+
+
+def check_events(events: Any) -> list[PrivacyEvent]:
+    """Return ``events`` (a list or a tuple of PrivacyEvent) as a list, or raise InvalidParameterError."""
+    items = check_sequence(events, "events")
+    for index, item in enumerate(items):
+        if not isinstance(item, PrivacyEvent):
+            raise InvalidParameterError(
+                f"'events[{index}]' must be a PrivacyEvent, got {type(item).__name__}", "events"
+            )
+    return items
+
+
+def composite_event(parts: Sequence[PrivacyEvent], relation: Relation | None) -> PrivacyEvent:
+    """One release made of ``parts`` (each stating ``relation``), as a ``"composite"`` event.
+
+    Its guarantee is the basic composition of the parts (:func:`~dp_pipeline.guarantees.compose_basic`,
+    rounded up; μ-GDP composition when every part is μ-GDP); accountants and
+    :func:`~dp_pipeline.accounting.composition.compose_plan` see the parts themselves.
+    """
+    items = flatten_events(check_events(parts))
+    guarantees = [e.guarantee for e in items]
+    mus = [g for g in guarantees if isinstance(g, GaussianDP)]
+    total: Guarantee = compose_gdp(mus) if len(mus) == len(guarantees) else compose_basic(guarantees)
+    if isinstance(total, ApproxDP) and total.delta == 0.0:
+        total = PureDP(total.epsilon)
+    return PrivacyEvent(
+        kind="composite", guarantee=total, relation=relation, parts=tuple(e.under(relation) for e in items)
+    )
+
+
+def flatten_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
+    """The events with every ``"composite"`` event replaced by its parts."""
+    return [part for event in events for part in (event.parts if event.kind == "composite" else (event,))]

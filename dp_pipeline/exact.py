@@ -6,8 +6,9 @@ means more noise or more loss, by comparing with the exact value. Two kinds of f
 
 * **float results**, rounded in a stated direction: :func:`divide_up`, :func:`divide_down`,
   :func:`subtract_up`, :func:`times_up`, :func:`split_epsilon`, :func:`sqrt_up`, :func:`sqrt_down`,
-  :func:`float_up`, :func:`float_down`. Each compares with the exact rational (``fractions.Fraction``, which
-  holds every double exactly) and moves by one unit in the last place when the float is on the wrong side.
+  :func:`float_up`, :func:`float_down`, :func:`sum_up`, :func:`root_sum_squares_up`. Each compares with the
+  exact rational (``fractions.Fraction``, which holds every double exactly) and moves by one unit in the
+  last place when the float is on the wrong side.
 * **exact decimal sums**, as the ledger keeps them: :func:`to_decimal` (a double's exact binary value),
   :func:`add`, :func:`subtract`, :func:`multiply`, :func:`square`, all exact (a result that would need
   rounding raises instead of being rounded), and :func:`decimal_up` (a rational rounded up to 40 digits).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import decimal
 import math
 import sys
+from collections.abc import Iterable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -36,12 +38,14 @@ __all__ = [
     "float_down",
     "float_up",
     "multiply",
+    "root_sum_squares_up",
     "split_epsilon",
     "sqrt_down",
     "sqrt_up",
     "square",
     "subtract",
     "subtract_up",
+    "sum_up",
     "times_up",
     "to_decimal",
 ]
@@ -201,6 +205,21 @@ def sqrt_down(value: Exact) -> float:
     while math.isfinite(after := math.nextafter(root, math.inf)) and _exact_square(after, exact) <= exact:
         root = after
     return root
+
+
+def sum_up(values: Iterable[float]) -> float:
+    """Σ values, summed exactly at the doubles' binary values and rounded up (:func:`float_up`).
+
+    A mechanism calibrated with the double 0.1 can lose 0.1000000000000000055…, so ten of them cost
+    1.0000000000000002, not 1.
+    """
+    return float_up(sum((Fraction(v) for v in values), Fraction(0)))
+
+
+def root_sum_squares_up(values: Iterable[float]) -> float:
+    """√(Σ vᵢ²) of the exact values, rounded up (:func:`sqrt_up`): the least double whose exact square is ≥
+    the sum."""
+    return sqrt_up(sum((Fraction(v) ** 2 for v in values), Fraction(0)))
 
 
 # ------------------------------------------------------------------------------------------------------

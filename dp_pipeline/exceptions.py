@@ -94,6 +94,10 @@ class BudgetExceededError(RuntimeError):
         For a release paid from a reservation: the reservation's key. ``spent``, ``remaining`` and
         ``budget`` are then the reservation's (what was paid from it, what is left, what it holds); the
         dataset was not charged.
+    detail : str
+        What the message adds after the numbers (why the request does not fit, what to do).
+
+    A pickled error (a worker process, a task's log) keeps every attribute and its message.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class BudgetExceededError(RuntimeError):
         self.group_size = group_size
         self.single = single
         self.reservation = reservation
+        self.detail = detail
         group = f" (for a group of k = {group_size}; {single} for one person)" if single is not None else ""
         whose = (
             f"privacy budget of dataset {dataset!r}"
@@ -148,7 +153,7 @@ class BudgetExceededError(RuntimeError):
                 self.spent,
                 self.remaining,
                 self.budget,
-                "",
+                self.detail,
                 self.group_size,
                 self.single,
                 self.reservation,

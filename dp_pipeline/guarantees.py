@@ -1,12 +1,16 @@
 """Privacy guarantees as frozen, validated values: pure ε-DP, approximate (ε, δ)-DP and μ-GDP.
 
 Conversions always round toward more privacy loss, so a converted guarantee is never stronger than the
-one it came from.
+one it came from. Beside the values: their basic and μ-GDP composition (:func:`compose_basic`,
+:func:`compose_gdp`, exact sums rounded up; the accountants and :mod:`dp_pipeline.accounting.composition`
+build on them, and so do composite mechanisms, which never import the accounting) and the one formatter
+(:func:`format_guarantee`).
 
 References
 ----------
 Dong, Roth & Su, "Gaussian differential privacy", JRSS-B 84(1), 2022.
 Dwork & Roth, "The algorithmic foundations of differential privacy", 2014.
+Smith & Thakurta, "Fully adaptive composition for Gaussian differential privacy", arXiv:2210.17520, 2022.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import math
 import struct
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -30,11 +34,23 @@ from dp_pipeline._validation import (
     check_array,
     check_positive_int,
     check_real,
+    check_sequence,
 )
-from dp_pipeline.exact import times_up
+from dp_pipeline.exact import root_sum_squares_up, sum_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
-__all__ = ["ApproxDP", "GaussianDP", "Guarantee", "PureDP", "gaussian_log_delta", "guarantee_from_dict"]
+__all__ = [
+    "ApproxDP",
+    "GaussianDP",
+    "Guarantee",
+    "PureDP",
+    "check_guarantee",
+    "compose_basic",
+    "compose_gdp",
+    "format_guarantee",
+    "gaussian_log_delta",
+    "guarantee_from_dict",
+]
 
 
 def _check_alpha(alpha: ArrayLike) -> NDArray[np.float64]:
@@ -53,9 +69,6 @@ def _approx_tradeoff(epsilon: float, delta: float, alpha: ArrayLike) -> NDArray[
     return value if value.ndim else float(value)
 
 
-_SYMBOLS = {"epsilon": "ε", "delta": "δ", "mu": "μ"}
-
-
 class Guarantee(ValidatedModel, ABC):
     """Base class of the privacy guarantees. Subclasses are immutable and validated on construction."""
 
@@ -70,7 +83,7 @@ class Guarantee(ValidatedModel, ABC):
         """The trade-off function: least type II error of any test with type I error ``alpha``."""
 
     def __str__(self) -> str:
-        return ", ".join(f"{_SYMBOLS[name]} = {value:.8g}" for name, value in self.model_dump().items())
+        return format_guarantee(self, digits=8)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form, as stored in the ledger: ``{"type": ..., <parameters>}``."""
@@ -80,8 +93,6 @@ class Guarantee(ValidatedModel, ABC):
 # Relative rounding error of the group δ: at most a few units in the last place of log-space terms whose
 # magnitudes stay below 1500 whenever the result is below 1, so under 1e-12; ten times that is added.
 _GROUP_LOG_MARGIN = 1e-11
-
-
 
 
 def _log_exprel(y: float) -> float:
@@ -289,7 +300,7 @@ class GaussianDP(Guarantee):
             upper *= 2.0
         if not math.isfinite(upper):
             raise InvalidParameterError(
-                f"μ-GDP with μ = {self.mu:.6g} implies no finite ε at this 'delta'", "delta"
+                f"μ-GDP with {format_guarantee(self)} implies no finite ε at this 'delta'", "delta"
             )
         return ApproxDP(least_double_where(holds, 0.0, upper), target)
 
@@ -426,9 +437,105 @@ def _from_bits(bits: int) -> float:
     return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
-_GUARANTEE_TYPES: dict[str, type[Guarantee]] = {
-    cls.type_name: cls for cls in (PureDP, ApproxDP, GaussianDP)
-}
+def format_guarantee(
+    guarantee: Guarantee, *, digits: int = 6, compact: bool = False, delta_digits: int | None = None
+) -> str:
+    """A guarantee's parameters as text: ``ε = 0.5`` (pure), ``ε = 1, δ = 1e-06`` or ``μ = 0.8``.
+
+    The one formatter of guarantees: ``str(guarantee)``, reports, error messages, the command line and the
+    Airflow pages all print through it.
+
+    Parameters
+    ----------
+    guarantee : PureDP, ApproxDP or GaussianDP
+    digits : int
+        Significant digits of each number (Python's ``g`` format).
+    compact : bool
+        ``ε=1, δ=1e-06`` without spaces, and without δ when it is 0 (tables, log lines).
+    delta_digits : int or None
+        Significant digits of δ (default: ``digits``).
+    """
+    check_guarantee(guarantee)
+    equals = "=" if compact else " = "
+    if isinstance(guarantee, GaussianDP):
+        return f"μ{equals}{guarantee.mu:.{digits}g}"
+    assert isinstance(guarantee, (PureDP, ApproxDP))
+    text = f"ε{equals}{guarantee.epsilon:.{digits}g}"
+    if isinstance(guarantee, ApproxDP) and (guarantee.delta > 0.0 or not compact):
+        text += f", δ{equals}{guarantee.delta:.{delta_digits or digits}g}"
+    return text
+
+
+def check_guarantee(value: Any, name: str = "guarantee") -> Guarantee:
+    """Return ``value`` if it is a guarantee, or raise InvalidParameterError naming ``name``."""
+    if not isinstance(value, Guarantee):
+        raise InvalidParameterError(
+            f"{name!r} must be a PureDP, ApproxDP or GaussianDP guarantee, got {type(value).__name__}", name
+        )
+    return value
+
+
+def compose_basic(guarantees: Sequence[Guarantee]) -> ApproxDP:
+    """Basic composition: (Σεᵢ, Σδᵢ), each sum exact and rounded up.
+
+    The parameters are summed exactly at their binary values (the double 0.1 is 0.1000000000000000055…,
+    which is what noise calibrated with it can lose) and the result is the least double not below the
+    sum. So 40 guarantees of ε = 0.125 compose to exactly 5.0, while 50 of ε = 0.1 compose to
+    5.000000000000001: never below the loss, with no float drift.
+
+    Valid under adaptive composition, where each release is chosen after the earlier results are known
+    (Dwork & Roth 2014, Thm 3.16). Pure guarantees count as (ε, 0). An empty sequence costs (0, 0).
+
+    Raises
+    ------
+    UnsupportedCompositionError
+        For a GaussianDP guarantee (it has no single (ε, δ); convert it with
+        :func:`~dp_pipeline.accounting.composition.as_approx_dp` first),
+        or when Σδ ≥ 1 or Σε overflows (the composition guarantees nothing).
+    """
+    items = check_sequence(guarantees, "guarantees")
+    epsilons: list[float] = []
+    deltas: list[float] = []
+    for index, item in enumerate(items):
+        check_guarantee(item, f"guarantees[{index}]")
+        if isinstance(item, GaussianDP):
+            raise UnsupportedCompositionError(
+                f"basic composition takes (ε, δ) guarantees; {item!r} has no single (ε, δ). Convert it "
+                "with as_approx_dp(g, delta) or compose in μ-GDP."
+            )
+        approx = item.to_approx_dp() if isinstance(item, PureDP) else item
+        assert isinstance(approx, ApproxDP)
+        epsilons.append(approx.epsilon)
+        deltas.append(approx.delta)
+    epsilon, delta = sum_up(epsilons), sum_up(deltas)
+    if not math.isfinite(epsilon) or delta >= 1.0:
+        raise UnsupportedCompositionError(
+            f"basic composition of {len(items)} guarantees gives ε = {epsilon}, δ = {delta}, which "
+            "guarantees nothing"
+        )
+    return ApproxDP(epsilon, delta)
+
+
+def compose_gdp(mus: Sequence[GaussianDP]) -> GaussianDP:
+    """μ-GDP composition: √(Σμᵢ²), rounded up from its exact value (μᵢ at their exact binary values, as
+    in :func:`compose_basic`).
+
+    Exact for a fixed sequence of μᵢ-GDP releases (Dong, Roth & Su 2022, Cor. 3.3), and valid adaptively
+    as a privacy filter that stops once Σμᵢ² would exceed the budget's μ² (Smith & Thakurta 2022). An
+    empty sequence costs μ = 0.
+    """
+    items = check_sequence(mus, "mus")
+    for index, item in enumerate(items):
+        if not isinstance(item, GaussianDP):
+            raise InvalidParameterError(
+                f"'mus[{index}]' must be a GaussianDP guarantee, got {type(item).__name__} (convert with "
+                "as_gdp)",
+                "mus",
+            )
+    return GaussianDP(root_sum_squares_up([g.mu for g in items]))
+
+
+_GUARANTEE_TYPES: dict[str, type[Guarantee]] = {cls.type_name: cls for cls in (PureDP, ApproxDP, GaussianDP)}
 
 
 def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
@@ -438,4 +545,3 @@ def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
     fields = {key: value for key, value in data.items() if key != "type"}
     cls = _GUARANTEE_TYPES[data["type"]]
     return cls(**fields)
-

@@ -18,8 +18,8 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, PureDP
-from dp_pipeline.mechanisms._sampling import secure_rng
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, PureDP, format_guarantee
+from dp_pipeline.mechanisms.sampling import secure_rng
 
 __all__ = ["AuditReport", "audit"]
 
@@ -63,9 +63,10 @@ class AuditReport:
 
     def __str__(self) -> str:
         verdict = "consistent with" if self.consistent else "VIOLATES"
+        claim = format_guarantee(ApproxDP(self.claimed_epsilon, self.claimed_delta))
         return (
             f"empirical ε ≥ {self.epsilon_lower_bound:.4f} (confidence {1 - self.alpha:g}) {verdict} the "
-            f"claim ε = {self.claimed_epsilon:.4f}, δ = {self.claimed_delta:g}; event {self.event} on "
+            f"claim {claim}; event {self.event} on "
             f"{self.pair!r}, {self.samples} samples per input"
         )
 

@@ -100,7 +100,7 @@ def test_audit_is_deterministic_and_reports_its_claim() -> None:
     a, b = audit(m, (0.0, 1.0), samples=20_000, seed=4), audit(m, (0.0, 1.0), samples=20_000, seed=4)
     assert a == b
     assert (a.claimed_epsilon, a.claimed_delta) == (1.0, 1e-5)
-    assert "claim ε = 1.0000" in str(a)
+    assert "claim ε = 1, δ = 1e-05" in str(a)
     mu = audit(Gaussian.from_mu(mu=1.0, sensitivity=1.0), [(0.0, 1.0), (1.0, 2.0)], samples=2_000, delta=1e-3)
     expected = Gaussian.from_mu(mu=1.0, sensitivity=1.0).gdp.to_approx_dp(1e-3)
     assert (mu.claimed_epsilon, mu.claimed_delta) == (expected.epsilon, expected.delta)

@@ -34,12 +34,12 @@ from dp_pipeline.mechanisms import (
 Z95 = stats.norm.ppf(0.975)
 
 
-def seed_p_coin(epsilon: float) -> float:
-    """The seed's p = (e^ε − 1)/(e^ε + 1), written out literally."""
+def literal_p_coin(epsilon: float) -> float:
+    """The truth-or-coin p = (e^ε − 1)/(e^ε + 1), written out literally."""
     return (math.exp(epsilon) - 1) / (math.exp(epsilon) + 1)
 
 
-def seed_p_spinner(epsilon: float) -> float:
+def literal_p_spinner(epsilon: float) -> float:
     """ε = ln(p/(1 − p)) solved for p, literally."""
     return math.exp(epsilon) / (1 + math.exp(epsilon))
 
@@ -52,7 +52,7 @@ def report_distribution_fixed(n_yes: int, n: int, p_true: float, p_other: float)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Binary randomized response: the seed's formula
+# Binary randomized response: the estimator written per variant
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -63,15 +63,15 @@ def test_share_is_the_seed_formula(epsilon: float) -> None:
     noisy = reports.mean(axis=0)
     coin = BinaryRandomizedResponse(epsilon=epsilon, variant="spinner_coin")
     spinner = BinaryRandomizedResponse(epsilon=epsilon, variant="spinner")
-    p = seed_p_coin(epsilon)
+    p = literal_p_coin(epsilon)
     seed_share = (noisy - 0.5 * (1 - p)) / p  # 001, post 9
     np.testing.assert_allclose(rr_share(reports, coin).value, seed_share, rtol=1e-12)
     np.testing.assert_allclose(rr_count(reports, coin).value, seed_share * 500, rtol=1e-12)  # count = π̂·n
-    s = seed_p_spinner(epsilon)
+    s = literal_p_spinner(epsilon)
     np.testing.assert_allclose(rr_share(reports, spinner).value, (noisy - (1 - s)) / (2 * s - 1), rtol=1e-12)
     # the two variants are one distribution at the same ε, so one estimate
     np.testing.assert_allclose(rr_share(reports, spinner).value, rr_share(reports, coin).value, rtol=1e-12)
-    # the seed's worked variance: Var(π_noisy)/p² with Var(π_noisy) = λ̂(1 − λ̂)/n
+    # the variance worked out directly: Var(π_noisy)/p² with Var(π_noisy) = λ̂(1 − λ̂)/n
     np.testing.assert_allclose(rr_share(reports, coin).variance, noisy * (1 - noisy) / 500 / p**2, rtol=1e-12)
 
 
@@ -116,7 +116,7 @@ def test_interval_is_wald_clipped_to_the_range() -> None:
 def test_share_is_exactly_unbiased_for_fixed_respondents(epsilon: float, variant: str, n_yes: int) -> None:
     n = 60
     m = BinaryRandomizedResponse(epsilon=epsilon, variant=variant)
-    p = seed_p_spinner(epsilon)  # P(report = truth), from the definition
+    p = literal_p_spinner(epsilon)  # P(report = truth), from the definition
     law = report_distribution_fixed(n_yes, n, p, 1 - p)
     est = rr_share_from_counts(np.arange(n + 1), n, m)
     mean = float(law @ est.value)
@@ -136,7 +136,7 @@ def test_share_is_exactly_unbiased_for_fixed_respondents(epsilon: float, variant
 def test_share_variance_formula_and_plug_in_bias_for_iid_reports(epsilon: float, pi: float) -> None:
     n = 80
     m = BinaryRandomizedResponse(epsilon=epsilon, variant="spinner_coin")
-    p = seed_p_coin(epsilon)
+    p = literal_p_coin(epsilon)
     lam = p * pi + 0.5 * (1 - p)  # P(report 1) for a random respondent
     law = stats.binom.pmf(np.arange(n + 1), n, lam)
     est = rr_share_from_counts(np.arange(n + 1), n, m)
@@ -152,7 +152,7 @@ def test_share_variance_formula_and_plug_in_bias_for_iid_reports(epsilon: float,
 def test_share_interval_exact_coverage_is_95_percent(epsilon: float, pi: float) -> None:
     n = 2000
     m = BinaryRandomizedResponse(epsilon=epsilon)
-    p = seed_p_spinner(epsilon)
+    p = literal_p_spinner(epsilon)
     lam = pi * p + (1 - pi) * (1 - p)
     y = np.arange(n + 1)
     est = rr_share_from_counts(y, n, m)
@@ -194,7 +194,7 @@ def test_krr_counts_match_the_mechanism_and_the_seed_formula() -> None:
     est = krr_counts(reports, m)
     tally = np.array([np.count_nonzero(reports == c) for c in "ABCD"])
     e = math.exp(1.2)
-    p, q = e / (e + 3), 1 / (e + 3)  # the seed's p and q = (1 − p)/(k − 1)
+    p, q = e / (e + 3), 1 / (e + 3)  # k-RR's p and q = (1 − p)/(k − 1)
     seed = (tally - 5000 * q) / (p - q)
     np.testing.assert_allclose(est.value, seed, rtol=1e-12)
     assert est.to_dict() == pytest.approx(m.estimate_counts(reports))

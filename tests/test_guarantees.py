@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from dp_pipeline import ApproxDP, GaussianDP, InvalidParameterError, PureDP, UnsupportedCompositionError
-from dp_pipeline.guarantees import guarantee_from_dict
+from dp_pipeline.guarantees import format_guarantee, guarantee_from_dict
 
 mpmath.mp.dps = 60
 
@@ -144,12 +144,18 @@ def test_approx_with_delta_has_no_gdp() -> None:
 
 @given(
     bad=st.one_of(
-        st.just(float("nan")), st.just(float("inf")), st.just(-float("inf")), st.floats(max_value=-1e-9),
-        st.text(), st.booleans(), st.none(), st.lists(st.floats()),
+        st.just(float("nan")),
+        st.just(float("inf")),
+        st.just(-float("inf")),
+        st.floats(max_value=-1e-9),
+        st.text(),
+        st.booleans(),
+        st.none(),
+        st.lists(st.floats()),
     )
 )
 def test_constructors_reject_bad_values(bad: object) -> None:
-    for build in (lambda: PureDP(bad), lambda: ApproxDP(bad, 0.0), lambda: GaussianDP(bad)):  # type: ignore[arg-type]
+    for build in (lambda: PureDP(bad), lambda: ApproxDP(bad, 0.0), lambda: GaussianDP(bad)):
         with pytest.raises(InvalidParameterError):
             build()
 
@@ -177,3 +183,29 @@ def test_group_never_rounds_privacy_loss_down(k: int, value: float) -> None:
     assert Fraction(ApproxDP(value, 1e-12).group(k).epsilon) >= exact
     assert Fraction(GaussianDP(value).group(k).mu) >= exact
     assert PureDP(value).group(k).epsilon == pytest.approx(k * value, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "options", "text"),
+    [
+        (PureDP(0.5), {}, "ε = 0.5"),
+        (ApproxDP(1.0, 1e-6), {}, "ε = 1, δ = 1e-06"),
+        (ApproxDP(1 / 3, 0.0), {}, "ε = 0.333333, δ = 0"),
+        (GaussianDP(0.8), {}, "μ = 0.8"),
+        (ApproxDP(1 / 3, 1 / 7 * 1e-5), {"digits": 8}, "ε = 0.33333333, δ = 1.4285714e-06"),
+        (ApproxDP(1.0, 0.0), {"compact": True}, "ε=1"),
+        (ApproxDP(1 / 3, 1 / 7 * 1e-5), {"compact": True, "delta_digits": 3}, "ε=0.333333, δ=1.43e-06"),
+        (GaussianDP(1 / 3), {"compact": True}, "μ=0.333333"),
+    ],
+)
+def test_one_formatter_prints_every_guarantee(
+    guarantee: object, options: dict[str, object], text: str
+) -> None:
+    assert format_guarantee(guarantee, **options) == text
+
+
+def test_str_of_a_guarantee_is_the_formatter_at_eight_digits() -> None:
+    assert str(ApproxDP(1 / 3, 1e-6)) == "ε = 0.33333333, δ = 1e-06"
+    assert str(GaussianDP(math.pi)) == "μ = 3.1415927"
+    with pytest.raises(InvalidParameterError):
+        format_guarantee(0.5)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +40,43 @@ def test_accounting_never_imports_mechanisms() -> None:
 def test_dp_pipeline_never_imports_airflow_plugin() -> None:
     modules = imported_after("import dp_pipeline, dp_pipeline.accounting, dp_pipeline.transformers")
     assert not any(m.startswith("airflow_plugin") for m in modules)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _private_imports(path: Path) -> list[tuple[str, str]]:
+    """(what is imported, the package it is private to) for each private module or name of this project
+    that ``path`` imports: a private module ``P._m`` or a private name of a module of P is P's."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] not in ("dp_pipeline", "airflow_plugin"):
+                continue
+            private = next((i for i, p in enumerate(parts) if p[:1] == "_" and p[:2] != "__"), None)
+            if private is not None:
+                owner = parts[:private]
+                if not ROOT.joinpath(*owner).is_dir():  # a name of a module: private to the module's package
+                    owner = owner[:-1]
+                found.append((name, ".".join(owner)))
+    return found
+
+
+@pytest.mark.parametrize("package", ["dp_pipeline", "airflow_plugin"])
+def test_no_package_imports_another_packages_private_module_or_name(package: str) -> None:
+    wrong = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        is_package = path.name == "__init__.py"
+        importer = module.removesuffix(".__init__") if is_package else module.rpartition(".")[0]
+        for name, owner in _private_imports(path):
+            if not (importer == owner or importer.startswith(owner + ".")):
+                wrong.append(f"{module} imports {name}")
+    assert wrong == []

@@ -20,6 +20,7 @@ from dp_pipeline.accounting.composition import (
     event_gdp,
     group_event,
 )
+from dp_pipeline.accounting.partitions import split_partition
 
 __all__ = [
     "BudgetReport",
@@ -38,4 +39,5 @@ __all__ = [
     "compose_plan_gdp",
     "event_gdp",
     "group_event",
+    "split_partition",
 ]

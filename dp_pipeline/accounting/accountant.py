@@ -34,6 +34,7 @@ from dp_pipeline.accounting.ledger.base import (
     utc_now,
 )
 from dp_pipeline.accounting.ledger.urls import redact_url
+from dp_pipeline.accounting.partitions import partition_names
 from dp_pipeline.accounting.payments import Holding, Paid, event_keys, read_reservation, route
 from dp_pipeline.accounting.records import (
     BudgetBody,
@@ -45,6 +46,7 @@ from dp_pipeline.accounting.records import (
     append,
     append_commit,
     budget_of,
+    partitions_of,
     request_of,
     with_totals,
 )
@@ -56,6 +58,7 @@ from dp_pipeline.accounting.reports import (
     budget_report,
     ledger_entry,
     paid_entry,
+    partition_reports,
     read_all,
     release_entry,
 )
@@ -170,6 +173,21 @@ def _check_budget(budget: Any) -> Guarantee:
     )
 
 
+def _check_partitions(partition: Any) -> tuple[str, ...]:
+    """The partitions a release names, each a name every backend stores (see :func:`_check_name`)."""
+    return tuple(_check_name(name, "partition") for name in partition_names(partition))
+
+
+def _check_partitioned(dataset: str, budget: DatasetBudget, partitions: tuple[str, ...]) -> None:
+    if partitions and budget.partitions is None:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} is not partitioned, so a release cannot name a partition; declare it with "
+            "set_budget(..., partitions=L) (L: the most partitions one person's data lie in), or charge "
+            "the whole dataset",
+            "partition",
+        )
+
+
 def _default_actor() -> str:
     try:
         user = getpass.getuser()
@@ -223,10 +241,19 @@ class PrivacyAccountant:
       Σμᵢ² ≤ μ_B²; an (ε, δ > 0) spend has no μ and raises UnsupportedCompositionError;
     * ``rule="pure_or_gdp"`` (:class:`~dp_pipeline.accounting.rules.PureOrGaussianDP`, (ε, δ > 0) budgets):
       every active spend pure and Σεᵢ ≤ ε_B, or Σμᵢ² ≤ μ_B² with μ_B the largest μ whose (ε, δ_B) reading
-      fits ε_B. The report names the route that gives the smaller ε.
+      fits ε_B. The report names the route that gives the smaller ε;
+    * ``rule="zcdp"`` (:class:`~dp_pipeline.accounting.rules.ZeroConcentratedDP`, (ε, δ > 0) budgets):
+      every active spend pure and Σεᵢ ≤ ε_B, or Σρᵢ ≤ ρ_B with ρ = ε²/2 for pure ε, (kΔ)²/(2σ²) for Gaussian
+      noise, and ρ_B the largest ρ whose (ε, δ_B) reading fits ε_B: mixed Laplace and Gaussian releases
+      chosen one after another. ``"auto"`` stays ``"basic"`` (see :mod:`dp_pipeline.accounting.rules`).
 
     Which rule a budget uses is fixed when the budget is set, before any spend, and cannot change while
     spends are recorded: switching rules after results are known is not a valid composition.
+
+    **Partitions.** A dataset declared with ``set_budget(..., partitions=L)`` keeps one total per partition;
+    a release names the partitions it reads (``partition=``), and the rule composes the whole-dataset
+    releases with the L largest partition totals (parallel composition, valid adaptively: see
+    :class:`~dp_pipeline.accounting.records.DatasetBudget`). :meth:`partitions` reports each partition.
 
     **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
     :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
@@ -341,6 +368,7 @@ class PrivacyAccountant:
         reason: str | None = None,
         actor: str | None = None,
         method: str | None = None,
+        partitions: int | None = None,
     ) -> None:
         """Set or change a dataset's budget.
 
@@ -350,11 +378,13 @@ class PrivacyAccountant:
             The dataset (at most 255 characters).
         budget : ApproxDP, PureDP or GaussianDP
             The total privacy loss the dataset may incur.
-        rule : {"auto", "basic", "gdp_filter", "pure_or_gdp"}, default "auto"
+        rule : {"auto", "basic", "gdp_filter", "pure_or_gdp", "zcdp"}, default "auto"
             How spends compose against the budget (see the class Notes and
             :mod:`dp_pipeline.accounting.rules`): ``"basic"`` sums ε and δ; ``"gdp_filter"`` sums μ² (μ-GDP
             budgets); ``"pure_or_gdp"`` takes pure and Gaussian releases on an (ε, δ > 0) budget, by Σε while
-            all are pure or by Σμ² against the largest μ that fits. ``"auto"``: ``"basic"`` for (ε, δ)
+            all are pure or by Σμ² against the largest μ that fits; ``"zcdp"`` takes the same releases by Σε
+            while all are pure or by Σρ against the largest ρ that fits (tighter than ``"pure_or_gdp"`` when
+            many releases are pure, looser when nearly all are Gaussian). ``"auto"``: ``"basic"`` for (ε, δ)
             budgets, ``"gdp_filter"`` for GaussianDP. The older name ``"gdp"`` means ``"gdp_filter"`` on a
             GaussianDP budget and ``"pure_or_gdp"`` on an (ε, δ) budget.
         relation : {"replace_one", "add_remove"}, optional
@@ -367,12 +397,23 @@ class PrivacyAccountant:
             Recorded with the change (actor defaults to user@host).
         method : str, optional
             Deprecated name of ``rule`` (DeprecationWarning).
+        partitions : int, optional
+            Declare the dataset partitioned by a public attribute (a region, a cohort, the day of a per-day
+            dataset), with L = ``partitions`` the most partitions one person's data lie in. Releases then
+            name the partitions they read (``spend(..., partition=...)``), each partition keeps its own
+            total, and the dataset's spent amount composes, under its rule, the L largest partition totals
+            plus the releases that named no partition (parallel composition; the validity argument is in
+            :class:`~dp_pipeline.accounting.records.DatasetBudget`). None keeps the declaration of an
+            existing dataset (a new one is not partitioned). While spends are recorded L may grow, not
+            shrink. Names such as ``"visits/2026-11-24"`` map to a dataset and a partition with
+            :func:`~dp_pipeline.accounting.partitions.split_partition`.
 
         Raises
         ------
         InvalidParameterError
             A wrong type, a rule that does not take this budget, a budget below what is already spent, or a
-            change of currency, rule or relation while spends are recorded. Nothing changes then.
+            change of currency, rule or relation (or a smaller L) while spends are recorded. Nothing changes
+            then.
 
         Notes
         -----
@@ -389,17 +430,18 @@ class PrivacyAccountant:
                 f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
             )
         asked = cast(Relation | None, relation)
+        declared = None if partitions is None else check_positive_int(partitions, "partitions")
         chosen = user_rule(name, guarantee, parameter).create(guarantee)
 
         def run(tx: LedgerTransaction) -> None:
             head = tx.head
             previous: DatasetBudget | None = None
             if head is None:
-                new, totals = DatasetBudget(chosen, asked or DEFAULT_RELATION), chosen.empty()
+                new, totals = DatasetBudget(chosen, asked or DEFAULT_RELATION, declared), chosen.empty()
             else:
                 where = f"dataset {dataset!r}"
                 previous = budget_of(head.state, where)
-                new = DatasetBudget(chosen, asked or previous.relation)
+                new = DatasetBudget(chosen, asked or previous.relation, declared or previous.partitions)
                 if previous == new:
                     return
                 totals = _changed_totals(
@@ -436,6 +478,17 @@ class PrivacyAccountant:
         """What is left of the dataset's budget, rounded down, with the method."""
         _, budget, totals = self._read(dataset)
         return budget_report(dataset, "remaining", budget, totals)
+
+    def partitions(self, dataset: str) -> dict[str, BudgetReport]:
+        """What each partition of a partitioned dataset has spent, by partition name (sorted).
+
+        Each report is the loss, under the dataset's rule and rounded up, of a person whose data lie in that
+        partition alone: the releases that named it plus those that named no partition. :meth:`spent`
+        composes the L largest. Empty for a dataset that is not partitioned, or before any release named a
+        partition.
+        """
+        _, budget, totals = self._read(dataset)
+        return partition_reports(dataset, budget, totals)
 
     def history(
         self, dataset: str, *, limit: int | None = None, since: datetime | None = None
@@ -510,6 +563,8 @@ class PrivacyAccountant:
         group_size: int = 1,
         label: str | None = None,
         key: str | None = None,
+        *,
+        partition: str | Sequence[str] | None = None,
     ) -> Reservation:
         """Check and charge one release in one transaction (reserve and commit).
 
@@ -533,6 +588,10 @@ class PrivacyAccountant:
             result; if it was lost, a new release needs a new key and is charged again. A later call
             asking for a different cost raises InvalidParameterError instead. Without a key, a random
             one is made (every call is a new release).
+        partition : str or list of str, optional
+            On a partitioned dataset (``set_budget(..., partitions=L)``), the partition or partitions the
+            release reads: it is charged to each of them. None: the whole dataset (it counts for every
+            partition). InvalidParameterError on a dataset that is not partitioned.
 
         Returns
         -------
@@ -553,7 +612,9 @@ class PrivacyAccountant:
             The ledger's lock was not obtained within the accountant's ``timeout`` (nothing was written;
             retrying is safe, with the same key), the ledger is read-only or closed, or it is damaged.
         """
-        return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=True)
+        return self._reserve(
+            dataset, [_to_event(cost)], group_size, label, key, False, None, commit=True, partition=partition
+        )
 
     def reserve(
         self,
@@ -563,6 +624,7 @@ class PrivacyAccountant:
         key: str | None = None,
         group_size: int = 1,
         label: str | None = None,
+        partition: str | Sequence[str] | None = None,
     ) -> Reservation:
         """Check and reserve one release; commit it later (or use the result as a context manager).
 
@@ -574,7 +636,9 @@ class PrivacyAccountant:
         nothing, also while the first reservation is still open. Only the first call's
         :class:`Reservation` commits or releases it.
         """
-        return self._reserve(dataset, [_to_event(cost)], group_size, label, key, False, None, commit=False)
+        return self._reserve(
+            dataset, [_to_event(cost)], group_size, label, key, False, None, commit=False, partition=partition
+        )
 
     def spend_cost(self, dataset: str, cost: Any, group_size: int = 1) -> BudgetReport:
         """What :meth:`spend` would charge for one release now, in the budget's currency; nothing is charged.
@@ -598,6 +662,7 @@ class PrivacyAccountant:
         *,
         delta: float | None = None,
         against: Against = "remaining",
+        partition: str | Sequence[str] | None = None,
     ) -> BudgetReport:
         """The tight total of a plan fixed in advance, in the budget's currency; nothing is charged.
 
@@ -615,10 +680,19 @@ class PrivacyAccountant:
         against : {"remaining", "budget"}, default "remaining"
             Price the plan against what remains (after every active spend) or against the whole budget, as
             if nothing had been spent yet (e.g. "can one run of this DAG ever fit?").
+        partition : str or list of str, optional
+            The partitions the plan reads, on a partitioned dataset (see :meth:`spend`).
         """
-        budget, totals, price = self._price_plan(dataset, costs, group_size, delta, against)
+        budget, totals, price, _ = self._price_plan(dataset, costs, group_size, delta, against, partition)
         return BudgetReport(
-            dataset, "plan cost", price.cost, price.method, budget.guarantee, totals.open, budget.relation
+            dataset,
+            "plan cost",
+            price.cost,
+            price.method,
+            budget.guarantee,
+            totals.open,
+            budget.relation,
+            budget.partitions,
         )
 
     def plan_fits(
@@ -629,6 +703,7 @@ class PrivacyAccountant:
         *,
         delta: float | None = None,
         against: Against = "remaining",
+        partition: str | Sequence[str] | None = None,
     ) -> bool:
         """Whether :meth:`spend_plan` with these arguments would be accepted now; nothing is charged.
 
@@ -644,23 +719,28 @@ class PrivacyAccountant:
         UnsupportedCompositionError
             The plan cannot be charged to the budget at all (e.g. (ε, δ > 0) releases on a μ-GDP budget).
         """
-        budget, totals, price = self._price_plan(dataset, costs, group_size, delta, against)
-        return budget.rule.fits(budget.rule.add(totals, price.charge))
+        budget, totals, price, partitions = self._price_plan(
+            dataset, costs, group_size, delta, against, partition
+        )
+        return budget.fits(budget.rule.add(totals, price.charge, partitions))
 
     def _price_plan(
-        self, dataset: str, costs: Sequence[Any], group_size: Any, delta: Any, against: Any
-    ) -> tuple[DatasetBudget, Totals, pricing.Price]:
+        self, dataset: str, costs: Sequence[Any], group_size: Any, delta: Any, against: Any, partition: Any
+    ) -> tuple[DatasetBudget, Totals, pricing.Price, tuple[str, ...]]:
         events = _to_events(costs)
         k = check_positive_int(group_size, "group_size")
         plan_delta = self._check_plan_delta(delta)
+        partitions = _check_partitions(partition)
         if against not in ("remaining", "budget"):
             raise InvalidParameterError(
                 f"'against' must be 'remaining' or 'budget', got {printable(against)!r}", "against"
             )
         _, budget, totals = self._read(dataset)
+        _check_partitioned(dataset, budget, partitions)
         if against == "budget":
             totals = budget.rule.empty()
-        return budget, totals, pricing.price(budget, events, k, True, plan_delta, totals)
+        price = pricing.price(budget, events, k, True, plan_delta, budget.composed(totals))
+        return budget, totals, price, partitions
 
     def spend_plan(
         self,
@@ -671,15 +751,19 @@ class PrivacyAccountant:
         label: str | None = None,
         group_size: int = 1,
         delta: float | None = None,
+        partition: str | Sequence[str] | None = None,
     ) -> Reservation:
         """Check and charge a whole plan at its tight total, as one record (see :meth:`plan_cost`).
 
         ``key`` pays for one plan, under :meth:`spend`'s contract: reusing it raises
-        :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing.
+        :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing. ``partition`` names the
+        partitions the plan reads on a partitioned dataset (see :meth:`spend`).
         """
         events = _to_events(costs)
         plan_delta = self._check_plan_delta(delta)
-        return self._reserve(dataset, events, group_size, label, key, True, plan_delta, commit=True)
+        return self._reserve(
+            dataset, events, group_size, label, key, True, plan_delta, commit=True, partition=partition
+        )
 
     def cancel(self, dataset: str, key: str, reason: str, *, actor: str | None = None) -> Reservation:
         """Operator cancellation: return an open reservation (e.g. of a process that died) to the budget.
@@ -782,9 +866,10 @@ class PrivacyAccountant:
                 )
             if event_keys(stated) == event_keys(held.events):
                 return found
-            rest = rule.remove(totals, held.charge)
+            partitions = partitions_of(found.reserve.body, f"dataset {dataset!r}")
+            rest = rule.remove(totals, held.charge, partitions)
             price = (
-                pricing.price(current, events, held.group_size, True, held.delta, rest)
+                pricing.price(current, events, held.group_size, True, held.delta, current.composed(rest))
                 if events
                 else pricing.zero(current)
             )
@@ -795,21 +880,28 @@ class PrivacyAccountant:
             )
             if route(rule, kept, paid) is None:
                 raise self._exceeded(dataset, key, current, held, paid, None, kept)
-            after = rule.add(rest, price.charge)
-            body = ShrinkBody(stated, price.cost, price.method, price.charge, why, actor, after)
+            after = rule.add(rest, price.charge, partitions)
+            body = ShrinkBody(stated, price.cost, price.method, price.charge, why, actor, after, partitions)
             append(tx, body, with_totals(head.state, after), key=key, reservation=found.reserve.seq)
             return tx.reservation(key=key) or found
 
         return self._reservation(dataset, self._atomic(dataset, run))
 
-    def _pay(self, dataset: str, key: str, cost: Any, group_size: Any, label: Any) -> ReleaseEntry:
+    def _pay(
+        self, dataset: str, key: str, cost: Any, group_size: Any, label: Any, partition: Any
+    ) -> ReleaseEntry:
         """Pay one release from the reservation ``key`` (see :meth:`Reservation.spend`)."""
         event = _to_event(cost)
         k = check_positive_int(group_size, "group_size")
         label = _check_optional_text(label, "label", 2000)
+        partitions = _check_partitions(partition)
 
         def run(tx: LedgerTransaction) -> LedgerRecord:
             head, found, current, totals, held, paid = _open_reservation(tx, dataset, key)
+            _check_partitioned(dataset, current, partitions)
+            _check_covered(
+                dataset, key, partitions_of(found.reserve.body, f"dataset {dataset!r}"), partitions
+            )
             rule = current.rule
             price = pricing.price(current, [event], k, False, None, totals)
             stated = [_stated(event, current.relation).to_dict()]
@@ -828,6 +920,7 @@ class PrivacyAccountant:
                 price.method,
                 price.charge,
                 totals,
+                partitions,
             )
             body = PayBody(release, now.total(rule), way)
             return append(tx, body, with_totals(head.state, totals), key=key, reservation=found.reserve.seq)
@@ -1014,9 +1107,11 @@ class PrivacyAccountant:
         plan_delta: float | None,
         *,
         commit: bool,
+        partition: Any = None,
     ) -> Reservation:
         dataset = _check_name(dataset, "dataset")
         check_plain_spend(dataset)
+        partitions = _check_partitions(partition)
         k = check_positive_int(group_size, "group_size")
         label = _check_optional_text(label, "label", 2000)
         given_key = _check_optional_text(key, "key", _MAX_KEY)
@@ -1030,7 +1125,7 @@ class PrivacyAccountant:
             _, budget, totals = self._read(dataset)
             if given_key is None or self._store.reservation(dataset, key=given_key) is None:
                 price = pricing.price(
-                    budget, events, k, plan, plan_delta, totals
+                    budget, events, k, plan, plan_delta, budget.composed(totals)
                 )  # a used key is refused unpriced
         elif dataset in self._budgets:
             price = pricing.price_one(self._budgets[dataset], canonical_json(event_dicts[0]), k)
@@ -1047,22 +1142,27 @@ class PrivacyAccountant:
             # a random key cannot exist yet: look up only keys the caller chose
             found = None if given_key is None else tx.reservation(key=key)
             if found is not None:  # a key pays for one release: every later call is refused
-                _check_same_request(dataset, key, found, request_of(stated, k, plan, plan_delta))
+                request = request_of(stated, k, plan, plan_delta, partitions)
+                _check_same_request(dataset, key, found, request)
                 raise KeyAlreadyUsedError(dataset, key, found.status)
+            _check_partitioned(dataset, current, partitions)
             rule = current.rule
             totals = rule.read_totals(head.state.totals, where)
+            composed = current.composed(totals)
             p = price
             if (
                 p is None
                 or p.budget != current
-                or (p.basis is not None and p.basis != rule.plan_basis(totals))
+                or (p.basis is not None and p.basis != rule.plan_basis(composed))
             ):
-                p = pricing.price(current, events, k, plan, plan_delta, totals)
-            after = rule.add(totals, p.charge)
-            if not rule.fits(after):
+                p = pricing.price(current, events, k, plan, plan_delta, composed)
+            after = rule.add(totals, p.charge, partitions)
+            if not current.fits(after):
                 spent = budget_report(dataset, "spent", current, totals)
                 remaining = budget_report(dataset, "remaining", current, totals)
-                single = None if k == 1 else pricing.price(current, events, 1, plan, plan_delta, totals).cost
+                single = None
+                if k > 1:
+                    single = pricing.price(current, events, 1, plan, plan_delta, composed).cost
                 raise BudgetExceededError(
                     dataset,
                     p.cost,
@@ -1074,7 +1174,7 @@ class PrivacyAccountant:
                     single=single,
                 )
             body = ReserveBody(
-                label, k, plan, plan_delta, relation, stated, p.cost, p.method, p.charge, after
+                label, k, plan, plan_delta, relation, stated, p.cost, p.method, p.charge, after, partitions
             )
             record = append(tx, body, with_totals(head.state, after), key=key)
             end = append_commit(tx, head.state, after, key, record.seq) if commit else None
@@ -1132,8 +1232,10 @@ class PrivacyAccountant:
                         f"{len(paid.charges)} release(s) and cannot be cancelled (their data was read); "
                         "commit it"
                     )
-                totals = rule.remove(rule.read_totals(head.state.totals, f"dataset {dataset!r}"), held.charge)
-                body = CancelBody(reason, actor, by, totals)
+                partitions = partitions_of(found.reserve.body, where)
+                read = rule.read_totals(head.state.totals, f"dataset {dataset!r}")
+                totals = rule.remove(read, held.charge, partitions)
+                body = CancelBody(reason, actor, by, totals, partitions)
                 append(tx, body, with_totals(head.state, totals), key=key, reservation=found.reserve.seq)
             return "released"
 
@@ -1185,8 +1287,15 @@ def _changed_totals(dataset: str, previous: DatasetBudget, new: DatasetBudget, t
             "composition). Nothing was changed.",
             "budget",
         )
+    if totals.active and previous.partitions is not None and (new.partitions or 0) < previous.partitions:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} has {totals.active} active spend(s) composed over at most "
+            f"{previous.partitions} partition(s) per person; that cannot fall to {new.partitions} (it would "
+            "count what was spent for fewer partitions than were declared). Nothing was changed.",
+            "partitions",
+        )
     carried = new.rule.carry(totals)
-    if not new.rule.fits(carried):
+    if not new.fits(carried):
         spent = budget_report(dataset, "spent", previous, totals)
         raise InvalidParameterError(
             f"the new budget {new.guarantee!r} of dataset {dataset!r} is below what is already "
@@ -1204,6 +1313,18 @@ def _rule_choice(rule: Any, method: Any) -> tuple[Any, str]:
         raise InvalidParameterError("give 'rule' only ('method' is its deprecated name)", "method")
     warn_renamed("set_budget(..., method=...)", "set_budget(..., rule=...)", stacklevel=4)
     return method, "method"
+
+
+def _check_covered(dataset: str, key: str, reserved: tuple[str, ...], named: tuple[str, ...]) -> None:
+    """InvalidParameterError unless a payment that names ``named`` reads only what a reservation on the
+    partitions ``reserved`` counted: any data for a reservation of the whole dataset, else some of its
+    partitions (a payment naming none would read the whole dataset)."""
+    if reserved and (not named or not set(named) <= set(reserved)):
+        raise InvalidParameterError(
+            f"the reservation {key!r} on dataset {dataset!r} was charged to the partitions {list(reserved)}; "
+            "a release paid from it must name the partitions it reads, among those",
+            "partition",
+        )
 
 
 def _is_empty(costs: Any) -> bool:
@@ -1265,7 +1386,8 @@ def _ends(records: Sequence[LedgerRecord]) -> dict[int, LedgerRecord]:
 
 def _check_same_request(dataset: str, key: str, found: ReservationRecords, request: str) -> None:
     body = found.reserve.body
-    if request_of(body.get("events"), body.get("group_size"), body.get("plan"), body.get("delta")) != request:
+    recorded = (body.get("events"), body.get("group_size"), body.get("plan"), body.get("delta"))
+    if request_of(*recorded, body.get("partitions", ())) != request:
         raise InvalidParameterError(
             f"the key {key!r} already reserved a different cost on dataset {dataset!r} "
             f"({body.get('cost')}, group size {body.get('group_size')}); use a new key for a different "

@@ -39,6 +39,7 @@ __all__ = [
     "append",
     "append_commit",
     "budget_of",
+    "partitions_of",
     "request_of",
     "with_totals",
 ]
@@ -47,18 +48,60 @@ __all__ = [
 @dataclass(frozen=True)
 class DatasetBudget:
     """A dataset's budget as the head row caches it: the rule (with the budget's guarantee and what the
-    rule derived from it) and the dataset's neighbouring relation."""
+    rule derived from it), the dataset's neighbouring relation, and for a partitioned dataset L, the most
+    partitions one person's data lie in.
+
+    **Partitions (parallel composition).** A dataset partitioned by a public attribute (a region, a cohort,
+    the day of a per-day dataset), with each person's data in at most L partitions, keeps one running total
+    per partition; a release adds its charge to every partition it names, or, naming none, to the
+    whole-dataset total. The rule checks and reports :meth:`composed`: the whole-dataset total plus, per
+    amount, the L largest partition totals (L = 1: the largest; basic composition: the sum of the L largest
+    ε and of the L largest δ; μ-GDP: the root of the sum of the L largest μ²; zCDP: the sum of the L
+    largest ρ).
+
+    Validity under adaptive spends: fix neighbours D, D' differing in one person x, whose data lie in a set
+    S of at most L partitions (under ``"add_remove"`` x's rows are present or not; under ``"replace_one"``
+    the replacement's rows lie in the same partitions, which is what declaring the attribute public means).
+    A release that reads only partitions outside S computes the same function of the same rows on D and D':
+    its output has the same distribution on both, given everything released before, so it adds nothing to
+    x's privacy loss. Every release that reads x's data named a partition of S (it was added to that
+    partition's total) or named none (whole-dataset total). So x's loss composes releases whose charges sum,
+    amount by amount, to at most the whole-dataset total plus the totals of the partitions of S, at most
+    :meth:`composed`. The accountant accepts a release only if :meth:`composed` fits after it, and the
+    rule's check is monotone in every amount, so at every step x's own sums fit the rule too. Whether a
+    release is accepted depends only on the releases before it (not on the data), so for x the accountant
+    is the rule's own filter run on x's charges (zero for releases outside S), whose validity under
+    adaptively chosen charges is the rule's (see its docstring). This holds for every x at once.
+    L is a declaration about the data, like a sensitivity: the frame functions enforce it on the rows of
+    one release (``partition_column=``); across releases it must hold for the data themselves.
+    """
 
     rule: BudgetRule
     relation: Relation = DEFAULT_RELATION
+    partitions: int | None = None
 
     @property
     def guarantee(self) -> Guarantee:
         return self.rule.budget
 
     def state(self) -> dict[str, Any]:
-        """The head row's ``budget`` JSON."""
-        return {"guarantee": self.guarantee.to_dict(), **self.rule.parameters(), "relation": self.relation}
+        """The head row's ``budget`` JSON (``"partitions"`` only for a partitioned dataset)."""
+        declared = {} if self.partitions is None else {"partitions": self.partitions}
+        return {
+            "guarantee": self.guarantee.to_dict(),
+            **self.rule.parameters(),
+            "relation": self.relation,
+            **declared,
+        }
+
+    def composed(self, totals: Totals) -> Totals:
+        """What the rule checks and reports: ``totals`` as they count for the person with the most loss (see
+        the class notes); ``totals`` themselves for a dataset that is not partitioned."""
+        return totals if self.partitions is None else totals.largest(self.partitions)
+
+    def fits(self, totals: Totals) -> bool:
+        """Whether ``totals`` are within the budget under the rule (and the partitions)."""
+        return self.rule.fits(self.composed(totals))
 
     @classmethod
     def from_state(cls, budget: Mapping[str, Any], method: str, where: str) -> DatasetBudget:
@@ -72,7 +115,10 @@ class DatasetBudget:
         relation = budget.get("relation", DEFAULT_RELATION)
         if relation not in RELATIONS:
             raise LedgerError(f"{where}: unknown neighbouring relation {relation!r}")
-        return cls(rule, relation)
+        partitions = budget.get("partitions")
+        if partitions is not None and (type(partitions) is not int or partitions < 1):
+            raise LedgerError(f"{where}: unreadable number of partitions per person {partitions!r}")
+        return cls(rule, relation, partitions)
 
     def head_state(self, totals: Totals) -> DatasetState:
         """What the head row caches after a record that leaves the totals at ``totals``."""
@@ -133,16 +179,17 @@ class ReserveBody:
     composition: str
     charge: Charge
     totals: Totals
+    partitions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,
-            **_request(self.events, self.group_size, self.plan, self.delta),
+            **_request(self.events, self.group_size, self.plan, self.delta, self.partitions),
             "relation": self.relation,
             "cost": self.cost.to_dict(),
             "composition": self.composition,
             "charge": self.charge.to_json(),
-            "totals": self.totals.to_json(),
+            "totals": self.totals.to_json(self.partitions),
         }
 
 
@@ -154,7 +201,7 @@ class CommitBody:
     totals: Totals
 
     def to_json(self) -> dict[str, Any]:
-        return {"totals": self.totals.to_json()}
+        return {"totals": self.totals.to_json(())}
 
 
 @dataclass(frozen=True)
@@ -167,9 +214,11 @@ class CancelBody:
     actor: str
     by: str
     totals: Totals
+    partitions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"reason": self.reason, "actor": self.actor, "by": self.by, "totals": self.totals.to_json()}
+        totals = self.totals.to_json(self.partitions)
+        return {"reason": self.reason, "actor": self.actor, "by": self.by, "totals": totals}
 
 
 @dataclass(frozen=True)
@@ -192,7 +241,8 @@ class PayBody:
 @dataclass(frozen=True)
 class ShrinkBody:
     """A reservation's charge replaced by the tight total of a sub-plan: the sub-plan's events as stated (its
-    group size and δ are the reservation's), its cost and charge, why, by whom, and the totals after it."""
+    group size and δ are the reservation's), its cost and charge, why, by whom, and the totals after it
+    (with the parts of the partitions the reservation named, which it changed)."""
 
     kind: ClassVar[RecordKind] = "shrink"
     events: list[dict[str, Any]]
@@ -202,6 +252,7 @@ class ShrinkBody:
     reason: str
     actor: str
     totals: Totals
+    partitions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -211,18 +262,27 @@ class ShrinkBody:
             "charge": self.charge.to_json(),
             "reason": self.reason,
             "actor": self.actor,
-            "totals": self.totals.to_json(),
+            "totals": self.totals.to_json(self.partitions),
         }
 
 
-def _request(events: Any, group_size: Any, plan: Any, delta: Any) -> dict[str, Any]:
-    return {"events": events, "group_size": group_size, "plan": plan, "delta": delta}
+def _request(events: Any, group_size: Any, plan: Any, delta: Any, partitions: Any = ()) -> dict[str, Any]:
+    named = {"partitions": list(partitions)} if partitions else {}  # absent when none: as ledgers before
+    return {"events": events, "group_size": group_size, "plan": plan, "delta": delta, **named}
 
 
-def request_of(events: Any, group_size: Any, plan: Any, delta: Any) -> str:
-    """What a reservation asked for (its stated events, group size, plan and δ), as canonical JSON: a key
-    reused for another request is refused."""
-    return canonical_json(_request(events, group_size, plan, delta))
+def request_of(events: Any, group_size: Any, plan: Any, delta: Any, partitions: Any = ()) -> str:
+    """What a reservation asked for (its stated events, group size, plan, δ and partitions), as canonical
+    JSON: a key reused for another request is refused."""
+    return canonical_json(_request(events, group_size, plan, delta, partitions))
+
+
+def partitions_of(body: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The partitions a recorded reservation named (none: the whole dataset); LedgerError if unreadable."""
+    named = body.get("partitions", ())
+    if not isinstance(named, list | tuple) or not all(isinstance(name, str) for name in named):
+        raise LedgerError(f"{where}: unreadable partitions {named!r}")
+    return tuple(named)
 
 
 Body = BudgetBody | ReserveBody | CommitBody | CancelBody | PayBody | ShrinkBody

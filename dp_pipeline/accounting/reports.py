@@ -13,7 +13,7 @@ from dp_pipeline.accounting.records import DatasetBudget
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import LedgerError
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, guarantee_from_dict
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, format_guarantee, guarantee_from_dict
 
 __all__ = [
     "BudgetReport",
@@ -23,6 +23,7 @@ __all__ = [
     "budget_report",
     "ledger_entry",
     "paid_entry",
+    "partition_reports",
     "read_all",
     "release_entry",
 ]
@@ -47,13 +48,19 @@ class BudgetReport:
         The amount, in the budget's currency. Spent amounts and costs are rounded up, remaining amounts
         down.
     method : str
-        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading) or ``"pld"`` (tight plan total).
+        ``"basic"`` (Σε, Σδ), ``"gdp"`` (√Σμᵢ², or its (ε, δ_B) reading), ``"zcdp"`` (the (ε, δ_B) reading
+        of Σρᵢ) or ``"pld"`` (tight plan total).
     budget : ApproxDP or GaussianDP
         The dataset's budget.
     open_reservations : int
         Reservations not yet committed or cancelled; they are counted as spent.
     relation : str
         The dataset's neighbouring relation: ``"replace_one"`` or ``"add_remove"``.
+    partitions : int or None
+        For a partitioned dataset, L: the most partitions one person's data lie in (the dataset's amounts
+        compose the L largest partition totals); None otherwise.
+    partition : str or None
+        The partition a per-partition report is about (:meth:`PrivacyAccountant.partitions`), else None.
     """
 
     dataset: str
@@ -63,6 +70,8 @@ class BudgetReport:
     budget: Guarantee
     open_reservations: int = 0
     relation: Relation = DEFAULT_RELATION
+    partitions: int | None = None
+    partition: str | None = None
 
     @property
     def epsilon(self) -> float:
@@ -95,31 +104,22 @@ class BudgetReport:
         return self.guarantee.mu
 
     def __str__(self) -> str:
-        g = self.guarantee
-        amount = (
-            f"μ = {g.mu:.6g}"
-            if isinstance(g, GaussianDP)
-            else f"ε = {self.epsilon:.6g}, δ = {self.delta:.6g}"
-        )
+        amount = format_guarantee(self.guarantee)
         method = {
             "basic": "basic composition",
             "gdp": "μ-GDP filter",
             "pld": "tight PLD composition",
+            "bounded_range": "bounded-range composition",
+            "zcdp": "zCDP filter",
         }.get(self.method, self.method)
-        text = (
-            f"{self.what} on {self.dataset!r}: {amount} ({method}; budget {_short(self.budget)}; "
-            f"{self.relation})"
-        )
+        where = repr(self.dataset)
+        if self.partition is not None:
+            where += f", partition {self.partition!r}"
+        budget = format_guarantee(self.budget)
+        text = f"{self.what} on {where}: {amount} ({method}; budget {budget}; {self.relation})"
         if self.open_reservations:
             text += f", including {self.open_reservations} open reservation(s)"
         return text
-
-
-def _short(g: Guarantee) -> str:
-    if isinstance(g, GaussianDP):
-        return f"μ = {g.mu:.6g}"
-    assert isinstance(g, ApproxDP)
-    return f"ε = {g.epsilon:.6g}, δ = {g.delta:.6g}"
 
 
 @dataclass(frozen=True)
@@ -257,12 +257,36 @@ class VerifyReport:
 
 
 def budget_report(dataset: str, what: str, budget: DatasetBudget, totals: Totals) -> BudgetReport:
-    """``what`` (``"spent"``, ``"remaining"`` or ``"budget"``) of a dataset under its rule, as a report."""
+    """``what`` (``"spent"``, ``"remaining"`` or ``"budget"``) of a dataset under its rule (and its
+    partitions: the composed totals), as a report."""
+    composed = budget.composed(totals)
     if what == "budget":
         amount, method = budget.guarantee, budget.rule.name
     else:
-        amount, method = budget.rule.spent(totals) if what == "spent" else budget.rule.remaining(totals)
-    return BudgetReport(dataset, what, amount, method, budget.guarantee, totals.open, budget.relation)
+        amount, method = budget.rule.spent(composed) if what == "spent" else budget.rule.remaining(composed)
+    return BudgetReport(
+        dataset, what, amount, method, budget.guarantee, totals.open, budget.relation, budget.partitions
+    )
+
+
+def partition_reports(dataset: str, budget: DatasetBudget, totals: Totals) -> dict[str, BudgetReport]:
+    """What each partition of a partitioned dataset has spent, by name: the loss of a person whose data lie
+    in that partition alone (its releases and the whole-dataset ones) under the rule, rounded up."""
+    reports = {}
+    for name in sorted(totals.parts):
+        amount, method = budget.rule.spent(totals.within(name))
+        reports[name] = BudgetReport(
+            dataset,
+            "spent",
+            amount,
+            method,
+            budget.guarantee,
+            totals.open,
+            budget.relation,
+            budget.partitions,
+            name,
+        )
+    return reports
 
 
 def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:

@@ -4,6 +4,7 @@ budget that the work it covers pays its releases from."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,7 +96,15 @@ class Reservation:
 
     # ------------------------------------------------------------------------------ paying from it
 
-    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str | None = "") -> ReleaseEntry:
+    def spend(
+        self,
+        dataset: str,
+        cost: Any,
+        *,
+        group_size: int = 1,
+        label: str | None = "",
+        partition: str | Sequence[str] | None = None,
+    ) -> ReleaseEntry:
         """Pay one release from this reservation.
 
         Parameters
@@ -108,6 +117,10 @@ class Reservation:
             Charge for groups of k individuals.
         label : str, optional
             Shown in the history.
+        partition : str or list of str, optional
+            On a partitioned dataset, the partitions the release reads (recorded). A reservation charged to
+            some partitions pays only for releases that name partitions among them (InvalidParameterError
+            otherwise); one of the whole dataset pays for any.
 
         Returns
         -------
@@ -123,12 +136,17 @@ class Reservation:
             The reservation was cancelled, or the ledger cannot be written.
         """
         self._check_dataset(dataset)
-        return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None)
+        return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None, partition)
 
     def relation(self, dataset: str) -> Relation:
         """The dataset's neighbouring relation (the dataset must be the reservation's)."""
         self._check_dataset(dataset)
         return self._accountant.relation(self.dataset)
+
+    def budget(self, dataset: str) -> BudgetReport:
+        """The dataset's budget, with its rule and partitions (the dataset must be the reservation's)."""
+        self._check_dataset(dataset)
+        return self._accountant.budget(self.dataset)
 
     def spent(self) -> BudgetReport:
         """What was paid from the reservation (``budget`` is what it holds), rounded up."""

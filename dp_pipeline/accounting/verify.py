@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
 from dp_pipeline.accounting.payments import Holding, Paid, event_keys, route
 from dp_pipeline.accounting.pricing import recorded_request_price
-from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting.records import DatasetBudget, partitions_of
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
@@ -39,6 +39,8 @@ def _stored_budget(body: Mapping[str, Any], where: str) -> tuple[DatasetBudget, 
     }
     if "relation" in body:  # budget records written before relations existed have none
         state["relation"] = body["relation"]
+    if budget.partitions is not None:
+        state["partitions"] = budget.partitions
     return budget, state, method
 
 
@@ -57,6 +59,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     budget_state: tuple[dict[str, Any], str] | None = None
     held: dict[int, Holding] = {}
     paid: dict[int, Paid] = {}
+    named: dict[int, tuple[str, ...]] = {}
     ended: dict[int, str] = {}
     keys: dict[str, int] = {}
     try:
@@ -70,7 +73,8 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                 if problem:
                     return f"{where}: {problem}"
                 totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
-                if not budget.rule.fits(totals):
+                touched: Collection[str] | None = None  # a budget record stores every partition
+                if not budget.fits(totals):
                     return f"{where}: the budget {budget.rule.describe()} is below what was already spent"
             elif budget is None or totals is None:
                 return f"{where}: a {record.kind} record before any budget was set"
@@ -79,15 +83,19 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                     return f"{where}: missing or repeated idempotency key {record.key!r}"
                 keys[record.key] = record.seq
                 charge = budget.rule.read_charge(body.get("charge"), where)
-                if not charge.covers(recorded_request_price(budget, body, totals).charge):
+                touched = partitions_of(body, where)
+                if touched and budget.partitions is None:
+                    return f"{where}: the reservation names partitions of a dataset that is not partitioned"
+                if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
                     return (
                         f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
                         f"under the budget in force, {budget.rule.describe()}"
                     )
                 held[record.seq] = Holding.of(body, budget.rule, where)
                 paid[record.seq] = Paid()
-                totals = budget.rule.add(totals, charge)
-                if not budget.rule.fits(totals):
+                named[record.seq] = touched
+                totals = budget.rule.add(totals, charge, touched)
+                if not budget.fits(totals):
                     return (
                         f"{where}: the reservation does not fit the budget in force, "
                         f"{budget.rule.describe()}; it was accepted against another budget (the stored "
@@ -102,7 +110,13 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                         return f"{where}: the {record.kind} names seq={target} but carries another key"
                     if ended.get(target) == "release":
                         return f"{where}: a {record.kind} from reservation seq={target}, which was cancelled"
-                    problem, totals = _replay_payment(record, budget, totals, held, paid)
+                    # a payment stores the parts it names (unchanged), a shrink those of its reservation
+                    touched = partitions_of(body, where) if record.kind == "pay" else named[target]
+                    if record.kind == "pay" and named[target] and not set(touched) <= set(named[target]):
+                        return (
+                            f"{where}: a payment reads partitions that reservation seq={target} did not name"
+                        )
+                    problem, totals = _replay_payment(record, budget, totals, held, paid, named[target])
                     if problem:
                         return f"{where}: {problem}"
                 else:
@@ -111,12 +125,13 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                     if record.kind == "release" and paid[target].charges:
                         return f"{where}: reservation seq={target} was cancelled after it paid for releases"
                     ended[target] = record.kind
-                    charge = held[target].charge
-                    totals = (
-                        totals.committed() if record.kind == "commit" else budget.rule.remove(totals, charge)
-                    )
+                    touched = () if record.kind == "commit" else named[target]
+                    if record.kind == "commit":
+                        totals = totals.committed()
+                    else:
+                        totals = budget.rule.remove(totals, held[target].charge, named[target])
             stored = budget.rule.read_totals(body.get("totals"), where)
-            if not stored.same_as(totals):
+            if not stored.same_as(totals if touched is None else totals.only(touched)):
                 return (
                     f"{where}: running totals {stored.to_json()} differ from the records' sum "
                     f"{totals.to_json()}"
@@ -141,6 +156,7 @@ def _replay_payment(
     totals: Totals,
     held: dict[int, Holding],
     paid: dict[int, Paid],
+    partitions: tuple[str, ...],
 ) -> tuple[str | None, Totals]:
     """Replay a ``pay`` or ``shrink`` record of a reservation: the problem it shows (or None) and the totals
     after it. Updates what the reservation holds and what was paid from it."""
@@ -150,7 +166,7 @@ def _replay_payment(
     charge = rule.read_charge(body.get("charge"), where)
     holding, payments = held[target], paid[target]
     if record.kind == "pay":
-        if not charge.covers(recorded_request_price(budget, body, totals).charge):
+        if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
             return f"the recorded charge {charge.to_json()} is below what the paid release costs", totals
         payments = payments.plus(charge, body["events"], int(body["group_size"]))
         total = rule.read_charge(body.get("paid"), where)
@@ -167,10 +183,10 @@ def _replay_payment(
     kept = holding.shrunk(body, rule, where)
     if event_keys(kept.events) - event_keys(holding.events):
         return f"the shrink of seq={target} keeps releases the reservation did not declare", totals
-    rest = rule.remove(totals, holding.charge)
+    rest = rule.remove(totals, holding.charge, partitions)
     events = [PrivacyEvent.from_dict(dict(e)) for e in kept.events]
     price = (
-        pricing.price(budget, events, holding.group_size, True, holding.delta, rest)
+        pricing.price(budget, events, holding.group_size, True, holding.delta, budget.composed(rest))
         if events
         else pricing.zero(budget)
     )
@@ -179,7 +195,7 @@ def _replay_payment(
     if route(rule, kept, payments) is None:
         return f"the payments from seq={target} do not fit what its shrink kept", totals
     held[target] = kept
-    return None, rule.add(rest, charge)
+    return None, rule.add(rest, charge, partitions)
 
 
 def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:

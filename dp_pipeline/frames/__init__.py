@@ -2,8 +2,11 @@
 
 Every function that reads private data is one release and charges the accountant exactly once per call,
 before its noisy result exists; the estimators from randomised reports are post-processing and charge
-nothing. pandas is imported when a function is called: ``import dp_pipeline.frames`` works without it, and a
-call without it raises ImportError naming ``pip install "dp-pipeline[pandas]"``.
+nothing. The functions that read private data also take a Spark DataFrame (see :mod:`dp_pipeline.spark`):
+the privacy core is shared, only the exact bounded aggregate is computed per engine
+(:mod:`dp_pipeline.frames.engine`). pandas is imported when a function is called:
+``import dp_pipeline.frames`` works without it, and a call without it raises ImportError naming
+``pip install "dp-pipeline[pandas]"``.
 """
 
 from dp_pipeline.frames.aggregates import dp_count, dp_histogram, dp_mean, dp_sum

@@ -1,44 +1,35 @@
-"""``bounds="dp"``: clip bounds learned with a DP quantile release inside a declared outer range.
+"""``bounds="dp"`` in the frame functions: their arguments, and one fixed-cost charge for the search and
+the release.
 
-**Method.** The call's ε is split before any data is read: :data:`SEARCH_SHARE` (10%) goes to the bound
-search, the rest to the release. The search releases the :data:`SEARCH_QUANTILES` (1st and 99th
-percentiles) of the column, clipped to ``outer`` and after contribution bounding, with the exponential
-mechanism of :mod:`dp_pipeline.frames.quantiles` (ε_search/2 each, utility sensitivity m, the whole column
-even when grouped); the learned bounds are those two grid points in order (one grid step apart at least).
-The release's noise is calibrated to the sensitivities of the learned bounds at the release's ε.
-
-**One charge, fixed in advance.** The call is charged once, before any noise is drawn, with one composite
-event: the two quantile parts and the release's parts. The release's parts are priced at the ε (or ε, δ) it
-is calibrated for, with the sensitivity ratios (replace-one over add/remove) of the worst bounds inside
-``outer`` (a symmetric range around 0 when ``outer`` contains 0), so the cost depends on the parameters
-only, never on the learned bounds, and whether the budget refuses cannot depend on the data.
+The method, its accuracy and why the cost is fixed in advance: :mod:`dp_pipeline._learned_bounds`. A call
+spends :data:`~dp_pipeline._learned_bounds.SEARCH_SHARE` (10%) of its ε on the search and the rest on its
+release, and is charged once for both. The search reads each column's ranks on its grid from the engine
+(:meth:`~dp_pipeline.frames.engine.Engine.grid_ranks`, the whole column even when the release is grouped),
+so it runs on any engine, inside the call's charge.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from fractions import Fraction
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, charge, declared_bounds
-from dp_pipeline.accounting.composition import composite_event
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share, worst_bounds
+from dp_pipeline._quantile import grid
+from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
-
-SEARCH_SHARE = 0.1
-"""The share of ε spent on learning the bounds."""
-SEARCH_QUANTILES = (0.01, 0.99)
-"""The quantiles released as the learned bounds."""
+from dp_pipeline.frames.engine import Bounding
+from dp_pipeline.splitting import NoisePlan
 
 Ranges = Callable[[float, float], list[tuple[float, float]]]
 
 
-def check_outer(lower: Any, upper: Any, bounds: Any, outer: Any, name: str) -> tuple[float, float] | None:
-    """The outer range with ``bounds="dp"`` (None for declared bounds), checked."""
+def outer_range(
+    lower: Any, upper: Any, bounds: Any, outer: Any, names: Sequence[str]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """The outer range of each column with ``bounds="dp"`` (None for declared bounds), checked."""
     if bounds is None:
         return None
     if bounds != "dp":
@@ -47,51 +38,60 @@ def check_outer(lower: Any, upper: Any, bounds: Any, outer: Any, name: str) -> t
         raise InvalidParameterError(
             "give either 'lower'/'upper' or bounds='dp' with 'outer', not both", "bounds"
         )
-    if outer is None or np.ndim(outer) != 1 or len(outer) != 2:
-        raise InvalidParameterError(
-            "bounds='dp' needs outer=(lo, hi), the range the bounds are learned in", "outer"
-        )
-    lows, highs = declared_bounds(outer[0], outer[1], [name], required=True)
-    return float(lows[0]), float(highs[0])
+    return check_outer(outer, names)
 
 
-def _shares(epsilon: float) -> tuple[float, float]:
-    """(ε_search, ε_release), both rounded down so that they add up to at most ε."""
-    search = epsilon * SEARCH_SHARE
-    rest = epsilon - search
-    while Fraction(search) + Fraction(rest) > Fraction(epsilon):
-        rest = math.nextafter(rest, 0.0)
-    return search, rest
+def search_for(
+    epsilon: float, outer: tuple[NDArray[np.float64], NDArray[np.float64]], relation: Relation, m: int
+) -> tuple[BoundsSearch, float]:
+    """The bounds search of a call of ε = ``epsilon`` over the columns' outer ranges, and the ε left for
+    the release."""
+    search_epsilon, rest = search_share(epsilon)
+    return BoundsSearch.plan(search_epsilon, outer[0], outer[1], relation, m), rest
 
 
-def _worst(low: float, high: float) -> tuple[float, float]:
-    """Bounds inside [low, high] whose sensitivity ratios are the largest: symmetric around 0 if possible."""
-    if low < 0.0 < high:
-        side = min(-low, high)
-        return -side, side
-    return low, high
+def learn(
+    search: BoundsSearch,
+    ranks_of: Callable[[Hashable, tuple[float, float], NDArray[np.float64]], Any],
+    columns: Sequence[Hashable],
+    rng: np.random.Generator,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The learned bounds of ``columns``: ``ranks_of(column, (lo, hi), grid)`` gives a column's ranks on
+    its outer range's grid (read inside the call's charge)."""
+    ranks = [
+        ranks_of(column, (float(lo), float(hi)), grid(float(lo), float(hi)))
+        for column, lo, hi in zip(columns, search.lower, search.upper, strict=True)
+    ]
+    return search.learn(ranks, rng)
 
 
-def learn_and_charge(
-    release: Any, outer: tuple[float, float], values: NDArray[np.float64], ranges: Ranges, label: str
-) -> tuple[float, float, NoisePlan, PrivacyEvent]:
-    """Charge the whole call once, then learn the bounds from ``values`` (clipped to ``outer``) and plan the
-    release's noise for them: (low, high, plan, charged event)."""
-    from dp_pipeline.frames import quantiles  # it builds on the aggregates, which import this module
-
-    search, rest = _shares(release.epsilon)
-    mechanism = quantiles.quantile_mechanism(search / 2.0, False, release.relation, release.m)
-    parts = [mechanism.event.under(release.relation)] * len(SEARCH_QUANTILES)
-    priced = release.plan(ranges(*_worst(*outer)), rest)
-    event = composite_event([*parts, priced.event], release.relation)
-    charge(release.accountant, release.dataset, event, label, release.group_size)
-    grid = quantiles._grid(*outer)
-    ordered = np.sort(values)
-    picked = sorted(
-        quantiles.select_quantile(mechanism, ordered, grid, q, release.rng) for q in SEARCH_QUANTILES
+def search_cost(
+    release: Any, outer: tuple[float, float], ranges: Ranges
+) -> tuple[BoundsSearch, PrivacyEvent]:
+    """An aggregate's search and the cost of its whole call, fixed before the data is read: the search's
+    quantiles and the release's parts priced at the worst bounds inside ``outer``."""
+    search, rest = search_for(
+        release.epsilon, (np.array([outer[0]]), np.array([outer[1]])), release.relation, release.m
     )
-    low, high = picked
-    if high <= low:  # one grid step apart, inside the outer range
-        step = (outer[1] - outer[0]) / (grid.size - 1)
-        low, high = (low, low + step) if low + step <= outer[1] else (high - step, high)
-    return low, high, release.plan(ranges(low, high), rest), event
+    priced = release.plan(ranges(*worst_bounds(*outer)), rest).event
+    return search, search.cost([priced])
+
+
+def learn_bounds(
+    release: Any, search: BoundsSearch, column: Hashable, ranges: Ranges
+) -> tuple[float, float, NoisePlan]:
+    """An aggregate's learned bounds of ``column`` and the release's noise planned for them, inside the
+    charge of :func:`search_cost`."""
+    _, rest = search_share(release.epsilon)
+
+    def ranks_of(name: Hashable, clip: tuple[float, float], points: NDArray[np.float64]) -> Any:
+        (ranks,) = release.grid_ranks(name, clip, points, whole=True)
+        return ranks
+
+    low, high = (float(side[0]) for side in learn(search, ranks_of, [column], release.rng))
+    return low, high, release.plan(ranges(low, high), rest)
+
+
+def whole_column(rng: np.random.Generator) -> Bounding:
+    """Every row, ungrouped: the rows a per-row release (one row per person) learns its bounds from."""
+    return Bounding(None, 1, None, None, rng)

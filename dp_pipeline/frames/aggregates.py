@@ -11,9 +11,9 @@ column are one person, and at most ``max_contributions`` rows per person are kep
 of that person's rows (the others are dropped before anything is computed). Every statistic is a sum of
 per-row values in a declared range [l, u] (a count: l = u = 1; a sum: the clip bounds; a centred sum
 Σ(x − c), c = (lower + upper)/2: ±(upper − lower)/2). The noise is calibrated to the most one person can
-change it (see :func:`_sensitivity`, never the data), with Laplace noise (ε-DP, L1) or Gaussian noise
-((ε, δ)-DP, L2), through :func:`dp_pipeline._release.plan_noise`. The result's ``attrs["relation"]`` names
-the relation.
+change it (see :func:`dp_pipeline.frames._core.sensitivity`, never the data), with Laplace noise (ε-DP,
+L1) or Gaussian noise ((ε, δ)-DP, L2), through :func:`dp_pipeline._release.plan_noise`. The result's
+``attrs["relation"]`` names the relation.
 
 **Groups.** ``by=`` groups the rows by one or more columns. The set of groups that is released must not
 depend on the data (a group present only because of one person reveals that person), so the group keys are
@@ -30,213 +30,57 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from fractions import Fraction
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dp_pipeline._release import (
-    NoiseFamily,
-    NoisePlan,
-    charge,
-    check_delta,
-    check_epsilon,
-    check_ledger,
-    dataset_relation,
-    declared_bounds,
-    plan_noise,
-    release_rng,
-)
-from dp_pipeline._validation import check_positive_int
-from dp_pipeline.exact import sqrt_up, subtract_up, times_up
-from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import (
-    bound_contributions,
-    check_frame,
-    check_level,
-    column_list,
-    group_index,
-    interval_half_width,
-    numeric_values,
-    require_pandas,
-    result_frame,
-)
-from dp_pipeline.frames._dpbounds import check_outer, learn_and_charge
+from dp_pipeline.exact import subtract_up
+from dp_pipeline.frames._core import Release
+from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
+from dp_pipeline.frames.common import column_list, interval_half_width, result_frame
+from dp_pipeline.frames.engine import engine_of
+from dp_pipeline.splitting import NoisePlan
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_count", "dp_histogram", "dp_mean", "dp_sum"]
 
-_NOISES = ("laplace", "gaussian")
 
-
-class _Release:
-    """The common steps of one aggregate: arguments, contribution bounding, grouping, noise plan.
-
-    ``arguments`` are the aggregate's own (its ``locals()`` on entry): every aggregate takes the options they
-    share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
-    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state`` and ``level``) under
-    these names.
-    """
-
-    def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
-        self.df = check_frame(arguments["df"])
-        self.accountant, self.dataset = arguments["accountant"], arguments["dataset"]
-        check_ledger(self.accountant, self.dataset)
-        mechanism = arguments["mechanism"]
-        if mechanism not in _NOISES:
-            raise InvalidParameterError(
-                f"'mechanism' must be 'laplace' or 'gaussian', got {mechanism!r}", "mechanism"
-            )
-        self.noise: NoiseFamily = mechanism
-        self.epsilon = check_epsilon(arguments["epsilon"])
-        self.delta = arguments["delta"]
-        check_delta(self.noise, self.delta)
-        self.level = check_level(arguments["level"])
-        by, keys = arguments["by"], arguments["keys"]
-        self.by: list[Hashable] | None = None
-        self.index: pd.Index | None = None
-        if by is not None:
-            self.by, self.index = group_index(self.df, by, keys, keys_name)
-        if by is None and keys is not None:
-            raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
-        self.max_contributions = arguments["max_contributions"]
-        self.privacy_unit = arguments["privacy_unit"]
-        self.relation = dataset_relation(self.accountant, self.dataset)
-        self.group_size = check_positive_int(arguments["group_size"], "group_size")
-        self.rng = release_rng(arguments["random_state"], owner)
-
-    def rows(self) -> pd.DataFrame:
-        """The rows that enter the release: at most ``max_contributions`` per person."""
-        return bound_contributions(self.df, self.privacy_unit, self.max_contributions, self.rng)
-
-    @property
-    def m(self) -> int:
-        return int(self.max_contributions)
-
-    def per_group(self, frame: pd.DataFrame, values: NDArray[np.float64] | None) -> NDArray[np.float64]:
-        """Σ values (or the row count when ``values`` is None) over all rows, or per declared group."""
-        if self.by is None:
-            total = float(len(frame)) if values is None else float(np.sum(values))
-            return np.array([total])
-        pandas = require_pandas()
-        weights = pandas.Series(np.ones(len(frame)) if values is None else values, index=frame.index)
-        try:
-            grouped = weights.groupby([frame[c] for c in self.by], observed=True, dropna=False).sum()
-        except TypeError:  # unhashable keys; refused outside the handler, whose message may quote one
-            grouped = None
-        if grouped is None:
-            raise InvalidParameterError(
-                f"column(s) {self.by} hold unhashable values (e.g. lists); only hashable keys can be grouped",
-                "by",
-            )
-        assert self.index is not None
-        if len(self.by) == 1:
-            grouped.index = grouped.index.get_level_values(0) if grouped.index.nlevels > 1 else grouped.index
-        return np.asarray(grouped.reindex(self.index, fill_value=0.0).to_numpy(dtype=np.float64))
-
-    def plan(self, ranges: list[tuple[float, float]], epsilon: float | None = None) -> NoisePlan:
-        """The noise of one part per value range [l, u] (see :func:`_sensitivity`), for ``epsilon`` (the
-        release's own by default)."""
-        norm = 1 if self.noise == "gaussian" else 0  # L2 for Gaussian noise, L1 for Laplace
-
-        def under(relation: str) -> list[float]:
-            return [_sensitivity(relation, self.by is not None, self.m, lo, hi)[norm] for lo, hi in ranges]
-
-        return plan_noise(
-            self.noise,
-            under(self.relation),
-            epsilon=self.epsilon if epsilon is None else epsilon,
-            delta=self.delta,
-            relation=self.relation,
-            replace_one=under("replace_one") if self.relation == "add_remove" else None,
-        )
-
-    def charge(self, plan: NoisePlan, label: str) -> None:
-        charge(self.accountant, self.dataset, plan.event, label, self.group_size)
-
-    def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
-        return {
-            "mechanism": self.noise,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "noise_std": plan.noise_std.tolist(),
-            "level": self.level,
-            "max_contributions": self.m,
-            "relation": self.relation,
-            "group_size": self.group_size,
-            "cost": plan.event.to_dict(),
-            **extra,
-        }
-
-    def label(self, what: str) -> str:
-        return what if self.by is None else f"{what} by {self.by}"
-
-
-def _sensitivity(relation: str, grouped: bool, m: int, low: float, high: float) -> tuple[float, float]:
-    """(L1, L2): the most one person changes a sum of per-row values in [low, high] (or the vector of its
-    per-group sums), each person having at most m rows; rounded up.
-
-    Write M = max(|l|, |u|) and W = max(u, 0) − min(l, 0), the width of [min(l, 0), max(u, 0)].
-
-    * add/remove: the person's ≤ m rows appear or vanish. One total moves by at most mM; a vector of group
-      totals by at most mM in L1, and in L2 too (all rows in one group).
-    * replace-one, one total: the old person's rows sum to some A and the new one's to some B, both in
-      [m·min(l, 0), m·max(u, 0)] (a person may have 0 to m rows), so |B − A| ≤ mW.
-    * replace-one, group totals: the change is B − A with A, B the two persons' vectors of group totals.
-      Each row is an atom: ±value at one group (the new person's rows add, the old one's subtract). The norms
-      are convex in the atoms, so they are largest with every row at l or u (or absent) and all atoms of one
-      sign in one group: either everything in one group (|change| ≤ mW), or the old person's atoms and the
-      new one's in two groups, each of size up to mM. Hence L1 = max(mW, 2mM) = 2mM (W ≤ 2M), and
-      L2 = m·max(W, √2·M). For counts (l = u = 1): L1 = 2m, L2 = √2·m.
-
-    Values in [l, u] with l ≥ 0 or u ≤ 0 give W = M, so replace-one never costs less than add/remove.
-    """
-    magnitude = max(abs(low), abs(high))
-    width = subtract_up(max(high, 0.0), min(low, 0.0))
-    if relation == "add_remove":
-        return times_up(m, magnitude), times_up(m, magnitude)
-    if not grouped:
-        return times_up(m, width), times_up(m, width)
-    root2_magnitude = sqrt_up(2 * Fraction(magnitude) ** 2)
-    return times_up(2 * m, magnitude), max(times_up(m, width), times_up(m, root2_magnitude))
-
-
-def _noisy(
+def noisy(
     plan: NoisePlan, part: int, exact: NDArray[np.float64], rng: np.random.Generator
 ) -> NDArray[np.float64]:
-    return np.asarray(plan.mechanisms[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
+    """Part ``part`` of a release (one value per key) with its noise."""
+    return np.asarray(plan.parts[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
 
 
 def _count_or_sum(
-    release: _Release,
+    release: Release,
     exact: NDArray[np.float64],
-    values: tuple[float, float],
-    label: str,
+    plan: NoisePlan,
     name: str,
     floor: float | None,
     extra: dict[str, Any],
-    plan: NoisePlan | None = None,
 ) -> Any:
-    if plan is None:
-        plan = release.plan([values])
-        release.charge(plan, label)
-    noisy = _noisy(plan, 0, exact, release.rng)
-    std = np.full(noisy.shape, plan.noise_std[0])
+    noisy_value = noisy(plan, 0, exact, release.rng)
+    std = np.full(noisy_value.shape, plan.noise_std[0])
     half = interval_half_width(release.noise, std, release.level)
-    low = noisy - half if floor is None else np.maximum(noisy - half, floor)
-    high = noisy + half if floor is None else np.maximum(noisy + half, floor)
-    return result_frame(noisy, std, low, high, release.index, name, release.attrs(plan, **extra))
+    low = noisy_value - half if floor is None else np.maximum(noisy_value - half, floor)
+    high = noisy_value + half if floor is None else np.maximum(noisy_value + half, floor)
+    table = result_frame(noisy_value, std, low, high, release.index, name, release.attrs(plan, **extra))
+    return release.engine.result(table)
 
 
-def _count(release: _Release, label: str) -> Any:
+def _count(release: Release, label: str) -> Any:
     """The noisy row count, whole or per group (each row counts 1), clipped at 0."""
-    exact = release.per_group(release.rows(), None)
-    return _count_or_sum(release, exact, (1.0, 1.0), label, "count", 0.0, {})
+    plan = release.plan([(1.0, 1.0)])
+    with release.charging(plan.event, label):
+        (exact,) = release.sums(None, (1.0, 1.0), 0.0, [0])
+    return _count_or_sum(release, exact, plan, "count", 0.0, {})
 
 
 def dp_count(
@@ -254,15 +98,18 @@ def dp_count(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP row count, whole or per declared group.
 
     ``df.pipe(dp_count, epsilon=0.5, accountant=acct, dataset="patients")``
 
     Parameters
     ----------
-    df : DataFrame
-        The private data.
+    df : pandas or Spark DataFrame
+        The private data (a Spark DataFrame: see :mod:`dp_pipeline.spark`; the result is then the same
+        table as a small Spark DataFrame).
     epsilon : float
         ε > 0 of the release (the whole vector of group counts).
     accountant : PrivacyAccountant or "unaccounted"
@@ -291,6 +138,15 @@ def dp_count(
         The contribution sampling and the noise: None (default) for fresh OS entropy at every call; a
         bare seed or numpy Generator raises PrivacyLeakWarning (reproducible noise is for tests only);
         ``secure_rng(seed)`` seeds on purpose, without the warning.
+    partition_column : column name, optional
+        On a partitioned dataset (``set_budget(..., partitions=L)``): the column holding each row's
+        partition (read as a string). Only rows of the named ``partition`` enter the release, and with a
+        ``privacy_unit`` each person's rows are kept in at most L of their partitions, chosen at random
+        (as ``max_contributions`` keeps rows). That bounds this release's rows; L must hold for the whole
+        dataset, so when releases read one partition each, bound the data once before splitting them.
+    partition : str or list of str, optional
+        The partitions the release reads: it is charged to each of them (``spend(..., partition=...)``).
+        None: the whole dataset.
 
     Returns
     -------
@@ -300,9 +156,10 @@ def dp_count(
 
     Notes
     -----
-    Sensitivity (see :func:`_sensitivity`): m under add/remove and for one count under replace-one; for the
-    vector of group counts under replace-one, L1 2m (Laplace scale 2m/ε) and L2 √2·m (the Gaussian σ of
-    (ε, δ) at that sensitivity). See the module notes for the privacy unit and the keys.
+    Sensitivity (see :func:`~dp_pipeline.frames._core.sensitivity`): m under add/remove and for one count
+    under replace-one; for the vector of group counts under replace-one, L1 2m (Laplace scale 2m/ε) and
+    L2 √2·m (the Gaussian σ of (ε, δ) at that sensitivity). See the module notes for the privacy unit and
+    the keys.
 
     References
     ----------
@@ -316,7 +173,7 @@ def dp_count(
     >>> list(out.index)
     ['value', 'std_error', 'ci_low', 'ci_high']
     """
-    release = _Release("dp_count", locals())
+    release = Release("dp_count", locals())
     return _count(release, release.label("dp_count"))
 
 
@@ -335,7 +192,9 @@ def dp_histogram(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.DataFrame | SparkDataFrame:
     """DP value counts of ``column`` over declared ``categories`` (a DP ``value_counts``).
 
     ``df.pipe(dp_histogram, "blood_type", categories=["A", "B", "AB", "O"], epsilon=1.0, accountant=acct,
@@ -349,29 +208,43 @@ def dp_histogram(
     DataFrame
         Indexed by category: ``value``, ``std_error``, ``ci_low``, ``ci_high``.
     """
-    (name,) = column_list(check_frame(df), column, "column")
-    release = _Release("dp_histogram", {**locals(), "by": name, "keys": categories}, keys_name="categories")
+    (name,) = column_list(engine_of(df), column, "column")
+    release = Release("dp_histogram", {**locals(), "by": name, "keys": categories}, keys_name="categories")
     result: pd.DataFrame = _count(release, f"dp_histogram of {name!r}")
     return result
 
 
-def _clipped_column(
-    release: _Release, column: Any, lower: Any, upper: Any, bounds: Any = None, outer: Any = None
-) -> tuple[Any, float, float, pd.DataFrame, NDArray[np.float64], bool]:
-    """The column (numeric, no missing values), its declared bounds (the outer range with ``bounds="dp"``),
-    the rows that enter the release with their values of the column clipped to those bounds, and whether
-    the bounds are still to be learned."""
-    (name,) = column_list(release.df, column, "column")
-    searched = check_outer(lower, upper, bounds, outer, str(name))
+def _charged_sums(
+    release: Release,
+    column: Any,
+    options: dict[str, Any],
+    ranges: Any,
+    powers: list[int],
+    centred: bool,
+    label_what: str,
+) -> tuple[Any, float, float, NoisePlan, NDArray[np.float64], dict[str, Any]]:
+    """Charge the release once and compute its exact bounded sums of ``powers`` (centred on the bounds'
+    midpoint when ``centred``): (column, lower, upper, plan, sums, extra attributes).
+
+    With ``bounds="dp"`` the bounds are learned inside the same charge (see :mod:`._dpbounds`)."""
+    lower, upper, bounds, outer = options["lower"], options["upper"], options["bounds"], options["outer"]
+    (name,) = column_list(release.engine, column, "column")
+    ranged = outer_range(lower, upper, bounds, outer, [str(name)])
+    searched = None if ranged is None else (float(ranged[0][0]), float(ranged[1][0]))
+    name, low, high = release.value_column(name, lower, upper, searched)
+    label = release.label(f"{label_what} of {name!r}")
     if searched is None:
-        lows, highs = declared_bounds(lower, upper, [str(name)], required=True)
-        low, high = float(lows[0]), float(highs[0])
+        plan = release.plan(ranges(low, high))
+        event, extra = plan.event, {}
     else:
-        low, high = searched
-    numeric_values(release.df, name, "column")
-    rows = release.rows()
-    values = np.clip(numeric_values(rows, name, "column"), low, high)
-    return name, low, high, rows, values, searched is not None
+        search, event = search_cost(release, searched, ranges)
+        extra = {"cost": event.to_dict(), "outer": outer}
+    with release.charging(event, label):
+        if searched is not None:
+            low, high, plan = learn_bounds(release, search, name, ranges)
+        centre = (low + high) / 2.0 if centred else 0.0
+        exact = release.sums(name, (low, high), centre, powers)
+    return name, low, high, plan, exact, {"lower": low, "upper": high, **extra}
 
 
 def dp_sum(
@@ -394,7 +267,9 @@ def dp_sum(
     random_state: Any = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP sum of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
     Parameters
@@ -407,7 +282,7 @@ def dp_sum(
     bounds : {None, "dp"}
         ``"dp"`` learns the bounds instead (no ``lower``/``upper``): the 1st and 99th percentiles, released
         with 10% of ε by the exponential mechanism inside ``outer``, charged with the release as one event
-        whose cost is fixed before the data are read (see :mod:`dp_pipeline.frames._dpbounds`).
+        whose cost is fixed before the data are read (see :mod:`dp_pipeline._learned_bounds`).
         ``result.attrs`` records the learned ``lower`` and ``upper``.
     outer : (float, float)
         With ``bounds="dp"``: the declared range (lo < hi) the bounds are learned in.
@@ -421,20 +296,15 @@ def dp_sum(
 
     Notes
     -----
-    Sensitivity (see :func:`_sensitivity`) with M = max(|lower|, |upper|), W = max(upper, 0) − min(lower, 0):
-    mM under add/remove; under replace-one mW for one sum, and for group sums L1 2mM, L2 m·max(W, √2·M).
+    Sensitivity (see :func:`~dp_pipeline.frames._core.sensitivity`) with M = max(|lower|, |upper|),
+    W = max(upper, 0) − min(lower, 0): mM under add/remove; under replace-one mW for one sum, and for group
+    sums L1 2mM, L2 m·max(W, √2·M).
     """
-    release = _Release("dp_sum", locals())
-    name, low, high, rows, values, learn = _clipped_column(release, column, lower, upper, bounds, outer)
-    label = release.label(f"dp_sum of {name!r}")
-    plan, extra = None, {}
-    if learn:
-        low, high, plan, event = learn_and_charge(release, (low, high), values, lambda a, b: [(a, b)], label)
-        values, extra = np.clip(values, low, high), {"cost": event.to_dict(), "outer": outer}
-    exact = release.per_group(rows, values)
-    return _count_or_sum(
-        release, exact, (low, high), label, f"sum({name})", None, {"lower": low, "upper": high, **extra}, plan
+    release = Release("dp_sum", locals())
+    name, _, _, plan, (exact,), extra = _charged_sums(
+        release, column, locals(), lambda a, b: [(a, b)], [1], False, "dp_sum"
     )
+    return _count_or_sum(release, exact, plan, f"sum({name})", None, extra)
 
 
 def dp_mean(
@@ -457,7 +327,9 @@ def dp_mean(
     random_state: Any = None,
     bounds: str | None = None,
     outer: tuple[float, float] | None = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP mean of ``column`` (values clipped to the declared [lower, upper]), whole or per declared group.
 
     Parameters are as for :func:`dp_sum`.
@@ -484,21 +356,13 @@ def dp_mean(
     Li, Lyu, Su & Yang, "Differential privacy: from theory to practice", 2016, §2.5 (noisy sum over noisy
     count with centring).
     """
-    release = _Release("dp_mean", locals())
-    name, low, high, rows, values, learn = _clipped_column(release, column, lower, upper, bounds, outer)
-    label = release.label(f"dp_mean of {name!r}")
-    extra: dict[str, Any] = {}
-    if learn:
-        low, high, plan, event = learn_and_charge(release, (low, high), values, _mean_ranges, label)
-        values, extra = np.clip(values, low, high), {"cost": event.to_dict(), "outer": outer}
-    else:
-        plan = release.plan(_mean_ranges(low, high))
-        release.charge(plan, label)
+    release = Release("dp_mean", locals())
+    name, low, high, plan, (exact_sum, exact_count), extra = _charged_sums(
+        release, column, locals(), _mean_ranges, [1, 0], True, "dp_mean"
+    )
     centre = (low + high) / 2.0
-    exact_sum = release.per_group(rows, values - centre)
-    exact_count = release.per_group(rows, None)
-    noisy_sum = _noisy(plan, 0, exact_sum, release.rng)
-    noisy_count = _noisy(plan, 1, exact_count, release.rng)
+    noisy_sum = noisy(plan, 0, exact_sum, release.rng)
+    noisy_count = noisy(plan, 1, exact_count, release.rng)
     count = np.maximum(noisy_count, 1.0)
     ratio = noisy_sum / count
     mean = np.clip(centre + ratio, low, high)
@@ -506,14 +370,16 @@ def dp_mean(
     std = np.sqrt(var_sum + ratio**2 * var_count) / count
     half = std * float(special.ndtri((1.0 + release.level) / 2.0))
     ci_low, ci_high = np.clip(mean - half, low, high), np.clip(mean + half, low, high)
-    return result_frame(
-        mean,
-        std,
-        ci_low,
-        ci_high,
-        release.index,
-        f"mean({name})",
-        release.attrs(plan, lower=low, upper=high, **extra),
+    return release.engine.result(
+        result_frame(
+            mean,
+            std,
+            ci_low,
+            ci_high,
+            release.index,
+            f"mean({name})",
+            release.attrs(plan, **extra),
+        )
     )
 
 

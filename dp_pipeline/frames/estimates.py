@@ -16,7 +16,7 @@ import numpy as np
 from dp_pipeline.estimation import Estimate, krr_counts
 from dp_pipeline.estimation import rr_share as _rr_share
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import check_frame, check_level, column_list, require_pandas, result_frame
+from dp_pipeline.frames.common import check_frame, check_level, column_list, require_pandas, result_frame
 from dp_pipeline.frames.noise import RR_ATTRS
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 

@@ -5,25 +5,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from dp_pipeline._release import (
-    charge,
-    check_delta,
-    check_epsilon,
-    check_ledger,
-    clip_columns,
-    declared_bounds,
-    declared_sensitivity,
-    learn_categories,
-    plan_noise,
-    release_rng,
-)
-from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._common import check_frame, column_list, numeric_values
+from dp_pipeline._learned_bounds import BoundsSearch, search_share
+from dp_pipeline._validation import check_positive_int
+from dp_pipeline.charging import check_ledger
+from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.frames._core import charging
+from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
+from dp_pipeline.frames.common import column_list
+from dp_pipeline.frames.engine import engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.splitting import NoisePlan, check_delta, check_epsilon, plan_noise
+from dp_pipeline.tabular import declared_bounds, declared_sensitivity, learn_categories
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 RR_ATTRS = "randomized_response"  # the key of the ε (and categories) recorded in DataFrame.attrs
 
@@ -46,7 +45,9 @@ def add_noise(
     upper: Any = None,
     group_size: int = 1,
     random_state: Any = None,
-) -> pd.DataFrame:
+    bounds: str | None = None,
+    outer: Any = None,
+) -> pd.DataFrame | SparkDataFrame:
     """Return a copy of ``df`` whose ``columns`` carry noise; one release, charged once, ε-DP per row.
 
     ``df.pipe(add_noise, ["age", "weight"], epsilon=1.0, lower={"age": 0, "weight": 30},
@@ -54,8 +55,9 @@ def add_noise(
 
     Parameters
     ----------
-    df : DataFrame
-        The private data; one row is one person.
+    df : pandas or Spark DataFrame
+        The private data; one row is one person. A Spark DataFrame gives a Spark DataFrame whose rows the
+        executors randomised, checkpointed at once (see :mod:`dp_pipeline.spark`).
     columns : column name or list of names
         Numeric columns without missing values.
     epsilon : float
@@ -79,11 +81,22 @@ def add_noise(
     random_state : None, int or numpy.random.Generator
         None (default) for fresh OS entropy at every call; a bare seed or numpy Generator raises
         PrivacyLeakWarning (for tests only); ``secure_rng(seed)`` seeds on purpose, without the warning.
+    bounds : {None, "dp"}
+        ``"dp"`` learns each column's bounds instead of ``lower``/``upper`` (which must then be None, as
+        must ``sensitivity``): its 1st and 99th percentiles, released with 10% of ε by the exponential
+        mechanism inside ``outer``; the noise is calibrated to the learned bounds (Δⱼ = upperⱼ − lowerⱼ) with
+        the other 90%. One charge for both, whose cost is fixed before the data are read (see
+        :mod:`dp_pipeline._learned_bounds`).
+    outer : (lo, hi)
+        With ``bounds="dp"``: the declared range each column's bounds are learned in; lo and hi are
+        numbers, one per column, or dicts column → number.
 
     Returns
     -------
     DataFrame
-        A copy of ``df``; the listed columns are float and noisy, the others unchanged.
+        A copy of ``df``; the listed columns are float and noisy, the others unchanged. With
+        ``bounds="dp"``, ``attrs["bounds"]`` maps each column to its learned (lower, upper), which are
+        differentially private.
 
     Notes
     -----
@@ -95,25 +108,49 @@ def add_noise(
     ----------
     Dwork, McSherry, Nissim & Smith, "Calibrating noise to sensitivity in private data analysis", TCC 2006.
     """
-    frame = check_frame(df)
-    names = column_list(frame, columns, "columns")
+    engine = engine_of(df)
+    names = column_list(engine, columns, "columns")
     check_ledger(accountant, dataset)
     if mechanism not in _NOISES:
         raise InvalidParameterError(
             f"'mechanism' must be one of {list(_NOISES)}, got {mechanism!r}", "mechanism"
         )
     labels = [str(n) for n in names]
-    low, high = declared_bounds(lower, upper, labels, required=False)
+    searched = outer_range(lower, upper, bounds, outer, labels)
+    if searched is not None and sensitivity is not None:
+        raise InvalidParameterError(
+            "bounds='dp' calibrates the noise to the learned bounds; leave 'sensitivity' None", "sensitivity"
+        )
+    low, high = declared_bounds(lower, upper, labels, required=False) if searched is None else searched
     deltas = declared_sensitivity(sensitivity, low, high, labels)
     check_delta(mechanism, delta)
-    plan = plan_noise(mechanism, deltas, epsilon=epsilon, delta=delta)  # type: ignore[arg-type]
+    total = check_epsilon(epsilon)
+    search_epsilon, rest = search_share(total) if searched is not None else (0.0, total)
+
+    def plan(widths: NDArray[np.float64]) -> NoisePlan:
+        return plan_noise(mechanism, widths, epsilon=rest, delta=delta)  # type: ignore[arg-type]
+
+    noise = plan(deltas)
     rng = release_rng(random_state, "add_noise")
-    values = np.column_stack([numeric_values(frame, name, "columns") for name in names])
-    clipped, _ = clip_columns(values, low, high)
-    charge(accountant, dataset, plan.event, f"add_noise to {labels}", group_size)
-    out = frame.copy()
-    for j, name in enumerate(names):
-        out[name] = plan.mechanisms[j].randomize(clipped[:, j], rng)
+    for name in names:
+        engine.check_numeric(name, "columns")
+    k = check_positive_int(group_size, "group_size")
+    search = None if searched is None else BoundsSearch.plan(search_epsilon, low, high, "replace_one")
+    event = noise.event if search is None else search.cost([noise.event])
+    with charging(accountant, dataset, event, f"add_noise to {labels}", k):
+        if search is None:
+            engine.validate()
+        else:  # the columns' ranks on their grids, read by the engine (its checks run in the same job)
+
+            def ranks(column: Any, clip: tuple[float, float], points: NDArray[np.float64]) -> Any:
+                return engine.grid_ranks(whole_column(rng), column, clip, points)[0]
+
+            low, high = learn(search, ranks, names, rng)
+            noise = plan(declared_sensitivity(None, low, high, labels))
+    out = engine.with_noise(names, low, high, noise.parts, None if random_state is None else rng)
+    if search is not None:
+        learned = {name: (a, b) for name, a, b in zip(names, low.tolist(), high.tolist(), strict=True)}
+        out.attrs = {**(getattr(out, "attrs", None) or {}), "bounds": learned}
     return out
 
 
@@ -127,15 +164,15 @@ def randomized_response(
     categories: Any = None,
     group_size: int = 1,
     random_state: Any = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SparkDataFrame:
     """Return a copy of ``df`` whose ``column`` holds randomized-response reports; ε-DP per row, charged once.
 
     ``df.pipe(randomized_response, "smoker", epsilon=1.0, accountant=acct, dataset="survey")``
 
     Parameters
     ----------
-    df : DataFrame
-        The private answers; one row is one person.
+    df : pandas or Spark DataFrame
+        The private answers; one row is one person (Spark: as for :func:`add_noise`).
     column : column name
         The answer to randomise.
     epsilon : float
@@ -179,30 +216,18 @@ def randomized_response(
     Warner, "Randomized response", JASA 60(309), 1965; Kairouz, Oh & Viswanath, "Extremal mechanisms for
     local differential privacy", JMLR 17, 2016.
     """
-    frame = check_frame(df)
-    (name,) = column_list(frame, column, "column")
+    engine = engine_of(df)
+    (name,) = column_list(engine, column, "column")
     check_ledger(accountant, dataset)
     eps = check_epsilon(epsilon)
-    series = frame[name]
-    if series.isna().any():
-        raise InvalidParameterError(
-            f"'column': column {name!r} contains missing values; fill them with a declared answer first",
-            "column",
-        )
     mechanism: BinaryRandomizedResponse | KRandomizedResponse
-    values = series.to_numpy()
     if categories is None:
-        if getattr(series.dtype, "kind", "O") not in "biuf":
-            raise InvalidParameterError(
-                f"'column': column {name!r} has dtype {series.dtype}; a yes/no answer must be True/False or "
-                "0/1, or declare 'categories' for k-ary randomized response",
-                "column",
-            )
+        engine.check_yes_no(name)
         mechanism = BinaryRandomizedResponse(epsilon=eps)
     else:
         if isinstance(categories, str) and categories == "data":
             (categories,) = learn_categories(
-                [values],
+                [engine.distinct_values(name)],
                 "categories='data' takes the answers present in the column; which answers occur is not "
                 "differentially private. Declare the categories instead",
                 stacklevel=2,
@@ -212,24 +237,15 @@ def randomized_response(
         except InvalidParameterError as exc:
             raise InvalidParameterError(str(exc), "categories") from None
     rng = release_rng(random_state, "randomized_response")
-    if isinstance(mechanism, KRandomizedResponse):
-        try:
-            mechanism.tally(values)  # every value must be a declared category
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(f"'column': column {name!r}: {exc}", "column") from None
-    elif not (answers := np.isin(values, (0, 1))).all():
-        raise data_value_error(
-            f"'column': column {name!r}",
-            int(np.count_nonzero(~answers)),
-            "not True/False or 0/1",
-            "column",
-            "declare 'categories' for k-ary randomized response",
-        )
-    charge(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", group_size)
-    out = frame.copy()
-    out[name] = mechanism.randomize(values, rng)
+    engine.check_answers(name, mechanism)
+    k = check_positive_int(group_size, "group_size")
+    with charging(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", k):
+        engine.validate()
+    out = engine.randomized(name, mechanism, None if random_state is None else rng)
     recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}
     if isinstance(mechanism, KRandomizedResponse):
         recorded["categories"] = list(mechanism.categories)
-    out.attrs = {**frame.attrs, RR_ATTRS: {**frame.attrs.get(RR_ATTRS, {}), name: recorded}}
+    attrs = getattr(out, "attrs", None)
+    if attrs is not None:  # pandas keeps what rr_share and krr_frequencies read; Spark frames have no attrs
+        out.attrs = {**attrs, RR_ATTRS: {**attrs.get(RR_ATTRS, {}), name: recorded}}
     return out

@@ -1,23 +1,19 @@
 """DP quantiles and the median for ``DataFrame.pipe``: the exponential mechanism over a fixed grid.
 
-**Method.** The clipped values x₁ ≤ … ≤ xₙ of the column (after contribution bounding) are scored on a
-data-independent grid of K + 1 = 2¹⁶ + 1 candidates cₖ = lower + (upper − lower)·k/K: candidate c has rank
-i(c) = #{x < c} and utility u(c) = −|i(c) − q·n|, computed exactly (rationals). One candidate is selected by
-the exponential mechanism (:class:`~dp_pipeline.mechanisms.Exponential`), sampled exactly: the grid
-candidates between two consecutive order statistics share a utility, so the mechanism first selects an
-interval [x_(i), x_(i+1)) with probability ∝ (its number of grid points)·e^{εu/(2Δu)}, then a uniform grid
-point in it, both with the secure sampler. This is Smith's (2011) interval mechanism with the uniform point
-restricted to the grid, so that every probability is exact.
+**Method** (:mod:`dp_pipeline._quantile`). The clipped values of the column (after contribution bounding)
+are scored on a data-independent grid of 2¹⁶ + 1 candidates between the declared bounds: candidate c has
+rank i(c) = #{x < c} and utility −|i(c) − q·n|. One candidate is selected by the exponential mechanism
+(:class:`~dp_pipeline.mechanisms.Exponential`), sampled exactly (Smith's 2011 interval mechanism with the
+uniform point restricted to the grid).
 
-**Sensitivity Δu.** One person has at most m = ``max_contributions`` rows. Adding or removing a row moves
-i(c) by at most 1 and q·n by q, so u(c) by at most max(q, 1 − q) ≤ 1; replacing one person's rows (a ≤ m by
-b ≤ m) moves i(c) − q·n by at most max(a, b) ≤ m. Hence Δu = m under either relation for one release. Per
-declared group, under add/remove the person's rows split between groups (Σ mₘ ≤ m, the losses add up to at
-most ε), and under replace-one the old and new person's rows can fall into two groups: Δu = 2m (as for
-grouped counts).
+**Sensitivity Δu** = m = ``max_contributions`` under either relation, and 2m per declared group under
+replace-one (the old and new person's rows can fall into two groups).
 
 **Several quantiles** in one call split ε evenly: each quantile is one exponential mechanism with ε/k, and
-the call is charged once, as a composite event of those k pure-ε parts.
+the call is charged once, as a composite event of those k pure-ε parts. They select on the same data
+independently, so a plan prices them by the optimal composition of k ε/k-bounded-range mechanisms (Dong,
+Durfee & Rogers 2020), tighter than ε at δ > 0. (The joint exponential mechanism of Gillenwater, Joseph &
+Kulesza 2021, which spends ε once on all k quantiles, is not implemented.)
 
 **Error estimate** (data-independent): ``rank_error`` is the radius ρ = (2Δu/εq)·(ln(K + 1) + ln(1/β)) with
 β = 1 − ``level``: with probability at least ``level`` the released value's rank i is within ρ of the best
@@ -28,31 +24,23 @@ are not reported (they are not private).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from dp_pipeline._release import charge
+from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_from_ranks
 from dp_pipeline._validation import check_real
-from dp_pipeline.accounting.composition import composite_event
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._common import require_pandas
-from dp_pipeline.frames.aggregates import _clipped_column, _Release
-from dp_pipeline.mechanisms import _sampling
-from dp_pipeline.mechanisms.exponential import Exponential
+from dp_pipeline.frames._core import Release
+from dp_pipeline.frames.common import require_pandas
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_median", "dp_quantile", "dp_quantiles"]
-
-GRID_BITS = 16
-"""The grid has 2**GRID_BITS + 1 candidates between the declared bounds."""
 
 
 def _check_quantiles(quantiles: Any) -> list[float]:
@@ -65,53 +53,7 @@ def _check_quantiles(quantiles: Any) -> list[float]:
     return checked
 
 
-def _grid(low: float, high: float) -> NDArray[np.float64]:
-    steps = 1 << GRID_BITS
-    return np.asarray(low + (high - low) * (np.arange(steps + 1) / steps), dtype=np.float64)
-
-
-def quantile_mechanism(epsilon: float, grouped: bool, relation: str, m: int) -> Exponential:
-    """The exponential mechanism of one quantile: Δu = m, or 2m for declared groups under replace-one."""
-    factor = 2 if grouped and relation == "replace_one" else 1
-    return Exponential(epsilon=epsilon, sensitivity=float(factor * m))
-
-
-def select_quantile(
-    mechanism: Exponential,
-    ordered: NDArray[np.float64],
-    grid: NDArray[np.float64],
-    q: float,
-    rng: np.random.Generator,
-) -> float:
-    """One DP quantile of the sorted clipped ``ordered`` over ``grid`` (see the module notes)."""
-    ranks = np.searchsorted(ordered, grid, side="left")  # i(c) = #{x < c}, non-decreasing along the grid
-    starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
-    sizes = np.diff(np.r_[starts, grid.size])
-    target = Fraction(q) * int(ordered.size)
-    utilities = [-abs(int(r) - target) for r in ranks[starts]]
-    block = mechanism.select(utilities, sizes, rng)
-    return float(grid[starts[block] + _sampling.uniform_index(rng, int(sizes[block]))])
-
-
-def rank_error(mechanism: Exponential, candidates: int, level: float) -> float:
-    """ρ = (2Δu/ε)·(ln(candidates) + ln(1/(1 − level))), rounded up (see the module notes)."""
-    exact = 2.0 * mechanism.sensitivity / mechanism.epsilon * (math.log(candidates) - math.log1p(-level))
-    return math.nextafter(exact, math.inf) * (1.0 + 1e-12)
-
-
-def _groups(release: _Release, rows: pd.DataFrame, values: NDArray[np.float64]) -> list[NDArray[np.float64]]:
-    """The sorted values of the whole column, or of each declared group (in the order of the keys)."""
-    if release.by is None:
-        return [np.sort(values)]
-    pandas = require_pandas()
-    series = pandas.Series(values, index=rows.index)
-    positions = series.groupby([rows[c] for c in release.by], observed=True, dropna=False).indices
-    assert release.index is not None
-    empty = np.array([], dtype=np.intp)
-    return [np.sort(values[positions.get(key, empty)]) for key in release.index]
-
-
-def _index(release: _Release, qs: list[float]) -> pd.Index:
+def _index(release: Release, qs: list[float]) -> pd.Index:
     """The quantiles, or (key columns…, quantile) for each declared key."""
     pandas = require_pandas()
     if release.by is None or release.index is None:
@@ -122,22 +64,19 @@ def _index(release: _Release, qs: list[float]) -> pd.Index:
 
 
 def _quantile_table(
-    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str
-) -> tuple[pd.DataFrame, list[float]]:
-    release = _Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
-    name, low, high, rows, values, _ = _clipped_column(release, column, options["lower"], options["upper"])
+    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str, single: bool = False
+) -> Any:
+    release = Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
+    name, low, high = release.value_column(column, options["lower"], options["upper"])
     per_quantile = release.epsilon / len(qs)
     mechanism = quantile_mechanism(per_quantile, release.by is not None, release.relation, release.m)
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
-    label = release.label(f"{owner} of {name!r}")
-    charge(release.accountant, release.dataset, event, label, release.group_size)
-    grid = _grid(low, high)
-    released = [
-        [select_quantile(mechanism, ordered, grid, q, release.rng) for q in qs]
-        for ordered in _groups(release, rows, values)
-    ]
-    radius = rank_error(mechanism, grid.size, release.level)
+    candidates = grid(low, high)
+    with release.charging(event, release.label(f"{owner} of {name!r}")):
+        ranks = release.grid_ranks(name, (low, high), candidates)
+    released = [[select_from_ranks(mechanism, r, candidates, q, release.rng) for q in qs] for r in ranks]
+    radius = rank_error(mechanism, candidates.size, release.level)
     pandas = require_pandas()
     table = pandas.DataFrame(
         {"value": np.ravel(released), "rank_error": np.full(len(released) * len(qs), radius)},
@@ -149,7 +88,7 @@ def _quantile_table(
         epsilon=release.epsilon,
         epsilon_per_quantile=per_quantile,
         utility_sensitivity=mechanism.sensitivity,
-        grid_size=int(grid.size),
+        grid_size=int(candidates.size),
         level=release.level,
         lower=low,
         upper=high,
@@ -158,7 +97,7 @@ def _quantile_table(
         group_size=release.group_size,
         cost=event.to_dict(),
     )
-    return table
+    return release.engine.result(_single(table) if single else table)
 
 
 def dp_quantiles(
@@ -178,15 +117,18 @@ def dp_quantiles(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.DataFrame | SparkDataFrame:
     """DP quantiles of ``column`` (each q in [0, 1]), whole or per declared group, in one release.
 
     ``df.pipe(dp_quantiles, "age", [0.25, 0.5, 0.75], lower=0, upper=120, epsilon=1.0, accountant=acct,
     dataset="patients")``
     Parameters
     ----------
-    df : DataFrame
-        The private data.
+    df : pandas or Spark DataFrame
+        The private data (a Spark DataFrame: see :mod:`dp_pipeline.spark`; the result is then the same
+        table as a small Spark DataFrame).
     column : column name
         A numeric column without missing values.
     lower, upper : float
@@ -208,6 +150,9 @@ def dp_quantiles(
         The probability of the ``rank_error`` bound, 0.95 by default.
     random_state : None, int or numpy.random.Generator
         As for :func:`~dp_pipeline.frames.dp_count`.
+    partition_column, partition : optional
+        The partitions the release reads, each person kept in at most L of them (as for
+        :func:`~dp_pipeline.frames.dp_count`).
     quantiles : float or list of floats
         The quantiles q ∈ [0, 1].
 
@@ -249,14 +194,16 @@ def dp_quantile(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """One DP quantile of ``column``: :func:`dp_quantiles` with one q.
 
     Returns a Series ``value, rank_error`` (a DataFrame with those columns indexed by the keys when
     grouped).
     """
     options = {k: v for k, v in locals().items() if k not in ("df", "column", "quantile")}
-    return _single(_quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile"))
+    return _quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile", single=True)
 
 
 def dp_median(
@@ -275,7 +222,9 @@ def dp_median(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """The DP median of ``column``: :func:`dp_quantile` with q = ½.
 
     Examples
@@ -287,7 +236,7 @@ def dp_median(
     ['value', 'rank_error']
     """
     options = {k: v for k, v in locals().items() if k not in ("df", "column")}
-    return _single(_quantile_table(df, column, [0.5], options, "dp_median"))
+    return _quantile_table(df, column, [0.5], options, "dp_median", single=True)
 
 
 def _single(table: pd.DataFrame) -> pd.Series | pd.DataFrame:

@@ -3,7 +3,7 @@
 **Estimator.** With c = (lower + upper)/2 and h = (upper − lower)/2, each kept value x (clipped to
 [lower, upper]) gives y = x − c ∈ [−h, h]. One release of three parts adds noise to S₁ = Σy (values in
 [−h, h]), S₂ = Σy² (values in [0, h²]) and the count N (sensitivities as for
-:func:`~dp_pipeline.frames.dp_sum`, by :func:`~dp_pipeline._release.plan_noise`, which splits ε between
+:func:`~dp_pipeline.frames.dp_sum`, by :func:`~dp_pipeline.splitting.plan_noise`, which splits ε between
 the parts). The estimate of the population variance (ddof = 0) of the clipped values is
 V̂ = S̃₂/Ñ − (S̃₁/Ñ)², Ñ = max(noisy count, 1), clamped to [0, h²] = [0, (upper − lower)²/4] (no variance of
 values in [lower, upper] exceeds it); the standard deviation is √V̂. Centring keeps S̃₂ small and its noise
@@ -20,35 +20,31 @@ probability ≥ ``level``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.frames._common import interval_half_width, result_frame
-from dp_pipeline.frames.aggregates import _clipped_column, _noisy, _Release
+from dp_pipeline.frames._core import Release
+from dp_pipeline.frames.aggregates import noisy
+from dp_pipeline.frames.common import interval_half_width, result_frame
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 __all__ = ["dp_std", "dp_var"]
 
 
 def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
-    release = _Release(owner, arguments)
-    name, low, high, rows, values, _ = _clipped_column(
-        release, arguments["column"], arguments["lower"], arguments["upper"]
-    )
+    release = Release(owner, arguments)
+    name, low, high = release.value_column(arguments["column"], arguments["lower"], arguments["upper"])
     centre, half = (low + high) / 2.0, (high - low) / 2.0
-    centred = values - centre
-    exact = [
-        release.per_group(rows, centred),
-        release.per_group(rows, centred**2),
-        release.per_group(rows, None),
-    ]
     plan = release.plan([(-half, half), (0.0, half * half), (1.0, 1.0)])
-    release.charge(plan, release.label(f"{owner} of {name!r}"))
-    s1, s2, count = (_noisy(plan, part, exact[part], release.rng) for part in range(3))
+    with release.charging(plan.event, release.label(f"{owner} of {name!r}")):
+        exact = release.sums(name, (low, high), centre, [1, 2, 0])
+    s1, s2, count = (noisy(plan, part, exact[part], release.rng) for part in range(3))
     n = np.maximum(count, 1.0)
     cap = half * half
     variance = np.clip(s2 / n - (s1 / n) ** 2, 0.0, cap)
@@ -62,12 +58,14 @@ def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
     ci_low, ci_high = _variance_range(s1, s2, count, a, b, c, cap)
     attrs = release.attrs(plan, lower=low, upper=high, interval="conservative (union bound)")
     if not std:
-        return result_frame(variance, se, ci_low, ci_high, release.index, f"var({name})", attrs)
+        return release.engine.result(
+            result_frame(variance, se, ci_low, ci_high, release.index, f"var({name})", attrs)
+        )
     root = np.sqrt(variance)
     with np.errstate(divide="ignore", over="ignore"):  # √V̂ = 0: no delta method, the cap
         se_root = np.minimum(np.where(root > 0, se / (2.0 * root), np.inf), half)
-    return result_frame(
-        root, se_root, np.sqrt(ci_low), np.sqrt(ci_high), release.index, f"std({name})", attrs
+    return release.engine.result(
+        result_frame(root, se_root, np.sqrt(ci_low), np.sqrt(ci_high), release.index, f"std({name})", attrs)
     )
 
 
@@ -112,7 +110,9 @@ def dp_var(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP variance (ddof = 0) of ``column`` clipped to [lower, upper], whole or per declared group.
 
     Parameters are as for :func:`~dp_pipeline.frames.dp_sum` (Laplace or Gaussian noise, ``level`` the
@@ -149,7 +149,9 @@ def dp_std(
     group_size: int = 1,
     level: float = 0.95,
     random_state: Any = None,
-) -> pd.Series | pd.DataFrame:
+    partition_column: Any = None,
+    partition: str | Sequence[str] | None = None,
+) -> pd.Series | pd.DataFrame | SparkDataFrame:
     """DP standard deviation (ddof = 0) of ``column``: √ of :func:`dp_var`'s value and interval ends.
 
     Returns

@@ -16,7 +16,7 @@ from dp_pipeline._validation import ValidatedModel, check_array
 from dp_pipeline.events import EventKind, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 
 __all__ = ["ContinuousMechanism", "Mechanism"]
 
@@ -71,7 +71,7 @@ class Mechanism(ValidatedModel, ABC):
         return {}
 
     @abstractmethod
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise ``values`` (vectorised; the output has the input's shape)."""
 
 
@@ -121,7 +121,7 @@ class ContinuousMechanism(Mechanism):
     """A mechanism that releases real numbers with an exact output density ``pdf(y, t)``.
 
     ``randomize(values, rng=None)`` takes the secure path unless ``rng`` is a
-    :class:`~dp_pipeline.mechanisms._sampling.FastGenerator` (see :func:`randomize`).
+    :class:`~dp_pipeline.mechanisms.sampling.FastGenerator` (see :func:`randomize`).
     """
 
     @abstractmethod
@@ -130,7 +130,7 @@ class ContinuousMechanism(Mechanism):
 
     def _randomize(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         """Randomise validated finite float values: the secure path, or the fast one for a FastGenerator."""
-        if _sampling.is_fast(rng):
+        if sampling.is_fast(rng):
             return self._randomize_fast(values, rng)
         return self._randomize_secure(values, rng)
 
@@ -148,7 +148,7 @@ class ContinuousMechanism(Mechanism):
         """Secure noise for integer inputs (only called when ``integer_queries``)."""
         raise NotImplementedError
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Release ``values`` with noise; arrays keep their shape.
 
         Parameters
@@ -162,18 +162,18 @@ class ContinuousMechanism(Mechanism):
             ``None`` (default): secure path with a fresh AES-128 counter CSPRNG keyed from the operating
             system. :func:`~dp_pipeline.mechanisms.secure_rng` ``(seed)``: the same generator, seeded on
             purpose (reproducible, only as secret as the seed). A
-            :class:`~dp_pipeline.mechanisms._sampling.FastGenerator` from
+            :class:`~dp_pipeline.mechanisms.sampling.FastGenerator` from
             :func:`~dp_pipeline.mechanisms.fast_rng`: the fast path, textbook float noise that is
             **not floating-point safe**. A bare int seed (as ``secure_rng(seed)``) or another numpy
             Generator (used as the randomness of the secure path) raises PrivacyLeakWarning.
         """
-        generator = _sampling.make_rng(rng)
+        generator = sampling.make_rng(rng)
         if self.integer_queries and _is_integer_input(values):
             array = np.asarray(values)
             if np.max(np.abs(array.astype(np.float64))) >= 2.0**62:
                 raise InvalidParameterError("integer 'values' must lie within ±2⁶²", "values")
             ints = array.astype(np.int64)
-            if _sampling.is_fast(generator):  # fast path: float noise rounded to the nearest integer
+            if sampling.is_fast(generator):  # fast path: float noise rounded to the nearest integer
                 noise = np.rint(self._randomize_fast(np.zeros(ints.shape), generator)).astype(np.int64)
             else:
                 noise = self._integer_noise(generator, int(ints.size)).reshape(ints.shape)

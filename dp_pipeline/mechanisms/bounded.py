@@ -30,7 +30,7 @@ from dp_pipeline._validation import FiniteFloat, check_array
 from dp_pipeline.exact import subtract_up
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 from dp_pipeline.mechanisms.staircase import staircase_pdf
 
@@ -169,7 +169,7 @@ class _BoundedMechanism(ContinuousMechanism):
     def _lattice_exponent(self, scale: float) -> int:
         """k of the output lattice 2^k·ℤ: about scale·2⁻¹², and coarse enough that |l|, |u| < 2⁵¹·2^k."""
         _, exponent = math.frexp(max(abs(self.lower), abs(self.upper)))
-        return max(_sampling.lattice_exponent(scale), exponent - 51)
+        return max(sampling.lattice_exponent(scale), exponent - 51)
 
     @abstractmethod
     def _sample(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
@@ -193,8 +193,12 @@ class _BoundedMechanism(ContinuousMechanism):
         _, second = self._moments(t)
         return self._out(second, t)
 
-    def variance(self, t: ArrayLike) -> NDArray[np.float64]:
-        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)²."""
+    def variance_at(self, t: ArrayLike) -> NDArray[np.float64]:
+        """Var[Y | t] = E[(Y − t)² | t] − (E[Y | t] − t)², the output's variance for the input ``t``.
+
+        A method of the input, unlike the ``variance`` property of the additive mechanisms, whose noise does
+        not depend on it: a bounded mechanism has no ``variance`` of its own.
+        """
         first, second = self._moments(t)
         return self._out(np.maximum(second - first**2, 0.0), t)
 
@@ -357,13 +361,13 @@ class BoundedLaplace(_BoundedMechanism):
 
     def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         b = self.scale
-        return _sampling.laplace_cells(rng, t, b, self._lattice_exponent(b), (self.lower, self.upper))
+        return sampling.laplace_cells(rng, t, b, self._lattice_exponent(b), (self.lower, self.upper))
 
     def _sample(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         b = self.scale
         below, above = np.expm1(-(t - self.lower) / b), np.expm1(-(self.upper - t) / b)  # −2 × side mass
-        side = _sampling.uniform(rng, t.shape) * (below + above) > below  # True: draw below t
-        u = _sampling.uniform(rng, t.shape)
+        side = sampling.uniform(rng, t.shape) * (below + above) > below  # True: draw below t
+        u = sampling.uniform(rng, t.shape)
         distance = -b * np.log1p(u * np.where(side, below, above))
         out = np.where(side, t - distance, t + distance)
         return np.clip(out, self.lower, self.upper)
@@ -519,7 +523,7 @@ class BoundedStaircase(_BoundedMechanism):
 
     def _sample_secure(self, t: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         k = self._lattice_exponent(self.width)
-        return _sampling.staircase_cells(
+        return sampling.staircase_cells(
             rng, t, self.epsilon_hat, self.width, self.gamma, k, (self.lower, self.upper)
         )
 
@@ -527,7 +531,7 @@ class BoundedStaircase(_BoundedMechanism):
         points, levels = self._pieces(t)
         masses = levels * np.diff(points, axis=0)
         before = np.concatenate([np.zeros((1, *t.shape)), np.cumsum(masses, axis=0)])  # (4, …)
-        v = _sampling.uniform(rng, t.shape) * before[-1]
+        v = sampling.uniform(rng, t.shape) * before[-1]
         piece = np.minimum((v >= before[1]).astype(np.intp) + (v >= before[2]), 2)[None]
         start = np.take_along_axis(points, piece, axis=0)[0]
         end = np.take_along_axis(points, piece + 1, axis=0)[0]

@@ -14,7 +14,7 @@ from pydantic import Field
 from dp_pipeline._validation import FiniteFloat, check_array
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import Mechanism
 
 __all__ = ["Exponential"]
@@ -44,20 +44,25 @@ class Exponential(Mechanism):
     candidates with the same utility; the default is 1 each). For neighbouring datasets each utility
     changes by at most Δu, so each unnormalised weight changes by a factor ≤ e^{ε/2} and the normaliser
     by ≤ e^{ε/2}: the selection is
-    ε-DP (McSherry & Talwar 2007, Thm 6). :attr:`event` is a pure-ε event of kind ``"exponential"``;
-    the accountant composes it with the pure-ε privacy-loss bound (the dominating pair of ε-DP), not the
-    tighter bounded-range analysis of Dong, Durfee & Rogers 2020.
+    ε-DP (McSherry & Talwar 2007, Thm 6). It is also ε-bounded range: for neighbouring datasets the log
+    probability ratios of all candidates lie in an interval of width ε (each γ_r moves within ±ε/2, or
+    within [0, ε] or [−ε, 0] when ``monotone``; Durfee & Rogers 2019). :attr:`event` is a pure-ε event of
+    kind ``"exponential"``: spent one by one (adaptively) it costs ε; in a plan fixed in advance the
+    accountant composes it as ε-bounded range, much tighter at δ > 0 (Dong, Durfee & Rogers 2020; see
+    :func:`~dp_pipeline.accounting.composition.compose_plan`).
 
     **Exact sampling** (rejection, not a floating-point softmax or the Gumbel-max trick): with the utilities
     taken as the rationals their floats denote, γ_r = ε(u* − u_r)/(2Δu) ≥ 0 (u* the largest utility) is
     exact; a candidate is proposed with probability w_r/Σw (an exact uniform integer) and accepted with an
-    exact Bernoulli(e^{−γ_r}) from the secure sampler (:func:`~dp_pipeline.mechanisms._sampling.
+    exact Bernoulli(e^{−γ_r}) from the secure sampler (:func:`~dp_pipeline.mechanisms.sampling.
     exponential_choice`). The first accepted proposal has exactly the law above, so the guarantee is the
     mathematical one, with no floating-point loss.
 
     References
     ----------
     McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007.
+    Durfee & Rogers, "Practical differentially private top-k selection with pay-what-you-get composition",
+    NeurIPS 2019.
     Dong, Durfee & Rogers, "Optimal differential privacy composition for exponential mechanisms", ICML 2020.
 
     Examples
@@ -92,13 +97,13 @@ class Exponential(Mechanism):
         return mass / mass.sum()
 
     def select(
-        self, utilities: Utilities, weights: ArrayLike | None = None, rng: _sampling.RNGLike = None
+        self, utilities: Utilities, weights: ArrayLike | None = None, rng: sampling.RNGLike = None
     ) -> int:
         """The index of one candidate, drawn exactly from :meth:`pmf` (see the class notes)."""
         gammas, counts = self._checked(utilities, weights)
-        return _sampling.exponential_choice(_sampling.make_rng(rng), gammas, counts)
+        return sampling.exponential_choice(sampling.make_rng(rng), gammas, counts)
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """:meth:`select` with ``values`` as the utilities (weights 1)."""
         return self.select(values, rng=rng)
 

@@ -14,20 +14,20 @@ from scipy import optimize, special
 from dp_pipeline._validation import FiniteFloat
 from dp_pipeline.exact import divide_up
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, gaussian_log_delta
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 
 __all__ = ["Calibration", "Gaussian", "analytic_sigma", "classic_sigma", "tail_bound_sigma"]
 
 Calibration = Literal["analytic", "tail_bound", "classic", "gdp"]
-"""How σ is derived: the exact (ε, δ) condition, the seed's tail bound, the classic bound, or μ-GDP."""
+"""How σ is derived: the exact (ε, δ) condition, the tail bound P(L > ε) ≤ δ, the classic bound, or μ-GDP."""
 
 _UNIT = 2.0**-52  # double precision unit roundoff (times 2)
 _CLASSIC_MARGIN = 2.0**-45  # relative margin of the classic σ over its rounding error (see classic_sigma)
 
 
 def _log_tail(epsilon: float, x: float) -> float:
-    """ln Φ(1/(2x) − εx) with x = σ/S: the log of the seed's tail bound P(L > ε)."""
+    """ln Φ(1/(2x) − εx) with x = σ/S: the log of the privacy loss's tail P(L > ε)."""
     return float(special.log_ndtr(0.5 / x - epsilon * x))
 
 
@@ -96,7 +96,7 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 
 
 def tail_bound_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """σ solving the seed's condition δ = Φ(S/(2σ) − εσ/S) in closed form, rounded up.
+    """σ solving the tail-bound condition δ = Φ(S/(2σ) − εσ/S) in closed form, rounded up.
 
     With x = σ/S the condition reads 1/(2x) − εx = z, z = Φ⁻¹(δ), a quadratic εx² + zx − 1/2 = 0 whose
     positive root is x = (√(z² + 2ε) − z)/(2ε) = 1/(z + √(z² + 2ε)). σ is then raised until the
@@ -159,7 +159,8 @@ class Gaussian(ContinuousMechanism):
     For ε = 1, δ = 1e-5, S = 1: σ ≈ 3.73.
 
     ``"tail_bound"``: σ solving Φ(S/(2σ) − εσ/S) = δ, i.e. P(L > ε) = δ. Sufficient for (ε, δ)-DP but not
-    tight; closed form from a quadratic in σ. ε = 1, δ = 1e-5, S = 1: σ ≈ 4.38.
+    tight (the sufficient condition of the classical analysis, Balle & Wang 2018, Sec. 3); closed form
+    from a quadratic in σ. ε = 1, δ = 1e-5, S = 1: σ ≈ 4.38.
 
     ``"classic"``: σ = S·√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1). Its proof needs ε < 1; for
     ε ≥ 1 it is accepted where it is at least the analytic σ (so the exact condition certifies it: up to
@@ -175,7 +176,7 @@ class Gaussian(ContinuousMechanism):
     drawn from its exact law with a CSPRNG: |N|/λ by exact rejection sampling from a piecewise-uniform
     proposal (blocks of width about σ/100 picked by an alias table of dyadic probabilities, with an
     exponential tail; acceptance above 0.99), every comparison certified or decided in exact arithmetic
-    (:mod:`~dp_pipeline.mechanisms._sampling`). The release is a deterministic function of Y, so
+    (:mod:`~dp_pipeline.mechanisms.sampling`). The release is a deterministic function of Y, so
     :attr:`guarantee`, :attr:`gdp` and :attr:`event` (σ and S unchanged) hold exactly, for any input and
     any number of values. Rounding moves the output by at most λ/2 ≤ σ·2⁻¹³. Floating-point safe: outputs
     lie on λ(ℤ + ½) whatever t. Integer input: λ = 1, t + ⌊N + ½⌋ (the Gaussian rounded to the nearest
@@ -343,15 +344,15 @@ class Gaussian(ContinuousMechanism):
     @property
     def lattice(self) -> float:
         """λ = 2^k, the step of the secure path's output lattice (2^{k+12} ≤ σ < 2^{k+13})."""
-        return 2.0 ** _sampling.lattice_exponent(self._sigma)
+        return 2.0 ** sampling.lattice_exponent(self._sigma)
 
     def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
-        return values + _sampling.gaussian(rng, self._sigma, values.shape)
+        return values + sampling.gaussian(rng, self._sigma, values.shape)
 
     def _randomize_secure(
         self, values: NDArray[np.float64], rng: np.random.Generator
     ) -> NDArray[np.float64]:
-        return _sampling.gaussian_cells(rng, values, self._sigma, _sampling.lattice_exponent(self._sigma))
+        return sampling.gaussian_cells(rng, values, self._sigma, sampling.lattice_exponent(self._sigma))
 
     def _integer_noise(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
-        return _sampling.gaussian_integers(rng, self._sigma, n)
+        return sampling.gaussian_integers(rng, self._sigma, n)

@@ -9,7 +9,7 @@ from pydantic import Field
 from dp_pipeline._validation import FiniteFloat
 from dp_pipeline.exact import divide_up
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 
 __all__ = ["Laplace"]
@@ -33,7 +33,7 @@ class Laplace(ContinuousMechanism):
 
     **Secure path (default).** With λ = 2^k, 2^{k+12} ≤ b < 2^{k+13}, the release is the centre
     (m + ½)λ of the cell [mλ, (m + 1)λ) that holds the ideal output Y = t + L, L ~ Lap(b), where
-    m = ⌊Y/λ⌋ is drawn from its exact law with a CSPRNG (:mod:`~dp_pipeline.mechanisms._sampling`). The
+    m = ⌊Y/λ⌋ is drawn from its exact law with a CSPRNG (:mod:`~dp_pipeline.mechanisms.sampling`). The
     release is a deterministic function of Y, so it is ε-DP exactly as above (post-processing), for any
     input and any number of values: the lattice does not change the sensitivity, and :attr:`event`
     (``scale`` = b, ``sensitivity`` = Δ) describes it exactly. Rounding moves the output by at most
@@ -96,15 +96,15 @@ class Laplace(ContinuousMechanism):
     @property
     def lattice(self) -> float:
         """λ = 2^k, the step of the secure path's output lattice (2^{k+12} ≤ b < 2^{k+13})."""
-        return 2.0 ** _sampling.lattice_exponent(self.scale)
+        return 2.0 ** sampling.lattice_exponent(self.scale)
 
     def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
-        return values + _sampling.laplace(rng, self.scale, values.shape)
+        return values + sampling.laplace(rng, self.scale, values.shape)
 
     def _randomize_secure(
         self, values: NDArray[np.float64], rng: np.random.Generator
     ) -> NDArray[np.float64]:
-        return _sampling.laplace_cells(rng, values, self.scale, _sampling.lattice_exponent(self.scale))
+        return sampling.laplace_cells(rng, values, self.scale, sampling.lattice_exponent(self.scale))
 
     def _integer_noise(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
-        return _sampling.laplace_integers(rng, self.scale, n)
+        return sampling.laplace_integers(rng, self.scale, n)

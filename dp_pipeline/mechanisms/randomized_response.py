@@ -33,10 +33,10 @@ from dp_pipeline._validation import FiniteFloat, check_positive_int
 from dp_pipeline.exact import times_up
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import Mechanism
 
-__all__ = ["BinaryRandomizedResponse", "KRandomizedResponse"]
+__all__ = ["BinaryRandomizedResponse", "KRandomizedResponse", "check_binary"]
 
 _SHOWN = 5  # how many offending values an error message lists
 
@@ -65,8 +65,12 @@ def _shown(values: Iterable[Any]) -> str:
     return f"[{text}{', …' if len(items) > _SHOWN else ''}]"
 
 
-def _check_binary(values: Any, name: str) -> NDArray[Any]:
-    """``values`` as an array of 0/1 (bool, integer or float dtype), else InvalidParameterError."""
+def check_binary(values: Any, name: str) -> NDArray[Any]:
+    """``values`` as an array of 0/1 (bool, integer or float dtype), else InvalidParameterError naming it.
+
+    The check of binary reports, shared by the binary mechanisms and their estimators
+    (:mod:`dp_pipeline.estimation`); an error counts the offending values and never quotes them.
+    """
     if isinstance(values, (str, bytes)):
         raise InvalidParameterError(f"{name!r} must hold 0/1 or booleans, got a string", name)
     try:
@@ -187,8 +191,8 @@ class BinaryRandomizedResponse(Mechanism):
 
     def pmf(self, y: Any, t: Any) -> Any:
         """P(report = y | truth = t): p_true if y = t else p_other; y, t are 0/1 or bools, broadcast."""
-        y_array = _check_binary(y, "y").astype(bool)
-        t_array = _check_binary(t, "t").astype(bool)
+        y_array = check_binary(y, "y").astype(bool)
+        t_array = check_binary(t, "t").astype(bool)
         try:
             same = np.equal(y_array, t_array)
         except ValueError as exc:
@@ -196,14 +200,14 @@ class BinaryRandomizedResponse(Mechanism):
         out = np.where(same, self.p_true, self.p_other)
         return float(out) if out.ndim == 0 else out
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise every entry of ``values`` (0/1 or bools) independently; same shape and dtype out."""
-        array = _check_binary(values, "values")
-        generator = _sampling.make_rng(rng)
-        if _sampling.is_fast(generator):
-            flip = _sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
+        array = check_binary(values, "values")
+        generator = sampling.make_rng(rng)
+        if sampling.is_fast(generator):
+            flip = sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
         else:
-            flip = (~_sampling.truthful(generator, self.epsilon, 2, array.size)).astype(np.intp)
+            flip = (~sampling.truthful(generator, self.epsilon, 2, array.size)).astype(np.intp)
             flip = flip.reshape(array.shape)
         out = np.not_equal(array != 0, flip != 0).astype(array.dtype)
         return out.item() if out.ndim == 0 else out
@@ -435,15 +439,15 @@ class KRandomizedResponse(Mechanism):
         out = np.where(same, self.p, self.q)
         return float(out) if out.ndim == 0 else out
 
-    def randomize(self, values: Any, rng: _sampling.RNGLike = None) -> Any:
+    def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise each category in ``values``: a category gives a category, an array the same shape."""
         codes = self._indices(values, "values")
-        generator = _sampling.make_rng(rng)
-        if _sampling.is_fast(generator):
-            offset = _sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
+        generator = sampling.make_rng(rng)
+        if sampling.is_fast(generator):
+            offset = sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
         else:
-            truth = _sampling.truthful(generator, self.epsilon, self.k, codes.size)
-            other = _sampling.other_offset(generator, self.k, codes.size)
+            truth = sampling.truthful(generator, self.epsilon, self.k, codes.size)
+            other = sampling.other_offset(generator, self.k, codes.size)
             offset = np.where(truth, 0, other).reshape(codes.shape)
         reported = (codes + offset) % self.k
         if reported.ndim == 0:

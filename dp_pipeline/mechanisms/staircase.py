@@ -15,7 +15,7 @@ from scipy import special
 from dp_pipeline._validation import FiniteFloat, check_real
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import PureDP
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms._base import ContinuousMechanism
 
 __all__ = ["Staircase", "optimal_gamma", "staircase_cdf", "staircase_pdf"]
@@ -160,7 +160,7 @@ class Staircase(ContinuousMechanism):
     (m + ½)λ of the lattice cell that holds the ideal output Y = t + X, with m = ⌊Y/λ⌋ drawn from its exact
     law with a CSPRNG: G is an exact geometric, the Bernoulli is decided against exact bounds of its
     probability, and U is a lazy uniform with as many bits as the cell needs
-    (:mod:`~dp_pipeline.mechanisms._sampling`). A deterministic function of Y, so ε-DP exactly as above,
+    (:mod:`~dp_pipeline.mechanisms.sampling`). A deterministic function of Y, so ε-DP exactly as above,
     for any input; floating-point safe (outputs on λ(ℤ + ½)). Integer input: λ = 1, t + ⌊X + ½⌋. Neither
     OpenDP nor Tumult Analytics ships a staircase mechanism; this follows their practice for Laplace
     (exact sampling, CSPRNG, a fixed output lattice).
@@ -230,23 +230,23 @@ class Staircase(ContinuousMechanism):
     def _randomize_secure(
         self, values: NDArray[np.float64], rng: np.random.Generator
     ) -> NDArray[np.float64]:
-        k = _sampling.lattice_exponent(self.sensitivity)
-        return _sampling.staircase_cells(
+        k = sampling.lattice_exponent(self.sensitivity)
+        return sampling.staircase_cells(
             rng, values, self.epsilon, self.sensitivity, self.effective_gamma, k
         )
 
     def _integer_noise(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
-        return _sampling.staircase_integers(
+        return sampling.staircase_integers(
             rng, self.epsilon, self.sensitivity, self.effective_gamma, n
         )
 
     def _randomize_fast(self, values: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
         shape = values.shape
         g, b = self.effective_gamma, math.exp(-self.epsilon)
-        negative = _sampling.bernoulli(rng, 0.5, shape)
-        steps = _sampling.geometric(rng, -self.epsilon, shape)
-        upper = _sampling.bernoulli(rng, (1.0 - g) * b / (g + (1.0 - g) * b), shape)
-        u = _sampling.uniform(rng, shape)
+        negative = sampling.bernoulli(rng, 0.5, shape)
+        steps = sampling.geometric(rng, -self.epsilon, shape)
+        upper = sampling.bernoulli(rng, (1.0 - g) * b / (g + (1.0 - g) * b), shape)
+        u = sampling.uniform(rng, shape)
         offset = np.where(upper, g + (1.0 - g) * u, g * u)
         magnitude = self.sensitivity * (steps + offset)
         return values + np.where(negative, -magnitude, magnitude)

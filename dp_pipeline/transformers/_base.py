@@ -8,8 +8,13 @@ A transformer's ``transform`` is a release. It runs in this order, which is the 
    nothing is randomised or returned;
 3. draw the noise and return the noisy data.
 
+``fit`` reads only the shape, the feature names and the dtypes of X, and charges nothing, unless the
+transformer learns something from X with differential privacy (``bounds="dp"``): then ``fit`` is a release
+too, charged before it reads X (``fit_cost_``), and ``fit_transform`` charges that and the release of X as
+one event.
+
 Inside one call of a composite estimator (Pipeline, ColumnTransformer, FeatureUnion) that releases through
-several DP steps, step 2 pays from a reservation of the whole call's cost (see
+several DP steps, each charge pays from a reservation of the whole call's cost (see
 :mod:`dp_pipeline.transformers.composite`): all of them are charged, or none.
 
 With ``random_state=None`` a fitted transformer holds no random state: each ``transform`` draws its noise
@@ -30,10 +35,13 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp_pipeline._release import charge, check_ledger, declared_cost, kept_rng, missing_mask, release_rng
 from dp_pipeline._validation import check_positive_int
+from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.mechanisms.sampling import kept_rng, release_rng
+from dp_pipeline.splitting import declared_cost
+from dp_pipeline.tabular import missing_mask
 
 __all__ = ["DPTransformer"]
 
@@ -43,9 +51,9 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     Subclasses store their keyword-only parameters in ``__init__`` (which must include ``group_size``,
     ``accountant``, ``dataset`` and ``random_state``) and implement :meth:`_validate_input`,
-    :meth:`_fit_release` (which sets ``cost_``), :meth:`_prepare` and :meth:`_randomize`. A family of
-    subclasses shares docstring sections through ``_doc_sections``: each ``{name}`` marker in a subclass's
-    docstring is replaced by its text.
+    :meth:`_fit_release` (which sets ``cost_``, and returns the event it charged when it reads X),
+    :meth:`_prepare` and :meth:`_randomize`. A family of subclasses shares docstring sections through
+    ``_doc_sections``: each ``{name}`` marker in a subclass's docstring is replaced by its text.
     """
 
     _doc_sections: ClassVar[Mapping[str, str]] = {}
@@ -55,6 +63,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     group_size: Any
     random_state: Any
     cost_: PrivacyEvent
+    fit_cost_: PrivacyEvent | None
     _rng: np.random.Generator | None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -68,7 +77,10 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _validate_input(self, X: Any, *, reset: bool) -> NDArray[Any]:
         raise NotImplementedError  # pragma: no cover
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
+        """Calibrate the release (set ``cost_``). When fit reads X (``bounds="dp"``), charge that first and
+        return the charged event, which includes the release's own cost when ``joint`` (``fit_transform``);
+        None when fit reads no values."""
         raise NotImplementedError  # pragma: no cover
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
@@ -83,16 +95,24 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         down). A composite estimator reserves it for a step it is about to fit."""
         return declared_cost("pure", getattr(self, "epsilon", None))
 
+    def declared_fit_cost(self, joint: bool) -> PrivacyEvent | None:
+        """What ``fit`` (``joint``: ``fit_transform``) charges at most, from the parameters alone; None when
+        ``fit`` charges nothing. Without learning from X: nothing, and one transform."""
+        return self.declared_cost() if joint else None
+
     # -- the scikit-learn API ------------------------------------------------------------------------------
 
     def fit(self, X: Any, y: Any = None) -> DPTransformer:
-        """Check the parameters and X, and calibrate the noise of one release; charges nothing.
+        """Check the parameters and X, and calibrate the noise of one release.
+
+        Charges nothing, unless the transformer learns from X with differential privacy (``bounds="dp"``):
+        then the learning is charged first, and ``fit_cost_`` is its event.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
             The data the transformer will release (only its shape, feature names and dtypes are used,
-            unless bounds or categories are explicitly learned from the data).
+            unless bounds or categories are learned from the data).
         y : None
             Ignored.
 
@@ -100,12 +120,38 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         self
         """
+        self._fit(X, joint=False)
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """Fit to X, then release X with noise: one charge, ``cost_`` (with the learning of ``fit_cost_``
+        when the transformer learns from X).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The data to learn from and release; one row is one person.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            The noisy data (a DataFrame after ``set_output(transform="pandas")``).
+        """
+        array = self._fit(X, joint=True)
+        prepared = self._prepare(array)
+        if self.fit_cost_ is None:  # fit read no values: the release is charged as any transform
+            charge(self._spender(), self.dataset, self.cost_, self._label(), self.group_size)
+        return self._randomize(prepared, self._release_rng())
+
+    def _fit(self, X: Any, joint: bool) -> NDArray[Any]:
         check_ledger(self.accountant, self.dataset)
         check_positive_int(self.group_size, "group_size")
         array = self._validate_input(X, reset=True)
-        self._fit_release(array)
         self._rng = kept_rng(self.random_state, type(self).__name__)
-        return self
+        self.fit_cost_ = self._fit_release(array, joint)
+        return array
 
     def transform(self, X: Any) -> Any:
         """Release X with noise: check X, charge the ledger, then randomise.
@@ -130,10 +176,15 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         check_ledger(self.accountant, self.dataset)
         array = self._prepare(self._validate_input(X, reset=False))
-        from dp_pipeline.transformers.composite import spender_for  # the module imports this one
-
-        charge(spender_for(self), self.dataset, self.cost_, self._label(), self.group_size)
+        charge(self._spender(), self.dataset, self.cost_, self._label(), self.group_size)
         return self._randomize(array, self._release_rng())
+
+    def _spender(self) -> Any:
+        """What this release is charged to: the accountant, or the reservation of the composite call it
+        runs in (:func:`dp_pipeline.transformers.composite.spender_for`)."""
+        from dp_pipeline.transformers.composite import spender_for  # that module imports this one
+
+        return spender_for(self)
 
     def _release_rng(self) -> np.random.Generator:
         """The kept generator of a seeded transformer, else a fresh one keyed from OS entropy now."""

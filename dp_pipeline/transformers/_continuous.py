@@ -14,21 +14,34 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
-from dp_pipeline._release import NoisePlan, clip_columns, declared_bounds, declared_sensitivity
+from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share
+from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
-from dp_pipeline.mechanisms._base import ContinuousMechanism
+from dp_pipeline.mechanisms import ContinuousMechanism
+from dp_pipeline.splitting import NoisePlan, check_epsilon, declared_cost
+from dp_pipeline.tabular import clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["ContinuousNoise"]
 
-_BOUNDS = ("declared", "data")
+_BOUNDS = ("declared", "data", "dp")
 
 _SHARED_PARAMETERS = """lower, upper : float, array-like of shape (n_features,) or None
         Declared bounds of each feature, known without looking at the data. Values outside are clipped to
         them before the noise is added (counted in ``n_clipped_``). None leaves that side unbounded.
-    bounds : {"declared", "data"}
-        ``"declared"`` (default) uses ``lower`` and ``upper``. ``"data"`` takes them from the minimum and
-        maximum of the training data in ``fit``; this leaks those values and raises PrivacyLeakWarning.
+    bounds : {"declared", "data", "dp"}
+        ``"declared"`` (default) uses ``lower`` and ``upper``. ``"dp"`` learns them in ``fit`` with
+        differential privacy, inside ``outer``: each feature's 1st and 99th percentiles, released by the
+        exponential mechanism (:mod:`dp_pipeline._learned_bounds`); ``lower``, ``upper`` and ``sensitivity``
+        stay None and Δⱼ = upperⱼ − lowerⱼ. That ``fit`` is a release, charged before it reads X (see the
+        Notes). ``"data"`` takes them from the minimum and maximum of the training data in ``fit``; this
+        leaks those values and raises PrivacyLeakWarning.
+    outer : (lo, hi) or None
+        With ``bounds="dp"``: the declared range each feature's bounds are learned in, known without
+        looking at the data; lo and hi are numbers, one per feature, or dicts feature → number.
+    bounds_epsilon : float or None
+        With ``bounds="dp"``: what ``fit`` costs, ε of the bound search over all features (2 quantiles per
+        feature share it). None (default): a tenth of ``epsilon``.
     group_size : int, default 1
         k ≥ 1: one person contributes up to k rows, and every ``transform`` is charged for a group of k
         (the ledger scales the sensitivity of Laplace and Gaussian noise by k, exact, and uses group privacy
@@ -55,6 +68,9 @@ _SHARED_ATTRIBUTES = """lower_, upper_ : ndarray of shape (n_features,)
         The standard deviation of each feature's noise.
     cost_ : PrivacyEvent
         What one ``transform`` costs one person (one row); charged on every call.
+    fit_cost_ : PrivacyEvent or None
+        What the latest ``fit`` charged: the bound search with ``bounds="dp"`` (its 2d exponential
+        mechanisms, with ``cost_`` too after ``fit_transform``); None otherwise.
     n_clipped_ : ndarray of shape (n_features,)
         How many values of each feature the latest ``transform`` clipped to the bounds (zeros after ``fit``).
         It is computed from the raw data and is not differentially private: a diagnostic for the data holder,
@@ -68,7 +84,15 @@ _RELEASE_NOTES = """The privacy unit is one row (one person). Each ``transform``
     clipped to the bounds, and the release's cost ``cost_`` is charged to ``accountant`` under ``dataset``;
     only then is the noise drawn. A bad X raises InvalidParameterError and a refused charge raises
     BudgetExceededError, and in both cases nothing is charged and nothing is returned. ``fit`` charges
-    nothing; ``fit_transform`` charges once.
+    nothing (unless ``bounds="dp"``, below); ``fit_transform`` charges once.
+
+    With ``bounds="dp"`` the bounds are learned in ``fit``, which reads X and so is a release: every ``fit``
+    charges ``bounds_epsilon`` (``fit_cost_``) before it reads X, and ``fit_transform`` charges that and
+    ``cost_`` as one event. The cost is fixed by the parameters alone, never by the learned bounds. Every
+    fit pays: a refit, each copy made by ``clone``, and every fold and candidate of GridSearchCV or
+    cross_val_score (whose ``fit_transform`` on a training part is one charge, and each ``transform`` of
+    a held-out part another). The learned ``lower_`` and ``upper_`` are differentially private; the noise
+    of each ``transform`` is calibrated to them (Δⱼ = upperⱼ − lowerⱼ) at ``epsilon``.
 
     ``epsilon`` is what one whole ``transform`` costs one row, over all its features: a person's row can
     change every feature at once, so the d features share the budget (see each class's Notes for the split).
@@ -98,6 +122,8 @@ class ContinuousNoise(DPTransformer):
     lower: Any
     upper: Any
     bounds: Any
+    outer: Any
+    bounds_epsilon: Any
     _bounds_required = False  # the bounded mechanisms need finite bounds on every feature
     _sensitivity_param = True  # whether the transformer takes a ``sensitivity`` parameter
 
@@ -121,28 +147,38 @@ class ContinuousNoise(DPTransformer):
         names = getattr(self, "feature_names_in_", None)
         return [str(name) for name in names] if names is not None else [f"x{j}" for j in range(n)]
 
-    def _resolve_bounds(self, X: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def _resolve_bounds(
+        self, X: NDArray[np.float64], joint: bool
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], PrivacyEvent | None]:
+        """The bounds in use and the event charged to learn them (None when nothing was charged)."""
         if not (isinstance(self.bounds, str) and self.bounds in _BOUNDS):
             raise InvalidParameterError(
-                f"'bounds' must be 'declared' or 'data', got {self.bounds!r}", "bounds"
+                f"'bounds' must be 'declared', 'data' or 'dp', got {self.bounds!r}", "bounds"
             )
+        if self.bounds != "dp":
+            unused = [name for name in ("outer", "bounds_epsilon") if getattr(self, name) is not None]
+            if unused:
+                raise InvalidParameterError(f"{unused[0]!r} is only used with bounds='dp'", unused[0])
         if self.bounds == "declared":
-            return declared_bounds(
+            lower, upper = declared_bounds(
                 self.lower, self.upper, self._names(X.shape[1]), required=self._bounds_required
             )
+            return lower, upper, None
         if self.lower is not None or self.upper is not None:
             raise InvalidParameterError(
-                "bounds='data' learns lower and upper from X; leave 'lower' and 'upper' as None, or "
-                "declare them with bounds='declared'",
+                f"bounds={self.bounds!r} learns lower and upper from X; leave 'lower' and 'upper' as None, "
+                "or declare them with bounds='declared'",
                 "bounds",
             )
+        if self.bounds == "dp":
+            return self._learn_bounds(X, joint)
         warnings.warn(
             f"{type(self).__name__}(bounds='data') takes each feature's lower and upper bound from the "
             "minimum and maximum of the training data. Those bounds (and the noise calibrated to them) "
             "depend on individual values and are not differentially private; declare 'lower' and 'upper' "
-            "from public knowledge instead",
+            "from public knowledge instead, or learn them with bounds='dp'",
             PrivacyLeakWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         lower, upper = X.min(axis=0), X.max(axis=0)
         flat = np.flatnonzero(upper <= lower)
@@ -152,19 +188,63 @@ class ContinuousNoise(DPTransformer):
                 "range is empty; declare its bounds",
                 "bounds",
             )
-        return lower, upper
+        return lower, upper, None
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
-        lower, upper = self._resolve_bounds(X)
+    def _learn_bounds(
+        self, X: NDArray[np.float64], joint: bool
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], PrivacyEvent]:
+        """``bounds="dp"``: charge the search (and with ``joint`` the release, priced at the outer range),
+        then learn each feature's bounds (see :mod:`dp_pipeline._learned_bounds`)."""
+        if self._sensitivity_param and getattr(self, "sensitivity", None) is not None:
+            raise InvalidParameterError(
+                "bounds='dp' calibrates the noise to the learned bounds; leave 'sensitivity' None",
+                "sensitivity",
+            )
+        names = self._names(X.shape[1])
+        outer_lower, outer_upper = check_outer(self.outer, names)
+        search = BoundsSearch.plan(self._search_epsilon(), outer_lower, outer_upper, "replace_one")
+        # calibrated before the charge, so that a bad parameter charges nothing
+        release = self._calibrate(
+            outer_lower, outer_upper, declared_sensitivity(None, outer_lower, outer_upper, names)
+        )
+        what = "fit_transform" if joint else "fit"
+        label = f"{type(self).__name__}.{what} (bounds='dp', {X.shape[1]} feature(s))"
+        ledger = (self._spender(), self.dataset, label, self.group_size)
+        columns = [X[:, j] for j in range(X.shape[1])]
+        return search.charge_and_learn(columns, self._release_rng(), [release.event] if joint else [], ledger)
+
+    def declared_fit_cost(self, joint: bool) -> PrivacyEvent | None:
+        """With ``bounds="dp"``: the bound search, ``PureDP(bounds_epsilon)`` (2d quantiles of ε/2d rounded
+        down), with ``joint`` composed with one transform's declared cost."""
+        if self.bounds != "dp":
+            return super().declared_fit_cost(joint)
+        search = declared_cost("pure", self._search_epsilon())
+        return composite_event([search, self.declared_cost()], "replace_one") if joint else search
+
+    def _search_epsilon(self) -> float:
+        """ε of the bound search: ``bounds_epsilon``, or a tenth of ``epsilon``."""
+        if self.bounds_epsilon is not None:
+            return check_epsilon(self.bounds_epsilon, "bounds_epsilon")
+        if self.epsilon is None:
+            raise InvalidParameterError(
+                "bounds='dp' without 'epsilon' (e.g. with 'mu') needs 'bounds_epsilon', the ε that fit "
+                "spends on learning the bounds",
+                "bounds_epsilon",
+            )
+        return search_share(check_epsilon(self.epsilon))[0]
+
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
+        lower, upper, charged = self._resolve_bounds(X, joint)
         declared = getattr(self, "sensitivity", None) if self._sensitivity_param else None
         sensitivity = declared_sensitivity(declared, lower, upper, self._names(X.shape[1]))
         plan = self._calibrate(lower, upper, sensitivity)
         self.lower_, self.upper_, self.sensitivity_ = lower, upper, sensitivity
-        self.mechanisms_ = list(plan.mechanisms)
-        self._one_mechanism = all(m == plan.mechanisms[0] for m in plan.mechanisms[1:])
+        self.mechanisms_ = list(plan.parts)
+        self._one_mechanism = all(m == plan.parts[0] for m in plan.parts[1:])
         self.cost_ = plan.event
         self.noise_std_ = plan.noise_std
         self._clip_log = {"n_clipped": np.zeros(X.shape[1], dtype=np.int64)}
+        return charged
 
     @property
     def n_clipped_(self) -> NDArray[np.int64]:

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, basic_composition
 from dp_pipeline.mechanisms import BoundedLaplace, BoundedStaircase
 from dp_pipeline.mechanisms.staircase import optimal_gamma
+from dp_pipeline.splitting import NoisePlan, basic_composition
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["BoundedLaplaceNoise", "BoundedStaircaseNoise"]
@@ -33,8 +33,9 @@ class BoundedLaplaceNoise(ContinuousNoise):
 
     Notes
     -----
-    Both bounds are required (finite, or ``bounds="data"``). Since the error depends on the true value t,
-    ``noise_std_`` is the root of the largest mean-squared error E[(Y − t)² | t] over 101 points of the range.
+    Both bounds are required (finite, or ``bounds="dp"`` or ``"data"``). Since the error depends on the true
+    value t, ``noise_std_`` is the root of the largest mean-squared error E[(Y − t)² | t] over 101 points of
+    the range.
 
     With d features, feature j is released by ``BoundedLaplace(epsilon=ε/d, lower=lⱼ, upper=uⱼ,
     sensitivity=Δⱼ)`` (ε/d rounded down), whose scale is calibrated so that the truncation to [lⱼ, uⱼ] keeps
@@ -59,6 +60,8 @@ class BoundedLaplaceNoise(ContinuousNoise):
         upper: Any = None,
         sensitivity: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -69,6 +72,8 @@ class BoundedLaplaceNoise(ContinuousNoise):
         self.upper = upper
         self.sensitivity = sensitivity
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
@@ -83,7 +88,7 @@ class BoundedLaplaceNoise(ContinuousNoise):
                 for lo, hi, s in zip(lower.tolist(), upper.tolist(), sensitivity.tolist(), strict=True)
             ]
 
-        return NoisePlan(*basic_composition(self.epsilon, len(lower), build))
+        return basic_composition(self.epsilon, len(lower), build)
 
 
 class BoundedStaircaseNoise(ContinuousNoise):
@@ -104,9 +109,10 @@ class BoundedStaircaseNoise(ContinuousNoise):
 
     Notes
     -----
-    Both bounds are required (finite, or ``bounds="data"``). The sensitivity is always upper − lower (the
-    local model: any value may be replaced by any other). Since the error depends on the true value t,
-    ``noise_std_`` is the root of the largest mean-squared error E[(Y − t)² | t] over 101 points of the range.
+    Both bounds are required (finite, or ``bounds="dp"`` or ``"data"``). The sensitivity is always upper −
+    lower (the local model: any value may be replaced by any other). Since the error depends on the true value
+    t, ``noise_std_`` is the root of the largest mean-squared error E[(Y − t)² | t] over 101 points of the
+    range.
 
     With d features, feature j is released by ``BoundedStaircase(epsilon=ε/d, lower=lⱼ, upper=uⱼ, gamma=γ)``
     (ε/d rounded down), which is ε/d-LDP for values in [lⱼ, uⱼ]. The d features compose to ε-DP (basic
@@ -132,6 +138,8 @@ class BoundedStaircaseNoise(ContinuousNoise):
         upper: Any = None,
         gamma: float | None = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -142,6 +150,8 @@ class BoundedStaircaseNoise(ContinuousNoise):
         self.upper = upper
         self.gamma = gamma
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
@@ -157,4 +167,4 @@ class BoundedStaircaseNoise(ContinuousNoise):
                 for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)
             ]
 
-        return NoisePlan(*basic_composition(self.epsilon, len(lower), build))
+        return basic_composition(self.epsilon, len(lower), build)

@@ -57,11 +57,10 @@ from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from dp_pipeline._release import check_ledger
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.accounting import BudgetReport, PrivacyAccountant, Reservation
-from dp_pipeline.accounting.composition import composite_event
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.charging import check_ledger
+from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers._base import DPTransformer
 
@@ -91,22 +90,28 @@ _SEARCHES = (GridSearchCV, RandomizedSearchCV)
 
 @dataclass(frozen=True)
 class Release:
-    """One DP step's release in a call: the step, and whether the call fits it first (then what it will
-    cost is its :meth:`~DPTransformer.declared_cost`, else its fitted ``cost_``)."""
+    """One DP step's release in a call: the step and the method the call runs on it. A fitting method
+    (``fit`` with ``bounds="dp"``, ``fit_transform``) costs what the step declares it may cost
+    (:meth:`~DPTransformer.declared_fit_cost`); ``transform`` costs the fitted ``cost_``."""
 
     step: DPTransformer
-    fitting: bool
+    method: str
 
     @property
     def cost(self) -> PrivacyEvent:
         fitted: PrivacyEvent | None = getattr(self.step, "cost_", None)
-        return self.step.declared_cost() if self.fitting or fitted is None else fitted
+        if self.method == "transform" and fitted is not None:
+            return fitted
+        declared = self.step.declared_fit_cost(joint=self.method != "fit")
+        assert declared is not None  # releases() lists a fit only when it charges
+        return declared
 
 
 def releases(estimator: Any, method: str) -> list[Release]:
     """The DP steps that one call of ``estimator.method`` releases through, in the order they run.
 
-    A DP transformer releases in ``transform`` and ``fit_transform``. A Pipeline's steps before the last run
+    A DP transformer releases in ``transform`` and ``fit_transform``, and in ``fit`` when it learns from X
+    (``bounds="dp"``). A Pipeline's steps before the last run
     ``fit_transform`` in the fitting methods and ``transform`` otherwise, and the last step runs the method
     itself; a ColumnTransformer's transformers (and remainder) run ``fit_transform`` in ``fit`` and
     ``fit_transform``, ``transform`` otherwise; a FeatureUnion's run the method (``fit`` fits only).
@@ -114,11 +119,10 @@ def releases(estimator: Any, method: str) -> list[Release]:
     since what its calls release cannot be told.
     """
     if isinstance(estimator, DPTransformer):
-        return (
-            [Release(estimator, method == "fit_transform")]
-            if method in ("transform", "fit_transform")
-            else []
+        charges = method in ("transform", "fit_transform") or (
+            method == "fit" and estimator.declared_fit_cost(joint=False) is not None
         )
+        return [Release(estimator, method)] if charges else []
     fitting = method in _FITTING
     if isinstance(estimator, Pipeline):
         steps = [step for _, step in estimator.steps if not _skipped(step)]

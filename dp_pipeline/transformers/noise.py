@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline._release import NoisePlan, declared_cost, plan_noise
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.splitting import NoisePlan, declared_cost, plan_noise
 from dp_pipeline.transformers._continuous import ContinuousNoise
 
 __all__ = ["GaussianNoise", "LaplaceNoise", "StaircaseNoise"]
@@ -64,6 +64,8 @@ class LaplaceNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -74,6 +76,8 @@ class LaplaceNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
@@ -143,6 +147,8 @@ class GaussianNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -156,6 +162,8 @@ class GaussianNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset
@@ -236,6 +244,8 @@ class StaircaseNoise(ContinuousNoise):
         lower: Any = None,
         upper: Any = None,
         bounds: str = "declared",
+        outer: Any = None,
+        bounds_epsilon: float | None = None,
         group_size: int = 1,
         accountant: Any = None,
         dataset: str | None = None,
@@ -247,6 +257,8 @@ class StaircaseNoise(ContinuousNoise):
         self.lower = lower
         self.upper = upper
         self.bounds = bounds
+        self.outer = outer
+        self.bounds_epsilon = bounds_epsilon
         self.group_size = group_size
         self.accountant = accountant
         self.dataset = dataset

@@ -10,10 +10,12 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils import Tags
 
-from dp_pipeline._release import basic_composition, learn_categories, missing_mask
+from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.splitting import basic_composition
+from dp_pipeline.tabular import learn_categories, missing_mask
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["KRandomizedResponseEncoder", "RandomizedResponseEncoder"]
@@ -80,10 +82,11 @@ class _ResponseEncoder(DPTransformer):
         array: NDArray[Any] = self._validate_data(X, reset=reset, dtype=None, ensure_all_finite=False)
         return array
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
         _check_handle_unknown(self.handle_unknown)
-        mechanisms, self.cost_ = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
-        self.mechanisms_ = list(mechanisms)
+        release = basic_composition(self.epsilon, X.shape[1], partial(self._mechanisms, X))
+        self.mechanisms_, self.cost_ = list(release.parts), release.event
+        return None  # fit charges nothing (categories="data" warns instead)
 
     def _prepare(self, X: NDArray[Any]) -> NDArray[Any]:
         if self.handle_unknown == "error":
@@ -160,6 +163,8 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         The mechanism that randomises each feature.
     cost_ : PrivacyEvent
         What one ``transform`` costs one row.
+    fit_cost_ : None
+        None: ``fit`` charges nothing.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -219,7 +224,7 @@ class RandomizedResponseEncoder(_ResponseEncoder):
         return codes, codes >= 0
 
     def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
-        return _sampling.bernoulli(rng, 0.5, (n,))  # exact: 1/2 = 2⁵²·2⁻⁵³
+        return sampling.bernoulli(rng, 0.5, (n,))  # exact: 1/2 = 2⁵²·2⁻⁵³
 
     def _hint(self, j: int) -> str:
         return (
@@ -277,6 +282,8 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
         The mechanism that randomises each feature.
     cost_ : PrivacyEvent
         What one ``transform`` costs one row.
+    fit_cost_ : None
+        None: ``fit`` charges nothing.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -366,9 +373,10 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
                 ) from None
         return mechanisms
 
-    def _fit_release(self, X: NDArray[Any]) -> None:
-        super()._fit_release(X)
+    def _fit_release(self, X: NDArray[Any], joint: bool) -> PrivacyEvent | None:
+        charged = super()._fit_release(X, joint)
         self.categories_ = [m.categories for m in self.mechanisms_]
+        return charged
 
     def _answers(self, X: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.bool_]]:
         known = [_known(X[:, j], mechanism) for j, mechanism in enumerate(self.mechanisms_)]
@@ -376,7 +384,7 @@ class KRandomizedResponseEncoder(_ResponseEncoder):
 
     def _uniform(self, mechanism: Any, rng: np.random.Generator, n: int) -> NDArray[Any]:
         # exactly uniform over the k categories: an offset uniform in {1, …, k} (of k + 1), less 1
-        picks = _sampling.other_offset(rng, mechanism.k + 1, n) - 1
+        picks = sampling.other_offset(rng, mechanism.k + 1, n) - 1
         return _object_array(mechanism.categories)[picks]
 
     def _hint(self, j: int) -> str:

@@ -108,6 +108,43 @@ def test_pure_or_gdp_pays_by_the_route_of_the_reservation() -> None:
     assert acct.verify().records == 1 + 2 + 4  # a budget, two reservations, four payments
 
 
+def test_zcdp_pays_pure_by_epsilon_and_gaussian_by_rho() -> None:
+    acct = _acct(ApproxDP(10.0, 1e-5), rule="zcdp")
+    pure = acct.reserve("d", PureDP(1.0), key="pure")
+    pure.spend("d", PureDP(0.25))
+    pure.spend("d", PureDP(0.75))
+    _refused_writes_nothing(acct, pure, PureDP(2.0**-40))
+    _refused_writes_nothing(acct, pure, GaussianDP(2.0**-20))  # would close the dataset's pure route
+    gauss = acct.reserve("d", GaussianDP(1.25), key="gauss")  # ρ = μ²/2 = 25/32
+    assert Fraction(0.75) ** 2 / 2 + Fraction(1.0) ** 2 / 2 == Fraction(1.25) ** 2 / 2
+    gauss.spend("d", GaussianDP(0.75))
+    gauss.spend("d", GaussianDP(1.0))
+    assert gauss.remaining().epsilon == 0.0
+    _refused_writes_nothing(acct, gauss, PureDP(2.0**-20))
+    acct.verify()
+
+
+def test_a_reservation_on_partitions_pays_only_for_releases_in_them() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(2.0), partitions=1)
+    north = acct.reserve("d", PureDP(1.0), key="north", partition="north")
+    north.spend("d", PureDP(0.25), partition="north")
+    for outside in (None, "south", ["north", "south"]):
+        with pytest.raises(InvalidParameterError, match="partition"):
+            north.spend("d", PureDP(0.25), partition=outside)
+    whole = acct.reserve("d", PureDP(0.5), key="whole")
+    whole.spend("d", PureDP(0.25), partition="south")  # the whole dataset's reservation covers any data
+    whole.spend("d", PureDP(0.25))
+    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "pay", "reserve", "pay", "pay"]
+    assert acct.partitions("d")["north"].epsilon == 1.5  # north alone: the whole-dataset 0.5 and its 1
+    # a shrink lowers the total of the partitions its reservation named; verify replays both
+    acct.spend_plan("d", [PureDP(0.125), PureDP(0.25)], key="east run", partition="east")
+    assert acct.partitions("d")["east"].epsilon == 0.875
+    acct.shrink("d", "east run", [PureDP(0.125)], reason="the second task was skipped")
+    assert acct.partitions("d")["east"].epsilon == 0.625 and acct.spent("d").epsilon == 1.5
+    acct.verify()
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     reserved=st.integers(1, 64),

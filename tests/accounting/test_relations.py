@@ -256,7 +256,7 @@ def test_the_relation_cannot_change_once_spent_and_must_be_known() -> None:
 
 
 def composite(*parts: PrivacyEvent) -> PrivacyEvent:
-    from dp_pipeline.accounting.composition import composite_event
+    from dp_pipeline.events import composite_event
 
     return composite_event(list(parts), "replace_one")
 

@@ -72,3 +72,25 @@ def test_weekly_report_pays_its_pandas_aggregates_from_one_run_reservation(any_l
     assert states(second)["dp_reserve_run"] == "failed"
     assert {states(second)[t] for t in ("patients_by_region", "mean_age", "diabetic")} == {"upstream_failed"}
     assert ledger.spent("patients").epsilon == pytest.approx(0.9)
+
+
+@pytest.mark.spark
+def test_spark_example_dag_releases_once_under_its_reservation(ledger) -> None:
+    pytest.importorskip("pyspark")
+    from airflow.dag_processing.dagbag import DagBag
+
+    from dp_pipeline import PureDP
+    from tests.airflow_plugin._helpers import charges, run_dag, states
+    from tests.airflow_plugin.conftest import EXAMPLE_DAGS
+
+    ledger.set_budget("patients", PureDP(1.0))
+    bag = DagBag(dag_folder=str(EXAMPLE_DAGS / "dp_patients_spark.py"))
+    assert not bag.import_errors
+    dag_run = run_dag(bag.dags["dp_patients_spark"])
+    assert states(dag_run) == {"mean_age_by_region": "success"}
+    assert [status for _, status in charges(ledger, "patients")] == ["committed"]  # the reservation alone
+    assert ledger.spent("patients").epsilon == pytest.approx(0.5)
+    (ti,) = dag_run.get_task_instances()
+    released = ti.xcom_pull(task_ids="mean_age_by_region")
+    assert [row["region"] for row in released] == ["north", "south", "east", "west"]
+    assert all(0.0 <= row["value"] <= 120.0 for row in released)

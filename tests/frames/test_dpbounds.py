@@ -1,4 +1,5 @@
-"""bounds="dp" for dp_sum and dp_mean: one fixed charge, learned bounds inside the outer range, clipping."""
+"""bounds="dp" for dp_sum, dp_mean and add_noise: one fixed charge, learned bounds inside the outer range,
+clipping."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
-from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
-from dp_pipeline.frames import dp_mean, dp_sum
+from dp_pipeline.frames import add_noise, dp_mean, dp_sum
 from dp_pipeline.mechanisms import secure_rng
 from tests.frames.conftest import charges
 
@@ -115,5 +117,101 @@ def test_bad_input_is_refused_and_charges_nothing(function: Any, kwargs: dict[st
     df = pd.DataFrame({"x": [31337.25, 2.0]})
     with pytest.raises(InvalidParameterError, match=match) as info:
         df.pipe(function, "x", epsilon=1.0, accountant=acct, dataset="d", **kwargs)
+    assert "31337" not in str(info.value)
+    assert charges(acct) == []
+
+
+# --------------------------------------------------------------------------------------------------------
+# add_noise
+
+
+def frame(n: int = 2_000, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"age": rng.normal(50.0, 10.0, n), "score": rng.uniform(0.0, 1.0, n)})
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "delta", "release_kinds"),
+    [
+        ("laplace", None, ["laplace"] * 2),
+        ("staircase", None, ["staircase"] * 2),
+        ("gaussian", 1e-6, ["gaussian"]),
+    ],
+)
+def test_add_noise_charges_the_search_and_the_release_once(
+    mechanism: str, delta: float | None, release_kinds: list[str]
+) -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(5.0) if delta is None else ApproxDP(5.0, 1e-5))
+    out = frame().pipe(
+        add_noise,
+        ["age", "score"],
+        epsilon=1.0,
+        mechanism=mechanism,
+        delta=delta,
+        bounds="dp",
+        outer=(0.0, {"age": 120.0, "score": 1.0}),
+        accountant=acct,
+        dataset="d",
+    )
+    (entry,) = charges(acct)
+    (event,) = entry.events
+    parts = event.parts
+    # 10% of ε over 2 quantiles of 2 columns, 90% for the release's noise
+    assert [p.kind for p in parts[:4]] == ["exponential"] * 4
+    assert all(p.guarantee.epsilon == 0.025 for p in parts[:4])
+    assert [p.kind for p in parts[4:]] == release_kinds
+    assert acct.spent("d").epsilon == pytest.approx(1.0) and acct.spent("d").epsilon <= 1.0
+    assert set(out.attrs["bounds"]) == {"age", "score"}
+
+
+def test_add_noise_costs_the_same_whatever_the_data() -> None:
+    charged = []
+    for data in (np.linspace(0.0, 1.0, 500), np.full(500, 90.0), np.r_[np.zeros(499), 1e9]):
+        acct = _acct(10.0)
+        pd.DataFrame({"x": data}).pipe(
+            add_noise, "x", epsilon=1.0, bounds="dp", outer=(0, 100), accountant=acct, dataset="d"
+        )
+        (entry,) = charges(acct)
+        charged.append(entry.events[0].to_dict())
+    assert charged[0] == charged[1] == charged[2]
+
+
+def test_add_noise_clips_to_the_learned_bounds_and_calibrates_to_them() -> None:
+    n, epsilon = 20_000, 50.0
+    data = np.r_[np.random.default_rng(2).uniform(10.0, 20.0, n - 10), np.full(10, 900.0)]
+    out = pd.DataFrame({"x": data}).pipe(
+        add_noise,
+        "x",
+        epsilon=epsilon,
+        bounds="dp",
+        outer=(0.0, 1000.0),
+        accountant="unaccounted",
+        random_state=secure_rng(4),
+    )
+    low, high = out.attrs["bounds"]["x"]
+    assert 0.0 <= low < high < 900.0  # the outliers are clipped
+    # Laplace noise of scale (high − low)/ε_release on the clipped values (90% of ε)
+    noise = out["x"].to_numpy() - np.clip(data, low, high)
+    scale = (high - low) / (0.9 * epsilon)
+    assert stats.kstest(noise, stats.laplace(scale=scale).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"bounds": "dp"}, "outer"),
+        ({"bounds": "dp", "outer": (3, 3)}, "outer"),
+        ({"bounds": "dp", "outer": ({"x": 0}, 9)}, "outer"),
+        ({"bounds": "dp", "outer": (0, 9), "upper": 9}, "bounds"),
+        ({"bounds": "dp", "outer": (0, 9), "sensitivity": 1.0}, "sensitivity"),
+        ({"bounds": "data", "outer": (0, 9)}, "bounds"),
+    ],
+)
+def test_add_noise_bad_bounds_are_refused_and_charge_nothing(kwargs: dict[str, Any], match: str) -> None:
+    acct = _acct(10.0)
+    df = pd.DataFrame({"x": [31337.25, 2.0], "y": [1.0, 2.0]})
+    with pytest.raises(InvalidParameterError, match=match) as info:
+        df.pipe(add_noise, ["x", "y"], epsilon=1.0, accountant=acct, dataset="d", **kwargs)
     assert "31337" not in str(info.value)
     assert charges(acct) == []

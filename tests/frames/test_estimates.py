@@ -15,7 +15,7 @@ from dp_pipeline.estimation import rr_share as rr_share_array
 from dp_pipeline.frames import krr_frequencies, randomized_response, rr_share
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, KRandomizedResponse
 
-# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_seeded_noise.py.
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
 OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}

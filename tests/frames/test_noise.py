@@ -15,7 +15,7 @@ from dp_pipeline.frames import add_noise, randomized_response
 
 from .conftest import charges
 
-# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_seeded_noise.py.
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
 OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}

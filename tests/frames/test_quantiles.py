@@ -13,11 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline import PrivacyAccountant, PureDP, _quantile
+from dp_pipeline._quantile import quantile_mechanism, select_quantile
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import dp_median, dp_quantile, dp_quantiles
-from dp_pipeline.frames import quantiles as quantiles_module
-from dp_pipeline.frames.quantiles import quantile_mechanism, select_quantile
 from dp_pipeline.mechanisms import secure_rng
 from dp_pipeline.testing import audit
 from tests.frames.conftest import charges
@@ -199,5 +198,5 @@ def test_bad_input_is_refused_without_quoting_data(kwargs: dict[str, Any], match
 
 
 def test_the_grid_is_fixed_by_the_bounds() -> None:
-    grid = quantiles_module._grid(-1.0, 3.0)
-    assert grid.size == 2**quantiles_module.GRID_BITS + 1 and grid[0] == -1.0 and grid[-1] == 3.0
+    grid = _quantile.grid(-1.0, 3.0)
+    assert grid.size == 2**_quantile.GRID_BITS + 1 and grid[0] == -1.0 and grid[-1] == 3.0

@@ -22,7 +22,7 @@ from scipy import optimize, special
 from dp_pipeline import ApproxDP, PrivacyAccountant, UnsupportedCompositionError
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
-from dp_pipeline.frames.aggregates import _sensitivity
+from dp_pipeline.frames._core import sensitivity as _sensitivity
 
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 

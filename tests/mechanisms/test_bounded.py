@@ -230,7 +230,7 @@ def test_pdf_integrates_to_one_and_moments_match_quadrature(m: BoundedStaircase 
         assert mass == pytest.approx(1.0, abs=1e-9)
         assert m.expected_output(t) == pytest.approx(mean, rel=1e-9, abs=1e-12 * (m.upper - m.lower))
         assert m.mse(t) == pytest.approx(second, rel=1e-8)
-        assert m.variance(t) == pytest.approx(second - (mean - t) ** 2, rel=1e-7, abs=1e-14)
+        assert m.variance_at(t) == pytest.approx(second - (mean - t) ** 2, rel=1e-7, abs=1e-14)
         ys = np.linspace(m.lower, m.upper, 7)
         cdf = [quad_cdf(m, float(t), float(v)) for v in ys]
         np.testing.assert_allclose(m.cdf(ys, t), cdf, atol=1e-9)

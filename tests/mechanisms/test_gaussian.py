@@ -30,7 +30,7 @@ def mp_delta(eps: float, sigma: float, sens: float) -> mpmath.mpf:
 
 
 def mp_tail(eps: float, sigma: float, sens: float) -> mpmath.mpf:
-    """The seed's P(L > ε) = Φ(S/(2σ) − εσ/S), at 50 digits."""
+    """The privacy loss's tail P(L > ε) = Φ(S/(2σ) − εσ/S) (Balle & Wang 2018, Sec. 3), at 50 digits."""
     eps, sigma, sens = mpmath.mpf(eps), mpmath.mpf(sigma), mpmath.mpf(sens)
     return mpmath.ncdf(sens / (2 * sigma) - eps * sigma / sens)
 
@@ -50,7 +50,7 @@ def mp_least_sigma(eps: float, delta: float, sens: float) -> mpmath.mpf:
 
 
 def test_worked_example_values() -> None:
-    # SPEC, from the seed and Balle & Wang: ε = 1, δ = 1e-5, S = 1.
+    # Balle & Wang's setting, ε = 1, δ = 1e-5, S = 1: analytic, tail-bound and classic σ.
     assert Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0).sigma == pytest.approx(3.73, abs=5e-3)
     assert Gaussian(
         epsilon=1.0, delta=1e-5, calibration="tail_bound", sensitivity=1.0
@@ -187,7 +187,7 @@ def test_analytic_gaussian_is_exactly_its_gdp() -> None:
 @pytest.mark.parametrize(("eps", "delta", "sens"), [(1.0, 1e-5, 1.0), (0.2, 0.7, 1.0), (5.0, 1e-30, 4.0)])
 def test_tail_bound_solves_the_seed_equation(eps: float, delta: float, sens: float) -> None:
     sigma = Gaussian(epsilon=eps, delta=delta, sensitivity=sens, calibration="tail_bound").sigma
-    # mpmath's root of the seed's δ = Φ(S/(2σ) − εσ/S), solved in σ directly (not through the quadratic)
+    # mpmath's root of the tail bound δ = Φ(S/(2σ) − εσ/S), solved in σ directly (not through the quadratic)
     root = mpmath.findroot(lambda s: mpmath.log(mp_tail(eps, s, sens) / delta), sigma * 1.01)
     assert sigma == pytest.approx(float(root), rel=1e-12)
     assert mp_tail(eps, sigma, sens) <= delta * (1 + 1e-12)

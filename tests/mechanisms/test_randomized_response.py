@@ -1,4 +1,4 @@
-"""Binary and k-ary randomized response against their definitions and the seeds' worked examples."""
+"""Binary and k-ary randomized response against their definitions and worked examples."""
 
 from __future__ import annotations
 
@@ -144,11 +144,11 @@ def test_extreme_epsilon_stays_finite() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The seeds' worked examples
+# Worked examples (k-RR with two and three answers; the truth-or-coin design of Dwork & Roth, Sec. 3.2)
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_seed_004_two_answer_example_p_75_q_25() -> None:
+def test_two_answer_example_p_75_q_25() -> None:
     # "어제 운동을 하셨나요?" (k = 2): the true answer with p = 75%, the other with q = 25%; p/q = e^ε.
     m = KRandomizedResponse(epsilon=math.log(0.75 / 0.25), categories=["예", "아니오"])
     assert m.p == pytest.approx(0.75, rel=1e-14)
@@ -156,7 +156,7 @@ def test_seed_004_two_answer_example_p_75_q_25() -> None:
     assert m.p + (m.k - 1) * m.q == pytest.approx(1.0)
 
 
-def test_seed_004_three_answers_a_b_c() -> None:
+def test_three_answers_a_b_c() -> None:
     # 'A', 'B', 'C' (k = 3), truth 'A': 'A' with p, 'B' or 'C' with q each, p + 2q = 1, p/q = e^ε.
     epsilon = 1.0
     m = KRandomizedResponse(epsilon=epsilon, categories=["A", "B", "C"])
@@ -165,7 +165,7 @@ def test_seed_004_three_answers_a_b_c() -> None:
     assert m.pmf("A", "A") + m.pmf("B", "A") + m.pmf("C", "A") == pytest.approx(1.0)
 
 
-def test_seed_004_count_relation_inverts_exactly() -> None:
+def test_count_relation_inverts_exactly() -> None:
     # N_v = p n_v + q (N − n_v) solved for n_v gives n_v = (N_v − qN)/(p − q). With k = 3 and ε = ln 3,
     # p = 3/5 and q = 1/5, so the expected report counts are whole numbers.
     m = KRandomizedResponse(epsilon=math.log(3.0), categories=["A", "B", "C"])
@@ -180,7 +180,7 @@ def test_seed_004_count_relation_inverts_exactly() -> None:
         assert estimates[v] == pytest.approx(n, rel=1e-12)
 
 
-def test_seed_001_coin_variant_at_p_one_half_is_ln3() -> None:
+def test_coin_variant_at_p_one_half_is_ln3() -> None:
     # P(yes | yes) = p + (1 − p)/2 = 3/4, P(yes | no) = 1/4 for p = 1/2: ratio 3 = e^ε.
     m = BinaryRandomizedResponse(epsilon=math.log(3.0), variant="spinner_coin")
     assert m.p == pytest.approx(0.5, rel=1e-14)

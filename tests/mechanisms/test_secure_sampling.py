@@ -25,11 +25,13 @@ from dp_pipeline.mechanisms import (
     KRandomizedResponse,
     Laplace,
     Staircase,
-    _sampling,
     fast_rng,
+    sampling,
     secure_rng,
     staircase_cdf,
 )
+from dp_pipeline.mechanisms.sampling import _exact, _exponential, _gaussian, _laplace, _lattice, _staircase
+from tests.mechanisms import samplers
 
 # ----------------------------------------------------------------------------------------------------
 # randomness sources
@@ -38,15 +40,15 @@ from dp_pipeline.mechanisms import (
 def test_default_and_seeded_generators_are_aes_counter() -> None:
     from randomgen import AESCounter
 
-    assert isinstance(_sampling.make_rng(None).bit_generator, AESCounter)
+    assert isinstance(sampling.make_rng(None).bit_generator, AESCounter)
     assert isinstance(secure_rng(3).bit_generator, AESCounter)
     with pytest.warns(PrivacyLeakWarning, match=r"seeded noise: randomize\(rng=3\)"):
-        assert isinstance(_sampling.make_rng(3).bit_generator, AESCounter)
+        assert isinstance(sampling.make_rng(3).bit_generator, AESCounter)
     own = np.random.default_rng(1)
     with pytest.warns(PrivacyLeakWarning, match="unlabelled randomness"):
-        view = _sampling.make_rng(own)
+        view = sampling.make_rng(own)
     assert view.bit_generator is own.bit_generator  # a view: drawing from it advances the caller's generator
-    assert _sampling.is_fast(fast_rng(1)) and not _sampling.is_fast(own) and not _sampling.is_fast(view)
+    assert sampling.is_fast(fast_rng(1)) and not sampling.is_fast(own) and not sampling.is_fast(view)
     assert isinstance(fast_rng(1).bit_generator, np.random.PCG64)
     with pytest.raises(InvalidParameterError, match="seed"):
         fast_rng(-1)
@@ -175,7 +177,7 @@ def test_mironov_attack_fails_against_the_default_path(t: float) -> None:
     ids=["gaussian", "staircase"],
 )
 def test_other_additive_mechanisms_release_on_a_fixed_lattice(mechanism: Gaussian | Staircase) -> None:
-    step = 2.0 ** _sampling.lattice_exponent(
+    step = 2.0 ** sampling.lattice_exponent(
         mechanism.sigma if isinstance(mechanism, Gaussian) else mechanism.sensitivity
     )
     for t in (0.0, 0.3, -7.25):
@@ -230,7 +232,7 @@ def test_exp_neg_bounds_contain_the_exact_value() -> None:
             [0.0, 2.0**-40, 1 / 1024, 1.0, 699.999, 700.0, 5e-324],
         ]
     )
-    lo, hi = _sampling.exp_neg_bounds(a, a)
+    lo, hi = sampling.exp_neg_bounds(a, a)
     for value, low, high in zip(a, lo, hi, strict=True):
         exact = mpmath.exp(-mpmath.mpf(float(value)))
         assert mpmath.mpf(float(low)) <= exact <= mpmath.mpf(float(high))
@@ -247,7 +249,7 @@ def test_lazy_comparison_refines_a_straddling_prefix_with_the_right_probability(
     prefix = int(mpmath.floor(scaled))
     expected = float(scaled - prefix)
     rng = secure_rng(11)
-    hits = sum(_sampling._lt_exp(rng, _sampling._Lazy(prefix), lambda: (a, a)) for _ in range(3000))
+    hits = sum(_exact.below_exp(rng, _exact.LazyUniform(prefix), lambda: (a, a)) for _ in range(3000))
     assert stats.binomtest(hits, 3000, expected).pvalue > 1e-4
 
 
@@ -270,7 +272,7 @@ def _chi_square(observed: NDArray[np.int64], probabilities: NDArray[np.float64])
 
 @pytest.mark.parametrize("rate", [Fraction(1, 3), Fraction(3, 2), Fraction(1, 700)])
 def test_geometric_matches_its_pmf(rate: Fraction) -> None:
-    g = _sampling.geometric_exact(secure_rng(1), rate, 100_000)
+    g = samplers.geometric_exact(secure_rng(1), rate, 100_000)
     q = math.exp(-float(rate))
     top = int(np.max(g)) + 1
     k = np.arange(top)
@@ -281,7 +283,7 @@ def test_geometric_matches_its_pmf(rate: Fraction) -> None:
 
 @pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(5)])
 def test_discrete_laplace_matches_its_pmf(scale: Fraction) -> None:
-    z = _sampling.discrete_laplace(secure_rng(2), scale, 100_000)
+    z = samplers.discrete_laplace(secure_rng(2), scale, 100_000)
     q = math.exp(-1 / float(scale))
     k = np.arange(z.min(), z.max() + 1)
     pmf = (1 - q) / (1 + q) * q ** np.abs(k)
@@ -290,14 +292,14 @@ def test_discrete_laplace_matches_its_pmf(scale: Fraction) -> None:
 
 @pytest.mark.parametrize("gamma", [0.0, 0.01, 0.7, 3.5, 40.0])
 def test_bernoulli_exp_matches_its_probability(gamma: float) -> None:
-    draws = _sampling.bernoulli_exp(secure_rng(3), np.full(50_000, gamma))
+    draws = samplers.bernoulli_exp(secure_rng(3), np.full(50_000, gamma))
     p = math.exp(-gamma)
     assert stats.binomtest(int(draws.sum()), draws.size, p).pvalue > 1e-4
 
 
 @pytest.mark.parametrize(("epsilon", "k"), [(0.5, 2), (2.0, 2), (1.0, 5)])
 def test_randomized_response_bernoulli_is_exact(epsilon: float, k: int) -> None:
-    truth = _sampling.truthful(secure_rng(4), epsilon, k, 100_000)
+    truth = sampling.truthful(secure_rng(4), epsilon, k, 100_000)
     p = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
     assert stats.binomtest(int(truth.sum()), truth.size, p).pvalue > 1e-4
 
@@ -314,20 +316,20 @@ def _check_cells(out: NDArray[np.float64], step: float, cdf: Callable[..., NDArr
 
 def test_laplace_cells_match_the_laplace_law() -> None:
     t, scale, k = 0.3, 1.0, -2  # λ = 1/4
-    out = _sampling.laplace_cells(secure_rng(5), np.full(100_000, t), scale, k)
+    out = sampling.laplace_cells(secure_rng(5), np.full(100_000, t), scale, k)
     _check_cells(out, 0.25, stats.laplace(loc=t, scale=scale).cdf)
 
 
 def test_gaussian_cells_match_the_normal_law() -> None:
     t, sigma, k = -1.1, 2.0, -1
-    out = _sampling.gaussian_cells(secure_rng(6), np.full(100_000, t), sigma, k)
+    out = sampling.gaussian_cells(secure_rng(6), np.full(100_000, t), sigma, k)
     _check_cells(out, 0.5, stats.norm(loc=t, scale=sigma).cdf)
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.3, 1.0])
 def test_staircase_cells_match_the_staircase_law(gamma: float) -> None:
     t, eps, width, k = 0.2, 0.8, 1.0, -3
-    out = _sampling.staircase_cells(secure_rng(7), np.full(100_000, t), eps, width, gamma, k)
+    out = sampling.staircase_cells(secure_rng(7), np.full(100_000, t), eps, width, gamma, k)
     _check_cells(out, 0.125, lambda y: staircase_cdf(y - t, eps, width, gamma))
 
 
@@ -335,8 +337,8 @@ def _block_gaussian(
     rng: np.random.Generator, values: NDArray[np.float64], sigma: float, k: int, log2_entries: int
 ) -> NDArray[np.float64]:
     """The block Gaussian sampler with an alias table of 2^log2_entries entries (small: frequent tails)."""
-    table = _sampling._gauss_table(*Fraction(sigma * 2.0**-k).as_integer_ratio(), log2_entries)
-    return _sampling._in_chunks(rng, values, k, lambda cells: _sampling._gauss_block_round(table, cells))
+    table = _gaussian._gauss_table(*Fraction(sigma * 2.0**-k).as_integer_ratio(), log2_entries)
+    return _lattice.in_chunks(rng, values, k, lambda cells: _gaussian._gauss_block_round(table, cells))
 
 
 def _check_binned(
@@ -355,7 +357,7 @@ def _check_binned(
 @pytest.mark.parametrize("sigma_lattice", [1024.0, 5000.3, 8191.75, 3.1e9])
 def test_gaussian_block_table_is_a_valid_rejection_sampler(sigma_lattice: float) -> None:
     mpmath.mp.prec = 120
-    g = _sampling._gauss_table(*Fraction(sigma_lattice).as_integer_ratio())
+    g = _gaussian._gauss_table(*Fraction(sigma_lattice).as_integer_ratio())
     width, s2 = mpmath.mpf(1 << g.b), mpmath.mpf(sigma_lattice) ** 2
     blocks = (1 << g.log2_entries) - 1
     assert g.r == blocks * (1 << g.b) and float(g.s) / 128 < (1 << g.b) <= float(g.s) / 64
@@ -384,11 +386,11 @@ def test_gaussian_block_table_is_a_valid_rejection_sampler(sigma_lattice: float)
 
 def test_gaussian_block_sampler_matches_the_normal_law() -> None:
     t, sigma, k = 0.37, 5.0, -8  # σ' = 1280: the block sampler with its full table
-    out = _sampling.gaussian_cells(secure_rng(14), np.full(100_000, t), sigma, k)
+    out = sampling.gaussian_cells(secure_rng(14), np.full(100_000, t), sigma, k)
     law = stats.norm(loc=t, scale=sigma).cdf
     _check_cells(out, 2.0**k, law)
     _check_binned(out, 2.0**k, law, 64)
-    counts = _sampling.gaussian_integers(secure_rng(15), 1500.0, 100_000)
+    counts = sampling.gaussian_integers(secure_rng(15), 1500.0, 100_000)
     _check_binned(counts + 0.5, 1.0, lambda y: stats.norm(scale=1500.0).cdf(y - 0.5), 50)
 
 
@@ -403,18 +405,18 @@ def test_gaussian_block_sampler_tail_matches_the_normal_law(log2_entries: int, n
 
 
 def test_integer_noise_matches_the_rounded_laws() -> None:
-    lap = _sampling.laplace_integers(secure_rng(8), 1.5, 100_000)
+    lap = sampling.laplace_integers(secure_rng(8), 1.5, 100_000)
     _check_cells(lap + 0.5, 1.0, lambda y: stats.laplace(scale=1.5).cdf(y - 0.5))
-    gau = _sampling.gaussian_integers(secure_rng(9), 1.3, 100_000)
+    gau = sampling.gaussian_integers(secure_rng(9), 1.3, 100_000)
     _check_cells(gau + 0.5, 1.0, lambda y: stats.norm(scale=1.3).cdf(y - 0.5))
 
 
 def test_bounded_cells_match_the_truncated_laws() -> None:
     bl = BoundedLaplace(epsilon=1.0, lower=0.0, upper=2.0)
-    out = _sampling.laplace_cells(secure_rng(10), np.full(100_000, 0.5), bl.scale, -3, (0.0, 2.0))
+    out = sampling.laplace_cells(secure_rng(10), np.full(100_000, 0.5), bl.scale, -3, (0.0, 2.0))
     _check_cells(out, 0.125, lambda y: bl.cdf(np.clip(y, 0.0, 2.0), 0.5))
     bs = BoundedStaircase(epsilon=1.0, lower=0.0, upper=2.0, gamma=0.3)
-    out = _sampling.staircase_cells(
+    out = sampling.staircase_cells(
         secure_rng(11), np.full(100_000, 1.5), bs.epsilon_hat, 2.0, 0.3, -3, (0.0, 2.0)
     )
     _check_cells(out, 0.125, lambda y: bs.cdf(np.clip(y, 0.0, 2.0), 1.5))
@@ -427,15 +429,15 @@ def test_bounded_cells_match_the_truncated_laws() -> None:
 @pytest.mark.parametrize(
     "draw",
     [
-        lambda rng: _sampling.laplace_cells(rng, np.linspace(-3, 3, 300), 1.0, -12),
-        lambda rng: _sampling.laplace_integers(rng, 2.0, 300),
-        lambda rng: _sampling.gaussian_cells(rng, np.linspace(-3, 3, 200), 1.0, -12),
-        lambda rng: _sampling.staircase_cells(rng, np.linspace(-3, 3, 300), 1.0, 1.0, 0.3, -12),
-        lambda rng: _sampling.laplace_cells(rng, np.linspace(0, 1, 200), 1.0, -12, (0.0, 1.0)),
-        lambda rng: _sampling.staircase_cells(rng, np.linspace(0, 1, 200), 0.7, 1.0, 0.3, -12, (0.0, 1.0)),
-        lambda rng: _sampling.geometric_exact(rng, Fraction(1, 40), 300),
-        lambda rng: _sampling.gaussian_cells(rng, np.linspace(-3, 3, 200), 4.0, -2),
-        lambda rng: _sampling.gaussian_integers(rng, 1500.0, 300),
+        lambda rng: sampling.laplace_cells(rng, np.linspace(-3, 3, 300), 1.0, -12),
+        lambda rng: sampling.laplace_integers(rng, 2.0, 300),
+        lambda rng: sampling.gaussian_cells(rng, np.linspace(-3, 3, 200), 1.0, -12),
+        lambda rng: sampling.staircase_cells(rng, np.linspace(-3, 3, 300), 1.0, 1.0, 0.3, -12),
+        lambda rng: sampling.laplace_cells(rng, np.linspace(0, 1, 200), 1.0, -12, (0.0, 1.0)),
+        lambda rng: sampling.staircase_cells(rng, np.linspace(0, 1, 200), 0.7, 1.0, 0.3, -12, (0.0, 1.0)),
+        lambda rng: samplers.geometric_exact(rng, Fraction(1, 40), 300),
+        lambda rng: sampling.gaussian_cells(rng, np.linspace(-3, 3, 200), 4.0, -2),
+        lambda rng: sampling.gaussian_integers(rng, 1500.0, 300),
         lambda rng: _block_gaussian(rng, np.linspace(-3, 3, 100), 150.3, 0, 5),
     ],
     ids=[
@@ -455,7 +457,7 @@ def test_exact_continuation_reproduces_the_vectorised_decisions(
     draw: Callable[[np.random.Generator], NDArray[np.float64]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast = draw(secure_rng(12))
-    monkeypatch.setattr(_sampling, "_FORCE_EXACT", True)
+    monkeypatch.setattr(_exact, "FORCE_EXACT", True)
     exact = draw(secure_rng(12))
     np.testing.assert_array_equal(fast, exact)
 
@@ -463,12 +465,12 @@ def test_exact_continuation_reproduces_the_vectorised_decisions(
 @pytest.mark.parametrize(
     "make_round",
     [
-        lambda cells: _sampling._laplace_round(_sampling._params_for(Fraction(1, 8)), cells, (0.0, 8.0)),
-        lambda cells: _sampling._staircase_round(
-            _sampling._params_for(Fraction(1)), cells, 1.0, 0.3, 8.0, None
+        lambda cells: _laplace._laplace_round(_exponential.params_for(Fraction(1, 8)), cells, (0.0, 8.0)),
+        lambda cells: _staircase._staircase_round(
+            _exponential.params_for(Fraction(1)), cells, 1.0, 0.3, 8.0, None
         ),
-        lambda cells: _sampling._gaussian_round(_sampling._params_for(Fraction(1, 8)), cells, 8.0),
-        lambda cells: _sampling._gauss_block_round(_sampling._gauss_table(1500, 1), cells),
+        lambda cells: _gaussian._gaussian_round(_exponential.params_for(Fraction(1, 8)), cells, 8.0),
+        lambda cells: _gaussian._gauss_block_round(_gaussian._gauss_table(1500, 1), cells),
     ],
     ids=["bounded-laplace", "staircase", "gaussian-exponential-proposal", "gaussian-block"],
 )
@@ -477,8 +479,8 @@ def test_later_rounds_use_the_inputs_of_their_own_elements(make_round: Callable[
     # proposal must still see the input of its own element
     x = np.array([0.05, 0.95, 0.15, 0.85, 0.25, 0.02, 0.35, 0.65])  # λ = 1: f = x
     idx = np.repeat([1, 5], 4)
-    whole = make_round(_sampling._to_cells(x, 0))(secure_rng(3), idx)
-    gathered = _sampling._to_cells(x[idx], 0)
+    whole = make_round(_lattice._to_cells(x, 0))(secure_rng(3), idx)
+    gathered = _lattice._to_cells(x[idx], 0)
     alone = make_round(gathered)(secure_rng(3), gathered.index)
     for a, b in zip(whole[:3], alone[:3], strict=True):
         np.testing.assert_array_equal(a, b)
@@ -486,8 +488,8 @@ def test_later_rounds_use_the_inputs_of_their_own_elements(make_round: Callable[
 
 @pytest.mark.slow
 def test_forced_exact_path_has_the_right_law(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sampling, "_FORCE_EXACT", True)
-    out = _sampling.laplace_cells(secure_rng(13), np.full(3000, 0.3), 1.0, -1)
+    monkeypatch.setattr(_exact, "FORCE_EXACT", True)
+    out = sampling.laplace_cells(secure_rng(13), np.full(3000, 0.3), 1.0, -1)
     _check_cells(out, 0.5, stats.laplace(loc=0.3, scale=1.0).cdf)
 
 

@@ -19,7 +19,7 @@ from dp_pipeline.transformers import (
 
 from .conftest import charges
 
-# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_seeded_noise.py.
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
 

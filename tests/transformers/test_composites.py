@@ -122,6 +122,26 @@ def test_nested_composites_and_a_feature_union_are_one_call() -> None:
     assert Fraction(acct.spent("d").epsilon) == 2 + Fraction(0.5) + Fraction(0.25)
 
 
+def test_steps_that_learn_their_bounds_are_reserved_with_their_search() -> None:
+    def learner(acct: Any) -> LaplaceNoise:
+        return LaplaceNoise(
+            epsilon=1.0, bounds="dp", outer=(-10.0, 10.0), bounds_epsilon=0.125, accountant=acct, dataset="d"
+        )
+
+    acct = _acct(1.5)  # the fit costs 0.125 (search) + 1 + 0.5
+    pipe = make_pipeline(learner(acct), noise(acct, 0.5), LogisticRegression())
+    with pytest.raises(BudgetExceededError):
+        pipe.fit(X, Y)
+    assert kinds(acct) == ["budget"]
+    acct.set_budget("d", PureDP(1.625))
+    pipe.fit(X, Y)
+    assert acct.spent("d").epsilon == 1.625 and acct.remaining("d").epsilon == 0.0
+    acct.set_budget("d", PureDP(1.875))
+    FeatureUnion([("a", learner(acct)), ("b", learner(acct))]).fit(X)  # fit learns: two searches
+    assert acct.spent("d").epsilon == 1.875
+    acct.verify()
+
+
 def test_one_dp_step_is_charged_directly_as_before() -> None:
     acct = _acct(10.0)
     make_pipeline(noise(acct), LogisticRegression()).fit(X, Y)

@@ -27,6 +27,7 @@ OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}
 ESTIMATORS = [
     LaplaceNoise(sensitivity=1.0, **OPT_OUT),
     LaplaceNoise(lower=-5.0, upper=5.0, **OPT_OUT),
+    LaplaceNoise(bounds="dp", outer=(-10.0, 10.0), **OPT_OUT),  # fit learns the bounds (a release)
     GaussianNoise(sensitivity=1.0, **OPT_OUT),
     StaircaseNoise(sensitivity=1.0, **OPT_OUT),
     BoundedLaplaceNoise(lower=-10.0, upper=10.0, **OPT_OUT),

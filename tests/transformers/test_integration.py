@@ -14,7 +14,7 @@ from dp_pipeline.transformers import KRandomizedResponseEncoder, LaplaceNoise, R
 
 from .conftest import charges
 
-# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_seeded_noise.py.
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
 RNG = np.random.default_rng(1000)

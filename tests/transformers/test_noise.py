@@ -20,7 +20,7 @@ from dp_pipeline.transformers import (
     StaircaseNoise,
 )
 
-# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_seeded_noise.py.
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
 OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}
@@ -75,13 +75,13 @@ def test_gaussian_sigma_is_the_vector_mechanism_at_sensitivity_root_d() -> None:
     assert exact == pytest.approx(delta, rel=1e-6)
     for j in range(4):
         assert stats.kstest(noise[:, j], stats.norm(scale=t.noise_std_[j]).cdf).pvalue > 1e-3
-    vector = Gaussian(epsilon=eps, delta=delta, sensitivity=2.0)
-    assert (t.cost_.kind, t.cost_.sensitivity, t.cost_.relation) == ("gaussian", 2.0, "replace_one")
-    assert t.cost_.parameters["sigma"] == pytest.approx(vector.sigma, rel=1e-12)
-    # the unit mechanism's noise scaled by √d, rounded up: never less noise per unit of sensitivity than one
-    # feature gets, so d features never cost more than the one-feature release declared before fit
+    # σ is the vector mechanism's at sensitivity √4 = 2 ...
+    assert sigma == pytest.approx(Gaussian(epsilon=eps, delta=delta, sensitivity=2.0).sigma, rel=1e-12)
+    # ... built as the unit mechanism's noise scaled by √d, rounded up, so that the release is a
+    # post-processing of the unit mechanism and costs its event whatever d (what is declared before fit)
     one = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0)
-    assert Fraction(t.cost_.parameters["sigma"]) >= 2 * Fraction(one.sigma)
+    assert all(Fraction(m.sigma) >= 2 * Fraction(m.sensitivity) * Fraction(one.sigma) for m in t.mechanisms_)
+    assert t.cost_ == one.event.under("replace_one") == t.declared_cost()
     assert t.cost_.guarantee == ApproxDP(eps, delta)
 
 

@@ -14,7 +14,7 @@ from dp_pipeline import InvalidParameterError, PrivacyLeakWarning, PureDP
 from dp_pipeline.estimation import krr_counts, rr_share
 from dp_pipeline.transformers import KRandomizedResponseEncoder, RandomizedResponseEncoder
 
-# Seeds make these tests reproducible; the warning they raise is tested in tests/test_release.py.
+# Seeds make these tests reproducible; the warning they raise is tested in tests/test_seeded_noise.py.
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
 
 OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}

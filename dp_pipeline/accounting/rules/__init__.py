@@ -1,15 +1,25 @@
 """Budget rules: one class per composition rule, looked up by the name the ledger stores.
 
-=================  =========================  ==============  ==============================================
-``rule=``          class                      budget          accepts a spend while
-=================  =========================  ==============  ==============================================
-``"basic"``        :class:`BasicComposition`  ApproxDP(ε, δ)  Σεᵢ ≤ ε and Σδᵢ ≤ δ
-``"gdp_filter"``   :class:`GaussianDPFilter`  GaussianDP(μ)   Σμᵢ² ≤ μ²
-``"pure_or_gdp"``  :class:`PureOrGaussianDP`  ApproxDP(ε, δ)  all pure and Σεᵢ ≤ ε, or Σμᵢ² ≤ μ_B², δ > 0
-=================  =========================  ==============  ==============================================
+=================  ===========================  ==============  ===========================================
+``rule=``          class                        budget          accepts a spend while
+=================  ===========================  ==============  ===========================================
+``"basic"``        :class:`BasicComposition`    ApproxDP(ε, δ)  Σεᵢ ≤ ε and Σδᵢ ≤ δ
+``"gdp_filter"``   :class:`GaussianDPFilter`    GaussianDP(μ)   Σμᵢ² ≤ μ²
+``"pure_or_gdp"``  :class:`PureOrGaussianDP`    ApproxDP(ε, δ)  all pure and Σεᵢ ≤ ε, or Σμᵢ² ≤ μ_B², δ > 0
+``"zcdp"``         :class:`ZeroConcentratedDP`  ApproxDP(ε, δ)  all pure and Σεᵢ ≤ ε, or Σρᵢ ≤ ρ_B, δ > 0
+=================  ===========================  ==============  ===========================================
 
 ``"auto"`` (the default) is ``"basic"`` for an (ε, δ) budget and ``"gdp_filter"`` for a μ-GDP budget; the
 older name ``"gdp"`` means ``"gdp_filter"`` on a μ-GDP budget and ``"pure_or_gdp"`` on an (ε, δ) one.
+
+Why ``"auto"`` stays ``"basic"`` for (ε, δ > 0) budgets now that ``"zcdp"`` exists: basic composition takes
+every release, also (ε, δ > 0) guarantees that are not Gaussian noise (which have no zCDP, and ``"zcdp"``
+refuses), and it charges a Gaussian release at its own (ε, δ), so a few releases, or one release calibrated
+to the whole budget, fit basic composition and not zCDP (its conversion of ρ to (ε, δ) is not tight for one
+Gaussian). A default that started refusing releases the same code spent before would break pipelines. Both
+rules are valid for adaptive spends. Choose ``rule="zcdp"`` for many pure and Gaussian releases chosen one
+after another: 100 Laplace releases of ε = 0.05 fit ε = 3, δ = 10⁻⁶ under it (148 do), 60 under basic
+composition. A budget keeps the rule it was set with; ledgers written earlier keep theirs.
 
 The ledger stores a budget's rule as its ``method``, a name that with the budget's type picks one class:
 ``"basic"``, or ``"gdp"`` (the μ-GDP filter on a GaussianDP budget, pure-or-GDP on an ApproxDP budget).
@@ -26,6 +36,7 @@ from dp_pipeline.accounting.rules.base import BudgetRule, Charge, PlanCharge, To
 from dp_pipeline.accounting.rules.basic import BasicComposition
 from dp_pipeline.accounting.rules.gdp_filter import GaussianDPFilter
 from dp_pipeline.accounting.rules.pure_or_gdp import PureOrGaussianDP
+from dp_pipeline.accounting.rules.zcdp import ZeroConcentratedDP
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee
 
@@ -39,13 +50,14 @@ __all__ = [
     "PlanCharge",
     "PureOrGaussianDP",
     "Totals",
+    "ZeroConcentratedDP",
     "register_rule",
     "rule_names",
     "stored_rule",
     "user_rule",
 ]
 
-RULES: list[type[BudgetRule]] = [BasicComposition, GaussianDPFilter, PureOrGaussianDP]
+RULES: list[type[BudgetRule]] = [BasicComposition, GaussianDPFilter, PureOrGaussianDP, ZeroConcentratedDP]
 """The registered rules. A stored (name, budget type) pair and a user-facing name per budget type each pick
 at most one of them (see :func:`register_rule`)."""
 

@@ -12,6 +12,13 @@ amount under the rule) and :meth:`BudgetRule.counts` says what it adds to each c
 them, beside the number of active and open reservations, as the record's ``totals`` JSON: a new rule keeps
 its own sums there (say ρ for zCDP) without any change to the ledger.
 
+Partitions. A dataset declared partitioned (``set_budget(..., partitions=L)``) keeps, under ``"partitions"``
+in the same JSON, one :class:`Part` (the rule's sums and counters) per partition that a release named; the
+top-level sums are then those of the releases that named none (they read the whole dataset). A rule never
+sees the parts: the accountant hands it :meth:`Totals.largest` (the whole-dataset sums plus, per amount,
+the L largest partition sums), see :class:`~dp_pipeline.accounting.records.DatasetBudget`. Totals without
+parts are written exactly as before.
+
 References
 ----------
 Google, dp-accounting, ``dp_accounting/privacy_accountant.py``.
@@ -20,8 +27,9 @@ Meta, Opacus, ``opacus/accountants/registry.py``.
 
 from __future__ import annotations
 
+import heapq
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Self
@@ -31,7 +39,7 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.guarantees import Guarantee
 
-__all__ = ["BudgetRule", "Charge", "PlanCharge", "Totals", "parse_decimal"]
+__all__ = ["BudgetRule", "Charge", "Part", "PlanCharge", "Totals", "parse_decimal"]
 
 _ZERO = Decimal(0)
 
@@ -98,52 +106,130 @@ class Charge:
 
 
 @dataclass(frozen=True)
+class Part:
+    """The running sums and counters of one partition: the active releases that named it."""
+
+    sums: Mapping[str, Decimal]
+    counts: Mapping[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{name: str(value) for name, value in self.sums.items()}, **self.counts}
+
+    def moved(self, charge: Charge, counts: Mapping[str, int], sign: int) -> Part:
+        """This part with ``charge`` added (``sign`` = 1) or taken away (−1)."""
+        step = exact.add if sign > 0 else exact.subtract
+        return Part(
+            {name: step(value, charge[name] or _ZERO) for name, value in self.sums.items()},
+            {name: value + sign * counts.get(name, 0) for name, value in self.counts.items()},
+        )
+
+    def same_as(self, other: Part) -> bool:
+        return (
+            self.sums.keys() == other.sums.keys()
+            and all(self.sums[name] == other.sums[name] for name in self.sums)
+            and dict(self.counts) == dict(other.counts)
+        )
+
+
+@dataclass(frozen=True)
 class Totals:
     """Running totals over a dataset's active (open or committed) reservations: the rule's exact sums and
-    counters, and how many reservations are active and how many of them are still open."""
+    counters, how many reservations are active and how many of them are still open, and for a partitioned
+    dataset the sums of each partition (``parts``; the top-level sums are then those of the releases that
+    named no partition)."""
 
     sums: Mapping[str, Decimal]
     counts: Mapping[str, int]
     active: int = 0
     open: int = 0
+    parts: Mapping[str, Part] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, parts: Collection[str] | None = None) -> dict[str, Any]:
+        """The JSON the ledger stores; with ``parts``, only those partitions (a record stores the ones it
+        changed, the head row all of them). Without parts it is exactly what unpartitioned ledgers hold."""
+        data: dict[str, Any] = {
             **{name: str(value) for name, value in self.sums.items()},
             **self.counts,
             "active": self.active,
             "open": self.open,
         }
+        shown = sorted(self.parts if parts is None else set(parts) & set(self.parts))
+        if shown:
+            data["partitions"] = {name: self.parts[name].to_json() for name in shown}
+        return data
 
-    def plus(self, charge: Charge, counts: Mapping[str, int]) -> Totals:
-        """These totals with one more open reservation of ``charge``."""
-        return Totals(
-            {name: exact.add(value, charge[name] or _ZERO) for name, value in self.sums.items()},
-            {name: value + counts.get(name, 0) for name, value in self.counts.items()},
-            self.active + 1,
-            self.open + 1,
-        )
+    def plus(self, charge: Charge, counts: Mapping[str, int], partitions: Sequence[str] = ()) -> Totals:
+        """These totals with one more open reservation of ``charge``, on ``partitions`` (none: the whole
+        dataset)."""
+        moved = self._moved(charge, counts, partitions, 1)
+        return Totals(moved.sums, moved.counts, self.active + 1, self.open + 1, moved.parts)
 
-    def minus(self, charge: Charge, counts: Mapping[str, int]) -> Totals:
-        """These totals without an open reservation of ``charge`` (it was cancelled)."""
-        return Totals(
-            {name: exact.subtract(value, charge[name] or _ZERO) for name, value in self.sums.items()},
-            {name: value - counts.get(name, 0) for name, value in self.counts.items()},
-            self.active - 1,
-            self.open - 1,
-        )
+    def minus(self, charge: Charge, counts: Mapping[str, int], partitions: Sequence[str] = ()) -> Totals:
+        """These totals without an open reservation of ``charge`` on ``partitions`` (it was cancelled)."""
+        moved = self._moved(charge, counts, partitions, -1)
+        return Totals(moved.sums, moved.counts, self.active - 1, self.open - 1, moved.parts)
+
+    def _moved(
+        self, charge: Charge, counts: Mapping[str, int], partitions: Sequence[str], sign: int
+    ) -> Totals:
+        if not partitions:
+            common = Part(self.sums, self.counts).moved(charge, counts, sign)
+            return Totals(common.sums, common.counts, self.active, self.open, self.parts)
+        empty = Part(dict.fromkeys(self.sums, _ZERO), dict.fromkeys(self.counts, 0))
+        parts = dict(self.parts)
+        for name in partitions:
+            parts[name] = parts.get(name, empty).moved(charge, counts, sign)
+            if parts[name].same_as(empty):  # every release that named it was cancelled
+                del parts[name]
+        return Totals(self.sums, self.counts, self.active, self.open, parts)
 
     def committed(self) -> Totals:
         """These totals with one open reservation committed (still active)."""
-        return Totals(self.sums, self.counts, self.active, self.open - 1)
+        return Totals(self.sums, self.counts, self.active, self.open - 1, self.parts)
+
+    def only(self, partitions: Collection[str]) -> Totals:
+        """These totals with only the parts of ``partitions`` (what a record that changed them stores)."""
+        kept = {name: self.parts[name] for name in partitions if name in self.parts}
+        return Totals(self.sums, self.counts, self.active, self.open, kept)
+
+    def largest(self, limit: int) -> Totals:
+        """The totals of the person with the most loss when nobody's data lie in more than ``limit``
+        partitions: the whole-dataset sums plus, per amount and per counter, the ``limit`` largest partition
+        values (possibly of different partitions: an upper bound on every choice of ``limit`` partitions).
+        Without parts, these totals themselves."""
+        if not self.parts:
+            return self
+        parts = self.parts.values()
+        sums = {name: value for name, value in self.sums.items()}
+        for name in sums:
+            for top in heapq.nlargest(limit, (part.sums[name] for part in parts)):
+                sums[name] = exact.add(sums[name], top)
+        counts = {
+            name: value + sum(heapq.nlargest(limit, (part.counts[name] for part in parts)))
+            for name, value in self.counts.items()
+        }
+        return Totals(sums, counts, self.active, self.open)
+
+    def within(self, partition: str) -> Totals:
+        """The totals of a person whose data lie in ``partition`` alone: the whole-dataset sums plus that
+        partition's."""
+        part = self.parts.get(partition)
+        if part is None:
+            return Totals(self.sums, self.counts, self.active, self.open)
+        return Totals(
+            {name: exact.add(value, part.sums[name]) for name, value in self.sums.items()},
+            {name: value + part.counts[name] for name, value in self.counts.items()},
+            self.active,
+            self.open,
+        )
 
     def same_as(self, other: Totals) -> bool:
         """Equal as numbers (``0.10`` and ``0.1`` are the same amount)."""
         return (
-            self.sums.keys() == other.sums.keys()
-            and all(self.sums[name] == other.sums[name] for name in self.sums)
-            and dict(self.counts) == dict(other.counts)
+            Part(self.sums, self.counts).same_as(Part(other.sums, other.counts))
             and (self.active, self.open) == (other.active, other.open)
+            and self.parts.keys() == other.parts.keys()
+            and all(self.parts[name].same_as(other.parts[name]) for name in self.parts)
         )
 
 
@@ -235,14 +321,24 @@ class BudgetRule(ABC):
         if not isinstance(data, Mapping):
             raise LedgerError(f"{where}: unreadable running totals {data!r}")
         try:
+            stored = data.get("partitions", {})
+            if not isinstance(stored, Mapping):
+                raise TypeError("the partitions are not a mapping")
             return Totals(
                 {name: parse_decimal(data[name], where) for name in self.amounts},
                 {name: int(data[name]) for name in self.counters},
                 int(data["active"]),
                 int(data["open"]),
+                {str(name): self._read_part(part, where) for name, part in stored.items()},
             )
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise LedgerError(f"{where}: unreadable running totals {data!r} ({err})") from None
+
+    def _read_part(self, data: Mapping[str, Any], where: str) -> Part:
+        return Part(
+            {name: parse_decimal(data[name], where) for name in self.amounts},
+            {name: int(data[name]) for name in self.counters},
+        )
 
     def read_charge(self, data: Any, where: str) -> Charge:
         """A reservation's charge as the ledger stored it."""
@@ -252,13 +348,13 @@ class BudgetRule(ABC):
         """What one charge adds to each counter."""
         return {}
 
-    def add(self, totals: Totals, charge: Charge) -> Totals:
-        """``totals`` with one more open reservation of ``charge``."""
-        return totals.plus(charge, self.counts(charge))
+    def add(self, totals: Totals, charge: Charge, partitions: Sequence[str] = ()) -> Totals:
+        """``totals`` with one more open reservation of ``charge`` (on ``partitions``, if it named any)."""
+        return totals.plus(charge, self.counts(charge), partitions)
 
-    def remove(self, totals: Totals, charge: Charge) -> Totals:
-        """``totals`` without the open reservation of ``charge``."""
-        return totals.minus(charge, self.counts(charge))
+    def remove(self, totals: Totals, charge: Charge, partitions: Sequence[str] = ()) -> Totals:
+        """``totals`` without the open reservation of ``charge`` (on ``partitions``)."""
+        return totals.minus(charge, self.counts(charge), partitions)
 
     # ------------------------------------------------------------------------------ pricing
 

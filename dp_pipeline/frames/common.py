@@ -1,4 +1,6 @@
-"""Shared checks of the pandas functions: the lazy pandas import, columns, the privacy unit, group keys."""
+"""Shared checks of the frame functions, public to every dataframe engine (pandas here, Spark in
+:mod:`dp_pipeline.spark`): the lazy pandas import, columns, the privacy unit,
+group keys, the refusals of bad columns, and the result table."""
 
 from __future__ import annotations
 
@@ -16,19 +18,28 @@ from scipy import special
 
 from dp_pipeline._validation import check_real
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
-from dp_pipeline.mechanisms import _sampling
+from dp_pipeline.mechanisms import sampling
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "bound_contributions",
+    "bound_partitions",
     "check_frame",
     "check_level",
+    "check_limit",
     "column_list",
     "group_index",
     "interval_half_width",
+    "no_answer",
+    "no_partition",
+    "no_person",
+    "not_a_number",
+    "not_finite",
+    "not_yes_no",
     "numeric_values",
+    "observed_index",
     "require_pandas",
     "result_frame",
 ]
@@ -46,7 +57,9 @@ def check_frame(df: Any) -> pd.DataFrame:
     """``df`` itself if it is a DataFrame, else InvalidParameterError naming ``df``."""
     pandas = require_pandas()
     if not isinstance(df, pandas.DataFrame):
-        raise InvalidParameterError(f"'df' must be a pandas DataFrame, got {type(df).__name__}", "df")
+        raise InvalidParameterError(
+            f"'df' must be a pandas or Spark DataFrame, got {type(df).__name__}", "df"
+        )
     return df
 
 
@@ -70,28 +83,69 @@ def column_list(df: pd.DataFrame, columns: Any, name: str) -> list[Hashable]:
     return items
 
 
+def not_a_number(name: str, column: Hashable, dtype: object, boolean: bool) -> InvalidParameterError:
+    """The refusal of a column that does not hold numbers (``boolean``: it holds bools), naming it."""
+    if boolean:
+        return InvalidParameterError(
+            f"{name!r}: column {column!r} holds bools, not numbers; cast it with .astype(int) (Spark: "
+            ".cast('int')) if 0/1 is meant (e.g. to sum or average a yes/no answer)",
+            name,
+        )
+    return InvalidParameterError(f"{name!r}: column {column!r} has dtype {dtype}, not a number", name)
+
+
+def not_finite(name: str, column: Hashable) -> InvalidParameterError:
+    """The refusal of a numeric column with NaN, infinite or missing values, naming it."""
+    return InvalidParameterError(
+        f"{name!r}: column {column!r} contains NaN, infinite or missing values; drop or fill them before the "
+        "release",
+        name,
+    )
+
+
+def no_person(unit: Hashable) -> InvalidParameterError:
+    """The refusal of a person column with missing values."""
+    return InvalidParameterError(
+        f"'privacy_unit': column {unit!r} contains missing values; every row must name its person",
+        "privacy_unit",
+    )
+
+
+def no_partition(column: Hashable) -> InvalidParameterError:
+    """A partition column with a missing value: every row must name its partition."""
+    return InvalidParameterError(
+        f"'partition_column': column {column!r} contains missing values; every row must name its partition",
+        "partition_column",
+    )
+
+
+def not_yes_no(column: Hashable, dtype: object) -> InvalidParameterError:
+    """The refusal of a column of yes/no answers that holds neither bools nor numbers."""
+    return InvalidParameterError(
+        f"'column': column {column!r} has dtype {dtype}; a yes/no answer must be True/False or 0/1, or "
+        "declare 'categories' for k-ary randomized response",
+        "column",
+    )
+
+
+def no_answer(column: Hashable) -> InvalidParameterError:
+    """The refusal of a column of answers with missing values."""
+    return InvalidParameterError(
+        f"'column': column {column!r} contains missing values; fill them with a declared answer first",
+        "column",
+    )
+
+
 def numeric_values(df: pd.DataFrame, column: Hashable, name: str) -> NDArray[np.float64]:
     """A numeric column as a float array; non-numeric dtypes (bools included) and missing values raise,
     naming the column."""
     series = df[column]
     kind = getattr(series.dtype, "kind", "O")
-    if kind == "b":
-        raise InvalidParameterError(
-            f"{name!r}: column {column!r} holds bools, not numbers; cast it with .astype(int) if 0/1 is "
-            "meant (e.g. to sum or average a yes/no answer)",
-            name,
-        )
     if kind not in "iuf":
-        raise InvalidParameterError(
-            f"{name!r}: column {column!r} has dtype {series.dtype}, not a number", name
-        )
+        raise not_a_number(name, column, series.dtype, kind == "b")
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
     if not np.isfinite(values).all():
-        raise InvalidParameterError(
-            f"{name!r}: column {column!r} contains NaN, infinite or missing values; drop or fill them before "
-            "the release",
-            name,
-        )
+        raise not_finite(name, column)
     return values
 
 
@@ -103,15 +157,8 @@ def check_level(level: Any) -> float:
     return value
 
 
-def bound_contributions(
-    df: pd.DataFrame, privacy_unit: Any, max_contributions: Any, rng: np.random.Generator
-) -> pd.DataFrame:
-    """Keep at most ``max_contributions`` rows per privacy unit, chosen uniformly at random.
-
-    Without a privacy unit every row is its own person and ``max_contributions`` must be 1. The rows kept
-    for a person are a uniform random sample of that person's rows (random priorities, the smallest
-    ``max_contributions`` kept), so that which rows survive does not depend on the row order.
-    """
+def check_limit(max_contributions: Any, privacy_unit: Any) -> int:
+    """m = ``max_contributions``: a positive int, more than 1 only with a person column."""
     if isinstance(max_contributions, bool) or not isinstance(max_contributions, numbers.Integral):
         raise InvalidParameterError(
             f"'max_contributions' must be a positive integer, got {max_contributions!r}", "max_contributions"
@@ -119,37 +166,75 @@ def bound_contributions(
     limit = int(max_contributions)
     if limit < 1:
         raise InvalidParameterError(f"'max_contributions' must be ≥ 1, got {limit}", "max_contributions")
-    if privacy_unit is None:
-        if limit != 1:
-            raise InvalidParameterError(
-                "max_contributions > 1 needs a privacy_unit: the column that identifies the person, so that "
-                "each person's rows can be limited",
-                "max_contributions",
-            )
-        return df
-    (unit,) = column_list(df, privacy_unit, "privacy_unit")
-    units = df[unit]
-    if units.isna().any():
+    if privacy_unit is None and limit != 1:
         raise InvalidParameterError(
-            f"'privacy_unit': column {unit!r} contains missing values; every row must name its person",
-            "privacy_unit",
+            "max_contributions > 1 needs a privacy_unit: the column that identifies the person, so that "
+            "each person's rows can be limited",
+            "max_contributions",
         )
-    priority = _sampling.uniform(rng, (len(df),))
+    return limit
+
+
+def bound_contributions(df: pd.DataFrame, unit: Hashable | None, limit: int, rng: np.random.Generator) -> Any:
+    """Keep at most ``limit`` rows per value of the person column ``unit``, chosen uniformly at random.
+
+    The rows kept for a person are a uniform random sample of that person's rows (random priorities, the
+    smallest ``limit`` kept), so that which rows survive does not depend on the row order. Without a
+    person column every row is its own person and all rows are kept.
+    """
+    if unit is None:
+        return df
+    priority = sampling.uniform(rng, (len(df),))
     order = np.argsort(priority, kind="stable")
-    shuffled = units.iloc[order]
+    shuffled = df[unit].iloc[order]
     rank = shuffled.groupby(shuffled, sort=False).cumcount().to_numpy()
     keep = np.sort(order[rank < limit])
     return df.iloc[keep]
 
 
-def group_index(df: pd.DataFrame, by: Any, keys: Any, name: str = "keys") -> tuple[list[Hashable], pd.Index]:
-    """The grouping columns and the declared index of group keys (``keys="data"``: the observed keys, warned).
+def bound_partitions(
+    df: pd.DataFrame,
+    unit: Hashable | None,
+    column: Hashable,
+    names: tuple[str, ...],
+    limit: int,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """The rows of the partitions ``names`` (all rows when none are named), each person's rows kept in at
+    most ``limit`` of the partitions they appear in, chosen uniformly at random.
+
+    A row's partition is its value of ``column`` as a string (a column of pandas dates reads
+    ``"2026-11-24"``). Without a person column every row is its own person and lies in one partition. The
+    partitions kept for a person are a uniform random sample of theirs (random priorities per person and
+    partition, the smallest ``limit`` kept), as :func:`bound_contributions` samples rows, before the rows
+    are bounded. This bounds the release's own rows; that each person lies in at most ``limit`` partitions
+    of the whole dataset, across releases, is what the dataset declares.
+    """
+    keys = df[column].astype(str)
+    if names:
+        read = keys.isin(names).to_numpy()
+        df, keys = df[read], keys[read]
+    if unit is None or df.empty:
+        return df
+    pandas = require_pandas()
+    pairs = pandas.MultiIndex.from_arrays([df[unit].to_numpy(), keys.to_numpy()])
+    distinct = pairs.unique()
+    order = np.argsort(sampling.uniform(rng, (len(distinct),)), kind="stable")
+    shuffled = distinct[order]
+    people = shuffled.get_level_values(0)
+    rank = pandas.Series(people).groupby(people, sort=False).cumcount().to_numpy()
+    return df[pairs.isin(shuffled[rank < limit])]
+
+
+def group_index(engine: Any, by: Any, keys: Any, name: str = "keys") -> tuple[list[Hashable], pd.Index]:
+    """The grouping columns and the declared index of group keys (``keys="data"``: the keys the engine
+    observes, sorted, with a PrivacyLeakWarning).
 
     The keys must be declared because a released group that exists only when some person is present reveals
     that person. Rows whose key is not declared are left out of the release.
     """
     pandas = require_pandas()
-    columns = column_list(df, by, "by")
+    columns = column_list(engine, by, "by")
     if isinstance(keys, str) and keys == "data":
         warnings.warn(
             f"{name}='data' takes the group keys from the values present in the data; which keys occur "
@@ -158,13 +243,7 @@ def group_index(df: pd.DataFrame, by: Any, keys: Any, name: str = "keys") -> tup
             PrivacyLeakWarning,
             stacklevel=4,
         )
-        observed = df[columns].drop_duplicates().dropna()
-        if len(columns) == 1:
-            index = pandas.Index(sorted(observed[columns[0]].tolist(), key=_sort_key), name=columns[0])
-        else:
-            tuples = sorted(map(tuple, observed.itertuples(index=False, name=None)), key=_sort_key)
-            index = pandas.MultiIndex.from_tuples(tuples, names=columns)
-        return columns, index
+        return columns, engine.observed_keys(columns)
     if (
         keys is None
         or isinstance(keys, (str, bytes))
@@ -190,6 +269,17 @@ def group_index(df: pd.DataFrame, by: Any, keys: Any, name: str = "keys") -> tup
     if index.has_duplicates:
         raise InvalidParameterError(f"{name!r} lists a key twice", name)
     return columns, index
+
+
+def observed_index(observed: pd.DataFrame) -> pd.Index:
+    """The distinct non-missing keys of ``observed`` (one column per grouping column), sorted."""
+    pandas = require_pandas()
+    columns = list(observed.columns)
+    observed = observed.drop_duplicates().dropna()
+    if len(columns) == 1:
+        return pandas.Index(sorted(observed[columns[0]].tolist(), key=_sort_key), name=columns[0])
+    tuples = sorted(map(tuple, observed.itertuples(index=False, name=None)), key=_sort_key)
+    return pandas.MultiIndex.from_tuples(tuples, names=columns)
 
 
 def _sort_key(value: Any) -> tuple[str, str]:

@@ -1,0 +1,87 @@
+"""Partition names: ``"visits/2026-11-24"`` is partition ``"2026-11-24"`` of dataset ``"visits"``.
+
+Templated dataset names (Airflow's ``visits/{{ ds }}``, one per run) name one partition of a partitioned
+dataset (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.set_budget`, ``partitions=L``). The
+accountant itself never splits names: whoever takes such a name (the Airflow operator, a script) maps it
+with :func:`split_partition` and passes ``partition=`` to ``spend``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from dp_pipeline.exceptions import InvalidParameterError
+
+__all__ = ["PARTITION_SEPARATOR", "partition_names", "split_partition"]
+
+PARTITION_SEPARATOR = "/"
+"""What separates a dataset from its partition in a templated name."""
+
+
+def split_partition(name: str, datasets: Collection[str] | None = None) -> tuple[str, str | None]:
+    """The dataset and the partition a name stands for.
+
+    ``"visits/2026-11-24"`` → ``("visits", "2026-11-24")``; ``"visits"`` → ``("visits", None)``. The name is
+    split at its last ``/``, so the dataset may itself contain ``/`` (``"clinic/visits/2026-11-24"`` →
+    ``("clinic/visits", "2026-11-24")``) and the partition may not.
+
+    Parameters
+    ----------
+    name : str
+        A dataset name, or a dataset name, ``/`` and a partition name.
+    datasets : collection of str, optional
+        The datasets the ledger holds (``acct.datasets()``): a name that is itself one of them is that
+        dataset, not a partition (so ``"clinic/visits"`` stays whole when it is a dataset).
+
+    Raises
+    ------
+    InvalidParameterError
+        For a name that is not a string, or whose dataset or partition part is empty (``"/x"``, ``"x/"``).
+
+    Examples
+    --------
+    >>> split_partition("visits/2026-11-24")
+    ('visits', '2026-11-24')
+    >>> split_partition("clinic/visits", datasets=["clinic/visits"])
+    ('clinic/visits', None)
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"a dataset name must be a non-empty string, got {name!r}", "dataset")
+    if PARTITION_SEPARATOR not in name or (datasets is not None and name in datasets):
+        return name, None
+    dataset, _, partition = name.rpartition(PARTITION_SEPARATOR)
+    if not dataset or not partition:
+        raise InvalidParameterError(
+            f"{name!r} has an empty dataset or partition around its last {PARTITION_SEPARATOR!r}; write "
+            "'<dataset>/<partition>' (e.g. 'visits/2026-11-24') or a dataset name alone",
+            "dataset",
+        )
+    return dataset, partition
+
+
+def partition_names(partition: Any) -> tuple[str, ...]:
+    """The partitions a release names (``partition=`` of ``spend`` and of the frame functions): one name or
+    a list of distinct names; None names none (the release reads the whole dataset).
+
+    Raises
+    ------
+    InvalidParameterError
+        For anything else: not strings, an empty list, or a name given twice.
+    """
+    if partition is None:
+        return ()
+    names = [partition] if isinstance(partition, str) else partition
+    if isinstance(names, (bytes, Mapping)) or not isinstance(names, Iterable):
+        raise InvalidParameterError(
+            f"'partition' must be a partition name or a list of names, got {type(partition).__name__}",
+            "partition",
+        )
+    listed = tuple(names)
+    if not listed or not all(isinstance(name, str) and name for name in listed):
+        raise InvalidParameterError(
+            "'partition' must name at least one partition, by non-empty strings", "partition"
+        )
+    if len(set(listed)) != len(listed):
+        raise InvalidParameterError("'partition' names a partition twice", "partition")
+    return listed

@@ -1,0 +1,183 @@
+"""The pandas engine of the frame functions: the data is in memory, so every check is made at once."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dp_pipeline.exceptions import InvalidParameterError, data_value_error
+from dp_pipeline.frames.common import (
+    bound_contributions,
+    bound_partitions,
+    check_frame,
+    no_answer,
+    no_partition,
+    no_person,
+    not_yes_no,
+    numeric_values,
+    observed_index,
+    require_pandas,
+)
+from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
+from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["PandasEngine"]
+
+
+class PandasEngine:
+    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self.df = df
+        self._kept: tuple[Bounding, pd.DataFrame] | None = None
+
+    @classmethod
+    def of(cls, df: Any) -> PandasEngine:
+        return cls(check_frame(df))
+
+    @property
+    def columns(self) -> Sequence[Hashable]:
+        return list(self.df.columns)
+
+    def check_numeric(self, column: Hashable, name: str) -> None:
+        numeric_values(self.df, column, name)
+
+    def check_unit(self, unit: Hashable) -> None:
+        if self.df[unit].isna().any():
+            raise no_person(unit)
+
+    def check_partition(self, column: Hashable) -> None:
+        if self.df[column].isna().any():
+            raise no_partition(column)
+
+    def check_yes_no(self, column: Hashable) -> None:
+        if self.df[column].isna().any():
+            raise no_answer(column)
+        dtype = self.df[column].dtype
+        if getattr(dtype, "kind", "O") not in "biuf":
+            raise not_yes_no(column, dtype)
+
+    def check_answers(self, column: Hashable, mechanism: Mechanism) -> None:
+        values = self.df[column]
+        if values.isna().any():
+            raise no_answer(column)
+        check_answer_values(column, values.to_numpy(), mechanism)
+
+    def validate(self) -> None:
+        """Nothing is left to check: the ``check_*`` methods read the values."""
+
+    def observed_keys(self, by: list[Hashable]) -> pd.Index:
+        return observed_index(self.df[by])
+
+    def distinct_values(self, column: Hashable) -> NDArray[Any]:
+        return np.asarray(self.df[column].to_numpy())
+
+    def _rows(self, bounding: Bounding) -> pd.DataFrame:
+        """The kept rows; one sample per bounding (a call that reads the column twice sees the same rows)."""
+        if self._kept is None or self._kept[0] is not bounding:
+            rows, read, unit, rng = self.df, bounding.partitions, bounding.unit, bounding.rng
+            if read is not None:
+                rows = bound_partitions(rows, unit, read.column, read.names, read.limit, rng)
+            self._kept = (bounding, bound_contributions(rows, unit, bounding.limit, rng))
+        return self._kept[1]
+
+    def _by_key(self, bounding: Bounding, rows: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
+        """``values`` (aligned with ``rows``) summed per declared key, in the keys' order, zero-filled."""
+        assert bounding.by is not None and bounding.keys is not None
+        try:
+            grouped = values.groupby([rows[c] for c in bounding.by], observed=True, dropna=False).sum()
+        except TypeError:  # unhashable keys; refused outside the handler, whose message may quote one
+            grouped = None
+        if grouped is None:
+            raise InvalidParameterError(
+                f"column(s) {bounding.by} hold unhashable values (e.g. lists); only hashable keys can be "
+                "grouped",
+                "by",
+            )
+        if len(bounding.by) == 1 and grouped.index.nlevels > 1:
+            grouped.index = grouped.index.get_level_values(0)
+        return grouped.reindex(bounding.keys, fill_value=0)
+
+    def sums(
+        self,
+        bounding: Bounding,
+        column: Hashable | None,
+        clip: tuple[float, float],
+        centre: float,
+        powers: Sequence[int],
+    ) -> NDArray[np.float64]:
+        pandas = require_pandas()
+        rows = self._rows(bounding)
+        if column is None:
+            base = np.zeros(len(rows))
+        else:
+            base = np.clip(rows[column].to_numpy(dtype=np.float64), *clip) - centre
+        parts = pandas.DataFrame(
+            {p: np.ones(len(rows)) if p == 0 else base**p for p in powers}, index=rows.index
+        )
+        if bounding.by is None:
+            return np.asarray(parts.sum().to_numpy(dtype=np.float64)).reshape(len(powers), 1)
+        return np.asarray(self._by_key(bounding, rows, parts).to_numpy(dtype=np.float64).T)
+
+    def grid_ranks(
+        self, bounding: Bounding, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64]
+    ) -> NDArray[np.int64]:
+        pandas = require_pandas()
+        rows = self._rows(bounding)
+        values = np.clip(rows[column].to_numpy(dtype=np.float64), *clip)
+        if bounding.by is None:
+            groups = [values]
+        else:
+            positions = (
+                pandas.Series(values, index=rows.index)
+                .groupby([rows[c] for c in bounding.by], observed=True, dropna=False)
+                .indices
+            )
+            assert bounding.keys is not None
+            empty = np.array([], dtype=np.intp)
+            groups = [values[positions.get(key, empty)] for key in bounding.keys]
+        # i(c) = #{x < c}: the sorted values searched at every grid point, then at +inf (n)
+        points = np.append(grid, np.inf)
+        return np.array([np.searchsorted(np.sort(v), points, side="left") for v in groups], dtype=np.int64)
+
+    def result(self, table: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
+        return table
+
+    def with_noise(
+        self,
+        columns: list[Hashable],
+        lower: NDArray[np.float64],
+        upper: NDArray[np.float64],
+        mechanisms: Sequence[ContinuousMechanism],
+        rng: np.random.Generator | None,
+    ) -> pd.DataFrame:
+        return noisy_batch(self.df, columns, lower, upper, mechanisms, rng or sampling.secure_rng())
+
+    def randomized(
+        self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None
+    ) -> pd.DataFrame:
+        return randomized_batch(self.df, column, mechanism, rng or sampling.secure_rng())
+
+
+def check_answer_values(column: Hashable, values: NDArray[Any], mechanism: Mechanism) -> None:
+    """Every value is a declared category of a k-RR ``mechanism``, or 0/1 for binary randomized response."""
+    if isinstance(mechanism, KRandomizedResponse):
+        try:
+            mechanism.tally(values)  # every value must be a declared category
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"'column': column {column!r}: {exc}", "column") from None
+    elif not (answers := np.isin(values, (0, 1))).all():
+        raise data_value_error(
+            f"'column': column {column!r}",
+            int(np.count_nonzero(~answers)),
+            "not True/False or 0/1",
+            "column",
+            "declare 'categories' for k-ary randomized response",
+        )

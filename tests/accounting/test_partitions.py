@@ -1,0 +1,353 @@
+"""Parallel composition over partitions: a dataset declared with at most L partitions per person composes,
+under its rule, the L largest partition totals. Checked against independent sums, against a brute force over
+every set of L partitions a person could lie in, and through the ledger (refusals, cancellations, verify,
+records, SQLite, reports), and the name mapping ``visits/2026-11-24``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import mpmath
+import pytest
+from hypothesis import strategies as st
+
+from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
+from dp_pipeline.accounting import split_partition
+from dp_pipeline.accounting.concentrated import zcdp_epsilon
+from dp_pipeline.accounting.testing import gaussian_event, laplace_event
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from tests.accounting.conftest import untriggered
+
+_SETTINGS = hypothesis.settings(max_examples=40, deadline=None)
+
+
+def _partitioned(budget: Any, limit: int, rule: str = "auto") -> PrivacyAccountant:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("v", budget, rule=rule, partitions=limit)
+    return acct
+
+
+# ------------------------------------------------------------------------------------------------ the issue
+
+
+def test_ten_releases_on_their_own_partitions_fit_and_an_eleventh_on_a_charged_one_is_refused() -> None:
+    acct = _partitioned(PureDP(2.0), 2)
+    for day in range(10):
+        acct.spend("v", PureDP(1.0), partition=f"2026-11-{day + 10}")
+    # independently: a person lies in at most 2 partitions, each charged ε = 1: 1 + 1 = 2 ≤ 2
+    totals = sorted((Fraction(1) for _ in range(10)), reverse=True)
+    assert sum(totals[:2]) == 2 == acct.spent("v").epsilon
+    before = acct.store.records("v")
+    with pytest.raises(BudgetExceededError):
+        acct.spend("v", PureDP(1.0), partition="2026-11-13")  # that partition would hold 2, the top two 3
+    assert acct.store.records("v") == before  # a refusal writes nothing
+    acct.spend("v", PureDP(1.0), partition="2026-11-30")  # a new partition still fits: the top two stay 2
+    acct.verify()
+
+
+# ------------------------------------------------------------------------------------------------ composition
+
+_PARTS = ["a", "b", "c", "d"]
+
+
+@st.composite
+def _spends(draw: Any) -> list[tuple[float, tuple[str, ...]]]:
+    """Releases of ε in [0.05, 1], each on one to three partitions or on the whole dataset (no partition)."""
+    spends = []
+    for _ in range(draw(st.integers(1, 14))):
+        epsilon = draw(st.floats(0.05, 1.0))
+        named = draw(
+            st.one_of(st.just(()), st.lists(st.sampled_from(_PARTS), min_size=1, max_size=3, unique=True))
+        )
+        spends.append((epsilon, tuple(named)))
+    return spends
+
+
+def _person_sums(accepted: list[tuple[Fraction, tuple[str, ...]]], people: tuple[str, ...]) -> Fraction:
+    """The loss of a person whose data lie in ``people``: every release that read them, counted once."""
+    return sum((cost for cost, named in accepted if not named or set(named) & set(people)), Fraction(0))
+
+
+@_SETTINGS
+@hypothesis.given(spends=_spends(), limit=st.integers(1, 3))
+def test_basic_composition_accepts_only_what_every_person_can_afford(
+    spends: list[tuple[float, tuple[str, ...]]], limit: int
+) -> None:
+    budget = Fraction(3)
+    acct = _partitioned(PureDP(3.0), limit)
+    accepted: list[tuple[Fraction, tuple[str, ...]]] = []
+    totals = {name: Fraction(0) for name in _PARTS}
+    common = Fraction(0)
+    for epsilon, named in spends:
+        cost = Fraction(epsilon)
+        after = {name: totals[name] + (cost if name in named else 0) for name in _PARTS}
+        after_common = common + (0 if named else cost)
+        # the rule, computed here: the whole-dataset sum plus the L largest partition sums
+        expected = after_common + sum(sorted(after.values(), reverse=True)[:limit]) <= budget
+        try:
+            acct.spend("v", PureDP(epsilon), partition=list(named) or None)
+        except BudgetExceededError:
+            assert not expected
+            continue
+        assert expected
+        accepted.append((cost, named))
+        totals, common = after, after_common
+        # validity, by brute force: every person, in any set of at most L partitions, is within budget
+        for size in range(1, limit + 1):
+            for people in itertools.combinations(_PARTS, size):
+                assert _person_sums(accepted, people) <= budget
+        spent = common + sum(sorted(totals.values(), reverse=True)[:limit])
+        assert Fraction(acct.spent("v").epsilon) >= spent and acct.spent("v").epsilon == pytest.approx(
+            float(spent)
+        )
+    acct.verify()
+
+
+@_SETTINGS
+@hypothesis.given(
+    mus=st.lists(st.tuples(st.floats(0.05, 0.6), st.sampled_from(_PARTS)), min_size=1, max_size=12),
+    limit=st.integers(1, 3),
+)
+def test_gdp_composes_the_root_of_the_sum_of_the_l_largest_squares(
+    mus: list[tuple[float, str]], limit: int
+) -> None:
+    acct = _partitioned(GaussianDP(1.0), limit)
+    squares = {name: Fraction(0) for name in _PARTS}
+    for mu, name in mus:
+        after = dict(squares)
+        after[name] += Fraction(mu) ** 2
+        fits = sum(sorted(after.values(), reverse=True)[:limit]) <= 1
+        try:
+            acct.spend("v", GaussianDP(mu), partition=name)
+        except BudgetExceededError:
+            assert not fits
+            continue
+        assert fits
+        squares = after
+    top = sum(sorted(squares.values(), reverse=True)[:limit])
+    with mpmath.workdps(50):
+        expected = mpmath.sqrt(mpmath.mpf(top.numerator) / top.denominator)
+        assert mpmath.mpf(acct.spent("v").mu) >= expected
+        assert acct.spent("v").mu <= expected * (1 + mpmath.mpf("1e-15"))
+
+
+def test_zcdp_composes_the_sum_of_the_l_largest_rho() -> None:
+    acct = _partitioned(ApproxDP(3.0, 1e-6), 2, rule="zcdp")
+    acct.spend("v", laplace_event(0.25), partition="a")  # ρ = 1/32
+    acct.spend("v", gaussian_event(0.5), partition="b")  # σ = 2: ρ = 1/8
+    acct.spend("v", gaussian_event(0.25), partition="c")  # σ = 4: ρ = 1/32
+    acct.spend("v", laplace_event(0.125))  # whole dataset: ρ = 1/128
+    rho = Fraction(1, 128) + Fraction(1, 8) + Fraction(1, 32)  # the whole dataset and the two largest
+    assert acct.spent("v").method == "zcdp"
+    assert acct.spent("v").epsilon == zcdp_epsilon(Decimal(rho.numerator) / Decimal(rho.denominator), 1e-6)
+
+
+def test_one_partition_per_person_composes_the_largest() -> None:
+    acct = _partitioned(ApproxDP(1.0, 1e-6), 1)
+    for name, epsilon in (("north", 0.5), ("south", 0.75), ("east", 0.25)):
+        acct.spend("v", ApproxDP(epsilon, 1e-7), partition=name)
+    spent = acct.spent("v")
+    assert (spent.epsilon, spent.delta) == (0.75, 1e-7)
+    assert acct.remaining("v").epsilon == 0.25
+    acct.spend("v", PureDP(0.25), partition="north")  # 0.75 there: the largest stays 0.75
+    acct.spend("v", PureDP(0.25), partition="east")
+
+
+# ------------------------------------------------------------------------------------------------ the ledger
+
+
+def test_a_release_on_several_partitions_is_charged_to_each() -> None:
+    acct = _partitioned(PureDP(2.0), 2)
+    acct.spend("v", PureDP(0.5), partition=["a", "b"])
+    acct.spend("v", PureDP(0.25), partition="a")
+    reports = acct.partitions("v")
+    assert list(reports) == ["a", "b"]
+    assert (reports["a"].epsilon, reports["b"].epsilon) == (0.75, 0.5)
+    assert reports["a"].partition == "a" and reports["a"].partitions == 2
+    assert str(reports["a"]).startswith("spent on 'v', partition 'a': ε = 0.75")
+    assert acct.spent("v").epsilon == 1.25 and acct.budget("v").partitions == 2
+
+
+def test_whole_dataset_releases_count_for_every_partition() -> None:
+    acct = _partitioned(PureDP(2.0), 1)
+    acct.spend("v", PureDP(0.5))
+    acct.spend("v", PureDP(1.0), partition="a")
+    assert acct.partitions("v")["a"].epsilon == 1.5 and acct.spent("v").epsilon == 1.5
+    with pytest.raises(BudgetExceededError):
+        acct.spend("v", PureDP(1.5))  # a person in a would reach 3
+
+
+def test_a_cancelled_reservation_gives_its_partitions_back() -> None:
+    acct = _partitioned(PureDP(1.0), 1)
+    acct.spend("v", PureDP(0.5), partition="a")
+    reservation = acct.reserve("v", PureDP(0.5), partition=["a", "b"], key="k")
+    assert acct.spent("v").epsilon == 1.0
+    reservation.cancel("read no data")
+    assert acct.spent("v").epsilon == 0.5 and list(acct.partitions("v")) == ["a"]
+    acct.spend("v", PureDP(0.5), partition="a")
+    assert acct.verify().records == 7
+
+
+def test_naming_a_partition_of_a_dataset_that_is_not_partitioned_is_refused() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
+    with pytest.raises(InvalidParameterError, match="not partitioned") as info:
+        acct.spend("d", PureDP(0.5), partition="a")
+    assert info.value.parameter == "partition"
+    with pytest.raises(InvalidParameterError, match="not partitioned"):
+        acct.plan_fits("d", [PureDP(0.5)], partition="a")
+    assert len(acct.store.records("d")) == 1
+
+
+@pytest.mark.parametrize("partition", [[], ["a", "a"], [""], "", 3, [None], b"a", {"a": 1}])
+def test_bad_partition_names_are_refused_and_change_nothing(partition: Any) -> None:
+    acct = _partitioned(PureDP(1.0), 2)
+    with pytest.raises(InvalidParameterError) as info:
+        acct.spend("v", PureDP(0.5), partition=partition)
+    assert info.value.parameter == "partition"
+    assert len(acct.store.records("v")) == 1
+
+
+def test_bad_numbers_of_partitions_are_refused() -> None:
+    acct = PrivacyAccountant("memory://")
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InvalidParameterError):
+            acct.set_budget("v", PureDP(1.0), partitions=bad)  # type: ignore[arg-type]
+    assert acct.datasets() == []
+
+
+def test_the_number_of_partitions_may_grow_but_not_shrink_while_spends_are_active() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("v", PureDP(3.0))
+    acct.spend("v", PureDP(0.5))  # before the declaration: a whole-dataset release
+    acct.set_budget("v", PureDP(3.0), partitions=2)
+    acct.spend("v", PureDP(1.0), partition="a")
+    acct.spend("v", PureDP(1.0), partition="b")
+    acct.set_budget("v", PureDP(3.0))  # None keeps L = 2
+    assert acct.budget("v").partitions == 2
+    with pytest.raises(InvalidParameterError, match="cannot fall to 1"):
+        acct.set_budget("v", PureDP(3.0), partitions=1)
+    acct.spend("v", PureDP(0.5), partition="c")
+    with pytest.raises(InvalidParameterError, match="below what is already spent"):
+        acct.set_budget("v", PureDP(2.5), partitions=3)  # 0.5 + 1 + 1 + 0.5 = 3 > 2.5
+    acct.set_budget("v", PureDP(3.0), partitions=3)
+    assert acct.spent("v").epsilon == 3.0
+    acct.verify()
+
+
+def test_records_store_only_the_partitions_they_change() -> None:
+    acct = _partitioned(PureDP(10.0), 1)
+    for day in range(40):
+        acct.spend("v", PureDP(0.5), partition=f"day-{day}")
+    reserve, commit = acct.store.records("v")[-2:]
+    assert list(reserve.body["totals"]["partitions"]) == ["day-39"]
+    assert reserve.body["partitions"] == ["day-39"]
+    assert "partitions" not in commit.body["totals"]
+    head = acct.store.head("v")
+    assert head is not None and len(head.state.totals["partitions"]) == 40
+
+
+def test_an_unpartitioned_dataset_writes_what_it_wrote_before() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", ApproxDP(1.0, 1e-6))
+    acct.spend("d", PureDP(0.5), key="k")
+    budget, reserve, commit = acct.store.records("d")
+    assert set(budget.body) == {
+        "budget",
+        "method",
+        "mu_limit",
+        "relation",
+        "previous",
+        "reason",
+        "actor",
+        "totals",
+    }
+    request = {"label", "events", "group_size", "plan", "delta"}
+    assert set(reserve.body) == {*request, "relation", "cost", "composition", "charge", "totals"}
+    keys = {"epsilon", "delta", "mu2", "impure", "no_mu", "active", "open"}
+    assert set(reserve.body["totals"]) == set(commit.body["totals"]) == keys
+    head = acct.store.head("d")
+    assert head is not None and set(head.state.totals) == keys and "partitions" not in head.state.budget
+
+
+def test_a_reused_key_on_other_partitions_is_another_request() -> None:
+    acct = _partitioned(PureDP(2.0), 2)
+    acct.spend("v", PureDP(0.5), partition="a", key="k")
+    with pytest.raises(InvalidParameterError, match="different cost"):
+        acct.spend("v", PureDP(0.5), partition="b", key="k")
+
+
+def test_plans_are_priced_and_charged_on_their_partitions() -> None:
+    acct = _partitioned(ApproxDP(1.0, 1e-6), 1)
+    plan = [PureDP(0.25), PureDP(0.25)]
+    acct.spend_plan("v", plan, partition="a")
+    assert acct.plan_fits("v", plan + plan, partition="b")  # b holds nothing yet
+    assert not acct.plan_fits("v", plan + plan, partition="a")
+    assert acct.plan_cost("v", plan, partition="b").partitions == 1
+    acct.spend_plan("v", plan + plan, partition="b")
+    assert acct.spent("v").epsilon == 1.0 and acct.partitions("v")["a"].epsilon == 0.5
+
+
+def test_a_partitioned_sqlite_ledger_reopens_and_verify_finds_edited_partition_totals(
+    sqlite_url: str,
+) -> None:
+    with PrivacyAccountant(sqlite_url, create=True) as acct:
+        acct.set_budget("v", PureDP(2.0), partitions=2)
+        acct.spend("v", PureDP(1.0), partition="a")
+        acct.spend("v", PureDP(0.5), partition="b")
+    with PrivacyAccountant(sqlite_url, create=False) as again:
+        assert again.spent("v").epsilon == 1.5 and again.budget("v").partitions == 2
+        again.spend("v", PureDP(1.0), partition="c")
+        with pytest.raises(BudgetExceededError):
+            again.spend("v", PureDP(0.75), partition="b")
+        assert again.verify().records == 7
+    conn = untriggered(Path(sqlite_url.removeprefix("sqlite:///")))  # lower partition a's cached total
+    (totals,) = conn.execute("SELECT totals FROM dp_ledger_budgets WHERE dataset = 'v'").fetchone()
+    edited = json.loads(totals)
+    edited["partitions"]["a"]["epsilon"] = "0.5"
+    conn.execute("UPDATE dp_ledger_budgets SET totals = ? WHERE dataset = 'v'", (json.dumps(edited),))
+    conn.close()
+    with (
+        PrivacyAccountant(sqlite_url, create=False) as edited_ledger,
+        pytest.raises(LedgerError, match="cached"),
+    ):
+        edited_ledger.verify()
+
+
+# ------------------------------------------------------------------------------------------------ names
+
+
+@pytest.mark.parametrize(
+    ("name", "datasets", "expected"),
+    [
+        ("visits/2026-11-24", None, ("visits", "2026-11-24")),
+        ("visits", None, ("visits", None)),
+        ("clinic/visits/2026-11-24", None, ("clinic/visits", "2026-11-24")),
+        ("clinic/visits", ["clinic/visits"], ("clinic/visits", None)),
+        ("clinic/visits", ["clinic"], ("clinic", "visits")),
+    ],
+)
+def test_split_partition(name: str, datasets: list[str] | None, expected: tuple[str, str | None]) -> None:
+    assert split_partition(name, datasets) == expected
+
+
+@pytest.mark.parametrize("name", ["/2026-11-24", "visits/", "", None])
+def test_split_partition_refuses_empty_parts(name: Any) -> None:
+    with pytest.raises(InvalidParameterError):
+        split_partition(name)
+
+
+def test_a_templated_name_charges_its_partition() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("visits", PureDP(1.0), partitions=1)
+    for run in ("visits/2026-11-24", "visits/2026-11-25"):
+        dataset, partition = split_partition(run, acct.datasets())
+        acct.spend(dataset, PureDP(1.0), partition=partition)
+    assert list(acct.partitions("visits")) == ["2026-11-24", "2026-11-25"]
+    assert acct.spent("visits").epsilon == 1.0
