@@ -46,9 +46,12 @@ RUN_KEY_PREFIX = "run/"
 """How the keys of run reservations begin (task attempts' keys begin with their DAG id)."""
 
 
-def run_key(dag_id: str, run_id: str) -> str:
-    """The idempotency key of a run's reservation on each dataset: ``run/<dag_id>/<run_id>``."""
-    return f"{RUN_KEY_PREFIX}{dag_id}/{run_id}"
+def run_key(dag_id: str, run_id: str, partition: str | None = None) -> str:
+    """The idempotency key of a run's reservation on a dataset: ``run/<dag_id>/<run_id>`` for the releases
+    that read the whole dataset, ``run/<dag_id>/<run_id>/<partition>`` for those on one of its partitions
+    (Airflow's run ids hold no ``/``)."""
+    whole = f"{RUN_KEY_PREFIX}{dag_id}/{run_id}"
+    return whole if partition is None else f"{whole}/{partition}"
 
 
 def role_task(dag: Any, role: str) -> Any:
@@ -80,17 +83,21 @@ def plan_form(releases: list[tuple[PrivacyEvent, int]], group_size: int) -> list
 
 
 def pay_share(reservation: Reservation, cost: DPCost, label: str) -> Any:
-    """Pay one declared release from a run's reservation, in the form the reservation declared it."""
-    if reservation.group_size > 1:
-        return reservation.spend(reservation.dataset, cost.event, group_size=cost.group_size, label=label)
-    (grouped,) = plan_form([(cost.event, cost.group_size)], 1)
-    return reservation.spend(reservation.dataset, grouped, label=label)
+    """Pay one declared release from a run's reservation (on the cost's partition), in the form the
+    reservation declared it."""
+    event, size = cost.event, cost.group_size
+    if reservation.group_size == 1:  # the plan declared each release grouped on its own
+        (event,), size = plan_form([(event, size)], 1), 1
+    return reservation.spend(
+        reservation.dataset, event, group_size=size, label=label, partition=cost.partition
+    )
 
 
 def run_reservation(
     accountant: PrivacyAccountant, cost: DPCost, context: Mapping[str, Any], ledger_conn_id: str
 ) -> Reservation | None:
-    """The run's reservation this attempt pays from, or None when its DAG does not reserve per run.
+    """The run's reservation this attempt pays from (the one on its cost's dataset and partition), or None
+    when its DAG does not reserve per run.
 
     Raises
     ------
@@ -122,12 +129,13 @@ def run_reservation(
             "Trigger a new run, which reserves anew."
         )
     check_map_index(cost, context)
+    where = repr(cost.dataset) + ("" if cost.partition is None else f", partition {cost.partition!r}")
     try:
-        return accountant.reservation(cost.dataset, run_key(dag.dag_id, ti.run_id))
+        return accountant.reservation(cost.dataset, run_key(dag.dag_id, ti.run_id, cost.partition))
     except (LedgerError, InvalidParameterError) as exc:  # incl. a dataset without a budget
         raise PrivacyCostError(
-            f"Task {name}: its run holds no reservation on {cost.dataset!r} (did the setup "
-            f"{setup.task_id!r} run?): {printable(str(exc))}"
+            f"Task {name}: its run holds no reservation on {where} (did the setup {setup.task_id!r} "
+            f"run?): {printable(str(exc))}"
         ) from exc
 
 

@@ -15,6 +15,7 @@ from airflow_plugin.exceptions import (
     PrivacyCostError,
 )
 from airflow_plugin.templating import render_dataset
+from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
@@ -97,11 +98,20 @@ def resumption(context: Mapping[str, Any]) -> str | None:
     return None
 
 
-def charged_cost(cost: DPCost, context: Mapping[str, Any], rendered: Any = None) -> DPCost:
-    """The declared cost on the dataset this run charges: the declared name rendered in the run's context.
+def charged_cost(
+    accountant: PrivacyAccountant, cost: DPCost, context: Mapping[str, Any], rendered: Any = None
+) -> DPCost:
+    """The declared cost on the dataset (and partition) this run charges: the declared name rendered in the
+    run's context, then located on the ledger.
+
+    A rendered name that is itself a dataset is charged whole; ``"visits/2026-11-24"`` charges partition
+    ``"2026-11-24"`` of ``visits`` when ``visits`` is partitioned (see
+    :func:`~dp_pipeline.accounting.partitions.locate_partition`).
 
     Parameters
     ----------
+    accountant : PrivacyAccountant
+        The ledger's accountant (read for a name with a ``/``).
     cost : DPCost
         The declared cost (its dataset may be a template).
     context : mapping
@@ -113,15 +123,18 @@ def charged_cost(cost: DPCost, context: Mapping[str, Any], rendered: Any = None)
     Raises
     ------
     PrivacyCostError
-        The name does not render to a valid dataset name.
+        The name does not render to a valid dataset name, or it names a partition of a dataset whose budget
+        is not partitioned (never charged as a dataset of its own); nothing is charged.
     """
     try:
         name = render_dataset(context["task"], cost.dataset, context) if rendered is None else rendered
-        return cost if name == cost.dataset else dataclasses.replace(cost, dataset=name)
+        dataset, partition = locate_partition(name, accountant)
+        if (dataset, partition) == (cost.dataset, cost.partition):
+            return cost
+        return dataclasses.replace(cost, dataset=dataset, partition=partition)
     except InvalidParameterError as exc:
         raise PrivacyCostError(
-            f"Task {task_name(context)}: its dataset {cost.dataset!r} does not render to a dataset name: "
-            f"{exc}"
+            f"Task {task_name(context)}: its dataset {cost.dataset!r} cannot be charged: {exc}"
         ) from exc
 
 
@@ -202,6 +215,7 @@ def reserve_or_refuse(
             key=key,
             group_size=cost.group_size,
             label=attempt_label(cost, context),
+            partition=cost.partition,
         )
     except BudgetExceededError as exc:
         raise refusal(exc, name, on_exhausted) from exc

@@ -7,7 +7,10 @@ kept as an alias)::
                                               [--against budget|remaining] [--logical-date DATE]
 
 ``--logical-date`` renders templated dataset names (``dataset="visits/{{ ds }}"``) for the run of that date;
-without it a name that needs a date is reported per template (see :mod:`airflow_plugin.planning`).
+without it a name that needs a date is reported per template (see :mod:`airflow_plugin.planning`). On a
+dataset declared partitioned, each line names the partition it checks (``visits/2026-03-02``: partition
+``2026-03-02`` of ``visits``); without a date ``visits/{{ ds }}`` is checked as a new partition, one that has
+spent nothing (shown ``{{ ds }} (new)``).
 
 Not to be confused with ``dp-pipeline plan check``, which checks a JSON list of releases. Standard output
 carries the report (a table, or JSON with ``--json``) and nothing else: Airflow's and the ledger's logs
@@ -123,6 +126,8 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
     return {
         "dag_id": check.dag_id,
         "dataset": check.dataset,
+        "partition": check.partition,
+        "new_partition": check.new_partition,
         "relation": check.relation,
         "checked": check.checked,
         "tasks": [

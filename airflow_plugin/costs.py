@@ -47,6 +47,10 @@ class DPCost:
         For a mapped task: the most map indexes one run may charge. The DAG check counts the task that many
         times, and a map index at or beyond it is refused before it reads data. Without it, Airflow's
         ``[core] max_map_length`` plays that part (1024 by default), unless the mapped values are literal.
+    partition : str or None
+        The partition of ``dataset`` the cost is charged to. Not declared: filled in when a rendered name
+        such as ``"visits/2026-11-24"`` names a partition of a partitioned dataset on the ledger (see
+        :func:`~dp_pipeline.accounting.partitions.locate_partition`); None charges the dataset whole.
 
     Raises
     ------
@@ -60,6 +64,7 @@ class DPCost:
     group_size: int = 1
     label: str | None = None
     max_map_length: int | None = None
+    partition: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -84,6 +89,10 @@ class DPCost:
             raise InvalidParameterError(
                 f"'max_map_length' must be a positive integer or None, got {bound!r}", "max_map_length"
             )
+        if self.partition is not None and (not isinstance(self.partition, str) or not self.partition):
+            raise InvalidParameterError(
+                f"'partition' must be a non-empty string or None, got {self.partition!r}", "partition"
+            )
 
     @property
     def guarantee(self) -> Guarantee:
@@ -102,10 +111,12 @@ class DPCost:
         return self.cost.event
 
     def describe(self) -> str:
-        """A short human-readable form, e.g. ``"Laplace ε=0.5 on 'patients'"``."""
+        """A short human-readable form, e.g. ``"Laplace ε=0.5 on 'patients'"`` (``"... on 'visits',
+        partition '2026-11-24'"``)."""
         kind = type(self.cost).__name__ if isinstance(self.cost, Mechanism) else self.event.kind
         group = f" (groups of {self.group_size})" if self.group_size > 1 else ""
-        return f"{kind} {format_guarantee(self.guarantee, compact=True)}{group} on {self.dataset!r}"
+        where = f"{self.dataset!r}" + ("" if self.partition is None else f", partition {self.partition!r}")
+        return f"{kind} {format_guarantee(self.guarantee, compact=True)}{group} on {where}"
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> DPCost:

@@ -3,8 +3,8 @@
 Routes (all ``GET``; the app has no route that writes to the ledger):
 
 - ``/``: per dataset the budget, spent, remaining, the composition method, the history (with releases paid
-  from a reservation), with charts, each DAG run's reservation (reserved, held, paid), and for a
-  partitioned dataset what each partition has spent;
+  from a reservation, and the partitions each record named), with charts, each DAG run's reservation
+  (its partition, reserved, held, paid), and for a partitioned dataset what each partition has spent;
 - ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
 
 The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
@@ -122,13 +122,13 @@ def _history_table(rows: Sequence[HistoryRow]) -> str:
         f'<tr><td>{_e(row.time)}</td><td>{_e(row.kind)}</td><td>{_e(row.label)}</td>'
         f'<td><code>{_e(row.key)}</code></td>'
         f'<td class="num">{"" if row.group_size is None else row.group_size}</td>'
-        f"<td>{_e(format_guarantee(row.cost))}</td>"
+        f"<td>{_e(format_guarantee(row.cost))}</td><td>{_e(_partitions(row.partitions))}</td>"
         f'<td class="status-{_e(row.status)}">{_e(row.status)}</td></tr>'
         for row in rows
     )
     return (
         "<table><thead><tr><th>time</th><th>record</th><th>label</th><th>key</th><th>group size</th>"
-        "<th>cost</th>"
+        "<th>cost</th><th>partitions</th>"
         f"<th>status</th></tr></thead><tbody>{body}</tbody></table>"
     )
 
@@ -138,16 +138,23 @@ def _runs_table(runs: Sequence[RunReservation]) -> str:
     if not runs:
         return ""
     body = "".join(
-        f'<tr><td><code>{_e(run.key)}</code></td><td class="num">{_e(format_guarantee(run.reserved))}</td>'
+        f'<tr><td><code>{_e(run.key)}</code></td><td class="partition">{_e(_partitions(run.partitions))}</td>'
+        f'<td class="num">{_e(format_guarantee(run.reserved))}</td>'
         f'<td class="num">{_e(format_guarantee(run.held))}</td>'
         f'<td class="num">{_e(format_guarantee(run.paid))}</td><td class="num">{run.payments}</td>'
         f"<td>{_e(run.status)}</td></tr>"
         for run in runs
     )
     return (
-        '<h3>Run reservations</h3><table class="runs"><thead><tr><th>run</th><th>reserved</th><th>held</th>'
-        f"<th>paid</th><th>payments</th><th>status</th></tr></thead><tbody>{body}</tbody></table>"
+        '<h3>Run reservations</h3><table class="runs"><thead><tr><th>run</th><th>partition</th>'
+        "<th>reserved</th><th>held</th><th>paid</th><th>payments</th><th>status</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
     )
+
+
+def _partitions(names: Sequence[str]) -> str:
+    """The partitions a record named, or ``-`` for the whole dataset."""
+    return ", ".join(names) if names else "-"
 
 
 def _partition_table(spent: Mapping[str, BudgetReport]) -> str:
@@ -236,6 +243,7 @@ def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
                 "paid": None if run.paid is None else run.paid.to_dict(),
                 "payments": run.payments,
                 "status": run.status,
+                "partitions": list(run.partitions),
             }
             for run in summary.runs
         ]
@@ -248,6 +256,7 @@ def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
                 "group_size": row.group_size,
                 "cost": None if row.cost is None else row.cost.to_dict(),
                 "status": row.status,
+                "partitions": list(row.partitions),
             }
             for row in summary.history
         ]

@@ -99,8 +99,8 @@ class PrivacyBudgetGuard:
                 f"Task {task_name(context)} declares its own cost and also carries a privacy guard; "
                 "remove one of them so that the attempt is charged exactly once."
             )
-        cost = charged_cost(self.cost, context)
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+        cost = charged_cost(accountant, self.cost, context)
         task = context["task"]
         python_callable = getattr(task, "python_callable", None)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)

@@ -33,7 +33,14 @@ Mapped tasks (``.partial(...).expand(...)``) are charged once per map index, up 
 (Airflow's ``[core] max_map_length`` when not declared): a map index beyond it is refused before it reads
 data, so that a run never charges more than the DAG check counted.
 
-``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run.
+``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run. On a
+dataset ``visits`` declared partitioned (``set_budget("visits", ..., partitions=L)``) the rendered name
+``visits/2026-11-24`` charges partition ``2026-11-24`` of ``visits``; a name that is itself a dataset is
+charged whole, and one that names a partition of a dataset that is not partitioned fails the task before
+anything is charged. The callable's ``dataset`` is the rendered name: ``dataset=dataset`` with
+``accountant=dp`` pays from the task's reservation on that partition (see
+:meth:`~dp_pipeline.accounting.reservation.Reservation.locate`), and a release through ``dp`` that names no
+partition, or another, is refused.
 """
 
 from __future__ import annotations
@@ -157,7 +164,7 @@ class PrivacyBudgetOperator(PythonOperator):
         """Reserve the cost (or find the run's reservation), run the callable paying from it, then commit
         (or cancel if the callable never ran)."""
         accountant = self.get_accountant()
-        cost = charged_cost(self.dp_cost, context, rendered=self.dataset)
+        cost = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
         own = None
         if run is None:

@@ -19,6 +19,14 @@ What a plan counts, so that no run can cost more than the check says:
   date given to the check (``check_dag(dag, acct, logical_date=...)``, ``--logical-date``). A name that
   cannot be rendered before the run exists (no date given, or it needs the run id, a Variable, ...) is
   reported per template and not checked against any budget;
+- the partition a run charges: on a dataset declared partitioned (``set_budget("visits", ...,
+  partitions=L)``) a rendered name ``visits/2026-11-24`` is partition ``2026-11-24`` of ``visits``
+  (:func:`locate_plan`), checked with ``plan_fits(..., partition=...)``; the parts of one run on one dataset
+  (its partitions, the whole dataset) are also checked together (``plans_fit``), as the run charges them.
+  Without a logical date, ``visits/{{ ds }}`` is checked as a partition that has spent nothing (what a new
+  day costs: the plan on it composed, under the dataset's rule, with the largest existing partitions), one
+  per template; a rendered name that names a partition of a dataset that is not partitioned is a problem
+  (a run would be refused);
 - one run of the DAG. Runs add up on the ledger, which is what the comparison with the remaining budget shows.
   An attempt started by hand afterwards (a cleared task) is a new attempt beyond the plan.
 
@@ -46,8 +54,10 @@ from airflow_plugin.templating import (
     render_dataset,
     render_for_plan,
     task_context,
+    template_partition,
 )
 from dp_pipeline.accounting.composition import group_plan
+from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, printable
 from dp_pipeline.guarantees import Guarantee
@@ -65,6 +75,7 @@ __all__ = [
     "check_dag",
     "declared_costs",
     "format_checks",
+    "locate_plan",
     "map_bound",
     "parse_time_map_count",
     "plan_dag",
@@ -96,7 +107,17 @@ class PlannedTask:
     template : str or None
         The declared dataset name when it is a template.
     unrendered : str or None
-        Why the template could not be rendered for the plan (then ``cost.dataset`` is the template itself).
+        Why the template could not be rendered for the plan (then ``cost.dataset`` is the template itself,
+        unless ``new_partition``).
+    split : (str, str) or None
+        For a template not rendered: its plain dataset part and its partition's template
+        (:func:`~airflow_plugin.templating.template_partition`), when only the partition is templated.
+    new_partition : bool
+        Located on a partitioned dataset from ``split``: ``cost`` names its dataset and a partition that has
+        spent nothing, standing for the partition the template renders to (see :func:`locate_plan`).
+    unlocated : str or None
+        Why the rendered name cannot be charged on the ledger (it names a partition of a dataset that is not
+        partitioned); ``cost.dataset`` is then the rendered name.
     """
 
     task_id: str
@@ -108,6 +129,9 @@ class PlannedTask:
     bound: MapBound = "unmapped"
     template: str | None = None
     unrendered: str | None = None
+    split: tuple[str, str] | None = None
+    new_partition: bool = False
+    unlocated: str | None = None
 
     @property
     def releases(self) -> int:
@@ -138,14 +162,22 @@ class DagPlan:
             grouped.setdefault(planned.cost.dataset, []).append(planned)
         return grouped
 
-    def for_accountant(self, dataset: str) -> tuple[list[PrivacyEvent], int]:
-        """The plan's releases on ``dataset`` as the accountant's plan methods take them, ``(events,
-        group_size)``, in the same form as ``dp-pipeline plan check`` (see
-        :func:`~dp_pipeline.accounting.composition.group_plan`). Each task's cost is repeated once per
-        map index and attempt (:attr:`PlannedTask.releases`)."""
+    def groups(self) -> dict[tuple[str, str | None], list[PlannedTask]]:
+        """The planned tasks grouped by dataset and partition (None: the whole dataset), in order of first
+        appearance: what one run charges as one plan each (see :func:`locate_plan`)."""
+        grouped: dict[tuple[str, str | None], list[PlannedTask]] = {}
+        for planned in self.tasks:
+            grouped.setdefault((planned.cost.dataset, planned.cost.partition), []).append(planned)
+        return grouped
+
+    def for_accountant(self, dataset: str, partition: str | None = None) -> tuple[list[PrivacyEvent], int]:
+        """The plan's releases on ``dataset`` (on ``partition``, or those on the whole dataset) as the
+        accountant's plan methods take them, ``(events, group_size)``, in the same form as ``dp-pipeline
+        plan check`` (see :func:`~dp_pipeline.accounting.composition.group_plan`). Each task's cost is
+        repeated once per map index and attempt (:attr:`PlannedTask.releases`)."""
         releases = [
             (planned.cost.event, planned.cost.group_size)
-            for planned in self.datasets().get(dataset, [])
+            for planned in self.groups().get((dataset, partition), [])
             for _ in range(planned.releases)
         ]
         return group_plan(releases)
@@ -168,6 +200,11 @@ class DatasetCheck:
     relation : str or None
         The dataset's neighbouring relation (``"replace_one"`` or ``"add_remove"``), which the total is
         read under; None when the dataset has no budget.
+    partition : str or None
+        The partition of ``dataset`` this part of the plan charges (None: the whole dataset).
+    new_partition : bool
+        ``partition`` stands for the partition a template renders to (no logical date was given): it was
+        checked as a partition that has spent nothing.
     fits_budget, fits_remaining : bool
         Whether one DAG run fits the whole budget, and what remains of it now.
     problems : list of str
@@ -195,6 +232,8 @@ class DatasetCheck:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     checked: bool = True
+    partition: str | None = None
+    new_partition: bool = False
 
     @property
     def ok(self) -> bool:
@@ -317,7 +356,9 @@ def _planned(
         reason = f"it cannot be rendered: {type(exc).__name__}: {exc}"
         return dataclasses.replace(planned, template=cost.dataset, unrendered=reason)
     if name is None:
-        return dataclasses.replace(planned, template=cost.dataset, unrendered=f"it needs {missing}")
+        reason = f"it needs {missing}"
+        split = template_partition(task, cost.dataset)
+        return dataclasses.replace(planned, template=cost.dataset, unrendered=reason, split=split)
     try:
         rendered = dataclasses.replace(cost, dataset=name)
     except InvalidParameterError as exc:
@@ -383,6 +424,53 @@ def plan_dag(
     return DagPlan(dag_id=dag.dag_id, tasks=tasks, logical_date=None if date is None else date.isoformat())
 
 
+def locate_plan(plan: DagPlan, accountant: PrivacyAccountant) -> DagPlan:
+    """The plan with each task's dataset name located on the ledger's budgets (only read).
+
+    - A rendered name is mapped by :func:`~dp_pipeline.accounting.partitions.locate_partition`: a name that
+      is itself a dataset stays whole; ``visits/2026-11-24`` on a dataset ``visits`` declared partitioned
+      becomes partition ``2026-11-24`` of ``visits`` (``cost.partition``). A name that names a partition of
+      a dataset that is not partitioned keeps its name, with :attr:`PlannedTask.unlocated` saying why.
+    - A template not rendered (no logical date) whose dataset part is a partitioned dataset
+      (``visits/{{ ds }}``) is planned on a partition that has spent nothing, one per partition template,
+      named by its template (:attr:`PlannedTask.new_partition`): what the run of a new day costs.
+    - Other templates not rendered stay as they are (reported per template, unchecked).
+
+    Tasks already located are kept as they are.
+    """
+    datasets = set(accountant.datasets())
+    located: list[PlannedTask] = []
+    for planned in plan.tasks:
+        if planned.cost.partition is not None or planned.unrendered is not None:
+            located.append(planned)
+            continue
+        try:
+            dataset, partition = locate_partition(planned.cost.dataset, accountant)
+        except InvalidParameterError as exc:
+            located.append(dataclasses.replace(planned, unlocated=str(exc)))
+            continue
+        cost = dataclasses.replace(planned.cost, dataset=dataset, partition=partition)
+        located.append(dataclasses.replace(planned, cost=cost))
+    taken = {(t.cost.dataset, t.cost.partition) for t in located}
+    fresh: dict[tuple[str, str], str] = {}
+    for index, planned in enumerate(located):
+        if planned.split is None or planned.cost.partition is not None:
+            continue
+        dataset, template = planned.split
+        if dataset not in datasets or accountant.budget(dataset).partitions is None:
+            continue
+        if (dataset, template) not in fresh:
+            spent = set(accountant.partitions(dataset))
+            name = template
+            while name in spent or (dataset, name) in taken:  # a name no partition has: nothing spent on it
+                name += "'"
+            fresh[(dataset, template)] = name
+            taken.add((dataset, name))
+        cost = dataclasses.replace(planned.cost, dataset=dataset, partition=fresh[(dataset, template)])
+        located[index] = dataclasses.replace(planned, cost=cost, new_partition=True)
+    return dataclasses.replace(plan, tasks=located)
+
+
 def check_dag(
     dag_or_plan: Any, accountant: PrivacyAccountant, *, logical_date: LogicalDate | None = None
 ) -> list[DatasetCheck]:
@@ -401,7 +489,9 @@ def check_dag(
     Returns
     -------
     list of DatasetCheck
-        One per dataset the DAG charges (per template for names that could not be rendered).
+        One per dataset and partition the DAG charges (:meth:`DagPlan.groups` of the plan located on the
+        ledger, :func:`locate_plan`; per template for names that could not be rendered). The parts of one
+        dataset are also checked together: a part that fits alone but not with the others fails too.
 
     Raises
     ------
@@ -417,7 +507,12 @@ def check_dag(
         plan = dag_or_plan
     else:
         plan = plan_dag(dag_or_plan, logical_date=logical_date)
-    return [_check_dataset(plan, dataset, tasks, accountant) for dataset, tasks in plan.datasets().items()]
+    plan = locate_plan(plan, accountant)
+    checks = [
+        _check_group(plan, dataset, partition, tasks, accountant)
+        for (dataset, partition), tasks in plan.groups().items()
+    ]
+    return _check_together(plan, checks, accountant)
 
 
 def _notes(tasks: list[PlannedTask]) -> list[str]:
@@ -435,14 +530,25 @@ def _notes(tasks: list[PlannedTask]) -> list[str]:
             f"cost declared in params but not enforced (enable airflow_plugin.policies.task_policy): "
             f"{', '.join(unenforced)}"
         )
+    new = sorted({t.template for t in tasks if t.new_partition and t.template is not None})
+    if new:
+        notes.append(
+            f"no logical date: {' and '.join(repr(name) for name in new)} checked on a partition that has "
+            "spent nothing (what a new day costs); check a given run with a logical date"
+        )
     return notes
 
 
-def _check_dataset(
-    plan: DagPlan, dataset: str, tasks: list[PlannedTask], accountant: PrivacyAccountant
+def _check_group(
+    plan: DagPlan,
+    dataset: str,
+    partition: str | None,
+    tasks: list[PlannedTask],
+    accountant: PrivacyAccountant,
 ) -> DatasetCheck:
     warnings = _notes(tasks)
-    unrendered = [t for t in tasks if t.unrendered is not None]
+    new = any(t.new_partition for t in tasks)
+    unrendered = [t for t in tasks if t.unrendered is not None and not t.new_partition]
     if unrendered:
         reasons = sorted({f"{t.task_id}: {t.unrendered}" for t in unrendered})
         warnings.append(
@@ -453,28 +559,30 @@ def _check_dataset(
         return DatasetCheck(
             plan.dag_id, dataset, tasks, None, "", None, None, False, False, warnings=warnings, checked=False
         )
-    problems: list[str] = []
-    budget = dataset_budget(accountant, dataset)
+    problems = sorted({t.unlocated for t in tasks if t.unlocated is not None})
+    budget = None if problems else dataset_budget(accountant, dataset)
     total: Guarantee | None = None
     method = ""
     remaining: Guarantee | None = None
     fits_budget = fits_remaining = False
     relation = None if budget is None else accountant.relation(dataset)
-    if budget is None:
+    if budget is None and not problems:
         problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
-    else:
-        events, group_size = plan.for_accountant(dataset)
+    elif budget is not None:
+        events, group_size = plan.for_accountant(dataset, partition)
         remaining = accountant.remaining(dataset).guarantee
         try:
             # The accountant's one plan check, against the whole budget and against what remains.
-            report = accountant.plan_cost(dataset, events, group_size, against="budget")
+            report = accountant.plan_cost(dataset, events, group_size, against="budget", partition=partition)
             total, method = report.guarantee, report.method
-            fits_budget = accountant.plan_fits(dataset, events, group_size, against="budget")
+            fits_budget = accountant.plan_fits(
+                dataset, events, group_size, against="budget", partition=partition
+            )
         except Exception as exc:
             problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
         else:
             try:
-                fits_remaining = accountant.plan_fits(dataset, events, group_size)
+                fits_remaining = accountant.plan_fits(dataset, events, group_size, partition=partition)
             except Exception as exc:  # e.g. no finite ε at the δ left: it cannot be charged now
                 warnings.append(f"cannot be charged on what remains: {type(exc).__name__}: {exc}")
     if total is not None and budget is not None and not fits_budget:
@@ -493,13 +601,65 @@ def _check_dataset(
         relation=relation,
         problems=problems,
         warnings=warnings,
+        partition=partition,
+        new_partition=new,
     )
 
 
+def _part_name(check: DatasetCheck) -> str:
+    return "the whole dataset" if check.partition is None else f"partition {check.partition!r}"
+
+
+def _check_together(
+    plan: DagPlan, checks: list[DatasetCheck], accountant: PrivacyAccountant
+) -> list[DatasetCheck]:
+    """The checks, where one run charges a dataset in several parts (partitions, the whole dataset), with
+    the parts also checked together (``plans_fit``, as the run's reservations or attempts charge them one
+    after another): a part that fits alone fails when they do not fit together."""
+    parts: dict[str, list[DatasetCheck]] = {}
+    for check in checks:
+        if check.total is not None:  # composed, on a dataset with a budget
+            parts.setdefault(check.dataset, []).append(check)
+    verdicts: dict[int, DatasetCheck] = {}
+    for dataset, together in parts.items():
+        if len(together) < 2:
+            continue
+        plans = [(*plan.for_accountant(dataset, c.partition), c.partition) for c in together]
+        try:
+            whole = accountant.plans_fit(dataset, plans, against="budget")
+            now = accountant.plans_fit(dataset, plans)
+        except Exception as exc:  # e.g. no finite ε at the δ left once the others are charged
+            whole, now = True, False
+            note = f"its parts cannot be charged together: {type(exc).__name__}: {exc}"
+        else:
+            note = ""
+        for check in together:
+            others = ", ".join(_part_name(c) for c in together if c is not check)
+            said = f"one run also charges {others} of {dataset!r}"
+            problems, warnings = list(check.problems), list(check.warnings)
+            if not whole and check.fits_budget:
+                problems.append(f"{said}: together they exceed the whole budget")
+            if not now and check.fits_remaining:
+                warnings.append(note or f"{said}: together they exceed what remains")
+            verdicts[id(check)] = dataclasses.replace(
+                check,
+                fits_budget=check.fits_budget and whole,
+                fits_remaining=check.fits_remaining and now,
+                problems=problems,
+                warnings=warnings,
+            )
+    return [verdicts.get(id(check), check) for check in checks]
+
+
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
-    """A plain-text table of checks, one line per DAG and dataset, with the problems below."""
-    columns = ("DAG", "dataset", "relation", "releases", "plan total", "method", "budget", "remaining")
-    rows = [(*columns, "verdict")]
+    """A plain-text table of checks, one line per DAG and dataset (and partition: a ``partition`` column
+    when a check names one, ``(new)`` for a partition checked as one that has spent nothing), with the
+    problems below."""
+    checks = list(checks)
+    named = any(check.partition is not None for check in checks)
+    columns = ["DAG", "dataset", *(["partition"] if named else [])]
+    columns += ["relation", "releases", "plan total", "method", "budget", "remaining", "verdict"]
+    rows = [columns]
     notes: list[str] = []
     for check in checks:
         runs = sum(t.releases for t in check.tasks)
@@ -509,10 +669,12 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
             verdict = "EXCEEDS BUDGET" if check.total is not None else "REFUSED"
         else:
             verdict = "ok" if check.fits_remaining else "exceeds remaining"
+        partition = "-" if check.partition is None else check.partition
         rows.append(
-            (
+            [
                 check.dag_id,
                 check.dataset,
+                *([f"{partition} (new)" if check.new_partition else partition] if named else []),
                 check.relation or "-",
                 str(runs),
                 format_guarantee(check.total),
@@ -520,10 +682,11 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
                 format_guarantee(check.budget),
                 format_guarantee(check.remaining),
                 verdict,
-            )
+            ]
         )
-        notes.extend(f"  {check.dag_id} / {check.dataset}: {problem}" for problem in check.problems)
-        notes.extend(f"  {check.dag_id} / {check.dataset}: warning: {note}" for note in check.warnings)
+        where = check.dataset if check.partition is None else f"{check.dataset}, partition {partition}"
+        notes.extend(f"  {check.dag_id} / {where}: {problem}" for problem in check.problems)
+        notes.extend(f"  {check.dag_id} / {where}: warning: {note}" for note in check.warnings)
     shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written
     widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in shown]

@@ -54,7 +54,8 @@ class HistoryRow:
     from a reservation (kind ``"pay"``, status ``"paid"``, the reservation's key), reservations lowered to
     the part of their plan that ran (kind ``"shrink"``, the cost kept) and budget changes (kind
     ``"budget"``) are shown; the commit and release records that end a reservation are folded into its
-    status.
+    status. ``partitions`` are those a reservation or a payment named on a partitioned dataset (none: the
+    whole dataset).
     """
 
     time: str
@@ -64,6 +65,7 @@ class HistoryRow:
     group_size: int | None
     cost: Guarantee | None
     status: str
+    partitions: tuple[str, ...] = ()
 
     @property
     def is_charge(self) -> bool:
@@ -78,7 +80,7 @@ class RunReservation:
     Attributes
     ----------
     key : str
-        ``run/<dag_id>/<run_id>``.
+        ``run/<dag_id>/<run_id>`` (``run/<dag_id>/<run_id>/<partition>`` for the run's part on a partition).
     reserved : Guarantee
         The run's whole plan, reserved by its setup task.
     held : Guarantee
@@ -89,6 +91,8 @@ class RunReservation:
         How many releases were paid from it.
     status : str
         The reservation's status (``"committed"`` once reserved).
+    partitions : tuple of str
+        The partitions the run's part was reserved on (none: the whole dataset).
     """
 
     key: str
@@ -97,6 +101,7 @@ class RunReservation:
     paid: Guarantee | None
     payments: int
     status: str
+    partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,7 @@ def _history_rows(records: Iterable[Any]) -> list[HistoryRow]:
                 group_size=getattr(record, "group_size", None),
                 cost=getattr(record, "guarantee", None),
                 status="paid" if kind == "pay" else str(getattr(record, "status", "")),
+                partitions=tuple(getattr(record, "partitions", ())),
             )
         )
     return rows
@@ -161,7 +167,8 @@ def _runs(accountant: PrivacyAccountant, dataset: str, records: list[Any]) -> li
         payments = sum(1 for r in after if r.kind == "pay")
         paid = accountant.reservation(dataset, key).spent().guarantee if payments else None
         held = shrinks[-1] if shrinks else record.guarantee
-        runs.append(RunReservation(key, record.guarantee, held, paid, payments, str(record.status)))
+        status = str(record.status)
+        runs.append(RunReservation(key, record.guarantee, held, paid, payments, status, record.partitions))
     return runs
 
 

@@ -7,12 +7,15 @@ Opt in per DAG with :func:`run_budget`::
     run_budget(dag)                           # adds the setup and teardown tasks
 
 The **setup task** (:class:`RunBudgetSetupOperator`, an Airflow 3 setup task upstream of every other task)
-reserves, for each dataset, the plan of every DP task of the run at its tight total (``spend_plan``, one
-transaction per dataset), under the key ``run/<dag_id>/<run_id>``. The plan is the DAG check's plan for this
-run: every attempt a task's retries allow, every map index up to its bound, templated dataset names rendered
-in the run's context (see :mod:`airflow_plugin.planning`). If a dataset's part does not fit, the run fails
-before any task reads data and nothing is charged: every dataset is checked first, and a reservation made
-before another dataset refused (a concurrent spend in between) is shrunk back to nothing.
+reserves, for each dataset and partition, the plan of every DP task of the run at its tight total
+(``spend_plan``, one transaction per part), under the key ``run/<dag_id>/<run_id>`` (the whole dataset) or
+``run/<dag_id>/<run_id>/<partition>``. The plan is the DAG check's plan for this run: every attempt a task's
+retries allow, every map index up to its bound, templated dataset names rendered in the run's context and
+located on the ledger (``visits/{{ ds }}`` on a dataset ``visits`` declared partitioned is the run's day
+partition of ``visits``; see :mod:`airflow_plugin.planning`). If a part does not fit, the run fails before
+any task reads data and nothing is charged: every part is checked first (the parts of one dataset also
+together, ``plans_fit``), and a reservation made before another part was refused (a concurrent spend in
+between) is shrunk back to nothing.
 
 Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
 :mod:`airflow_plugin.operators` and :mod:`airflow_plugin.guards`): code that takes ``dp`` pays each of its
@@ -21,10 +24,10 @@ without ``dp``) pays its declared cost when it starts. Before its code starts, t
 number (an XCom), which is how the teardown knows it started.
 
 The **teardown task** (:class:`RunBudgetTeardownOperator`, which Airflow runs even when tasks failed)
-shrinks each reservation to the declared costs of the attempts that started (``acct.shrink``): the share of
-a task that never started (an upstream failure, a branch not taken) goes back to the budget; an attempt
-that started stays charged its whole declared cost, even the part its code did not pay for, since it may
-have released data by other means. A task instance whose start was not recorded but that ran keeps every
+shrinks each part's reservation to the declared costs of the attempts that started (``acct.shrink``): the
+share of a task that never started (an upstream failure, a branch not taken) goes back to the budget; an
+attempt that started stays charged its whole declared cost, even the part its code did not pay for, since it
+may have released data by other means. A task instance whose start was not recorded but that ran keeps every
 attempt its retries allow. When what was paid does not fit the shrunk plan, the whole reservation stays.
 
 Retries: each attempt has its share, as outside a run (the setup reserves ``retries + 1`` attempts per task
@@ -46,6 +49,7 @@ from airflow_plugin._runtime import OnExhausted, check_on_exhausted, refusal, ta
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.hooks import PrivacyLedgerHook
+from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -60,26 +64,41 @@ if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reservation import Reservation
 
-__all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "run_budget", "run_plan"]
+__all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "part_name", "run_budget", "run_plan"]
 
 
-def run_plan(context: Mapping[str, Any]) -> DagPlan:
+def run_plan(context: Mapping[str, Any], accountant: PrivacyAccountant) -> DagPlan:
     """The plan of the running DAG run, as its setup reserves it: the DP tasks whose costs a guard or the
-    task itself enforces, with dataset names rendered in the run's context.
+    task itself enforces, with dataset names rendered in the run's context and located on the ledger
+    (:func:`~airflow_plugin.planning.locate_plan`: a partition of a partitioned dataset, or a dataset).
 
     Raises
     ------
     PrivacyCostError
-        A dataset name cannot be rendered for the run.
+        A dataset name cannot be rendered for the run, or names a partition of a dataset that is not
+        partitioned.
     """
-    from airflow_plugin.planning import DagPlan, plan_dag
+    from airflow_plugin.planning import DagPlan, locate_plan, plan_dag
 
     plan = plan_dag(context["dag"], context=context)
     unrendered = [t for t in plan.tasks if t.unrendered is not None]
     if unrendered:
         names = "; ".join(f"{t.task_id}: {t.cost.dataset!r} ({t.unrendered})" for t in unrendered)
         raise PrivacyCostError(f"the run's plan cannot be reserved: dataset names not rendered: {names}")
-    return DagPlan(plan.dag_id, [t for t in plan.tasks if t.enforced], plan.logical_date)
+    plan = locate_plan(
+        DagPlan(plan.dag_id, [t for t in plan.tasks if t.enforced], plan.logical_date), accountant
+    )
+    unlocated = [t for t in plan.tasks if t.unlocated is not None]
+    if unlocated:
+        names = "; ".join(f"{t.task_id}: {t.unlocated}" for t in unlocated)
+        raise PrivacyCostError(f"the run's plan cannot be reserved: {names}")
+    return plan
+
+
+def part_name(dataset: str, partition: str | None) -> str:
+    """How a part of a run's plan is named in the setup's and teardown's XComs: the dataset, or
+    ``<dataset>/<partition>``."""
+    return dataset if partition is None else f"{dataset}{PARTITION_SEPARATOR}{partition}"
 
 
 def _ledger_conn_ids(task: Any) -> set[str]:
@@ -112,8 +131,8 @@ class _RunBudgetOperator(BaseOperator):
         """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
         return PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
 
-    def _plan(self, context: Mapping[str, Any]) -> DagPlan:
-        plan = run_plan(context)
+    def _plan(self, context: Mapping[str, Any], accountant: PrivacyAccountant) -> DagPlan:
+        plan = run_plan(context, accountant)
         for planned_id in {t.task_id for t in plan.tasks}:
             others = _ledger_conn_ids(context["dag"].get_task(planned_id)) - {self.ledger_conn_id}
             if others:
@@ -141,55 +160,72 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
     Returns
     -------
     dict
-        (XCom) dataset → the reserved total (``Guarantee.to_dict()``).
+        (XCom) dataset, or ``<dataset>/<partition>`` for a partition's part → the reserved total
+        (``Guarantee.to_dict()``).
     """
 
     dp_run_budget_role = "setup"
 
     def execute(self, context: Any) -> dict[str, Any]:
-        """Check every dataset's part of the run's plan, then reserve each at its tight total."""
+        """Check every part of the run's plan (each dataset and partition, and the parts of one dataset
+        together), then reserve each at its tight total."""
         accountant = self.get_accountant()
-        plan = self._plan(context)
-        key = run_key(context["dag"].dag_id, context["run_id"])
-        parts = {dataset: plan.for_accountant(dataset) for dataset in plan.datasets()}
-        for dataset, (events, group_size) in parts.items():  # nothing is written while any part cannot fit
-            self._check_fits(accountant, dataset, events, group_size, context)
-        reserved: dict[str, Any] = {}
-        for dataset, (events, group_size) in parts.items():
+        plan = self._plan(context, accountant)
+        dag_id, run_id = context["dag"].dag_id, context["run_id"]
+        parts = {group: plan.for_accountant(*group) for group in plan.groups()}
+        for (dataset, partition), (events, group_size) in parts.items():  # nothing is written while any
+            self._check_fits(accountant, dataset, partition, events, group_size, context)  # part cannot fit
+        self._check_together(accountant, parts, context)
+        reserved: dict[tuple[str, str | None], Any] = {}
+        for (dataset, partition), (events, group_size) in parts.items():
+            key = run_key(dag_id, run_id, partition)
             try:
                 reservation = accountant.spend_plan(
-                    dataset, events, key=key, group_size=group_size, label=f"run {context['run_id']}"
+                    dataset,
+                    events,
+                    key=key,
+                    group_size=group_size,
+                    label=f"run {run_id}",
+                    partition=partition,
                 )
             except KeyAlreadyUsedError:  # this setup already reserved (a retry or a second delivery)
                 reservation = accountant.reservation(dataset, key)
             except BudgetExceededError as exc:  # another process spent in between
-                self._undo(accountant, key, reserved, dataset)
+                self._undo(accountant, dag_id, run_id, reserved, part_name(dataset, partition))
                 raise refusal(exc, task_name(context), self.on_exhausted) from exc
-            reserved[dataset] = reservation.cost.to_dict()
-            self.log.info("reserved %s for the run on %r (key %s)", reservation.cost, dataset, printable(key))
-        return reserved
+            reserved[(dataset, partition)] = reservation.cost.to_dict()
+            self.log.info(
+                "reserved %s for the run on %r (key %s)",
+                reservation.cost,
+                part_name(dataset, partition),
+                printable(key),
+            )
+        return {part_name(*group): total for group, total in reserved.items()}
 
     def _check_fits(
         self,
         accountant: PrivacyAccountant,
         dataset: str,
+        partition: str | None,
         events: list[PrivacyEvent],
         group_size: int,
         context: Mapping[str, Any],
     ) -> None:
+        name = part_name(dataset, partition)
         try:
-            if accountant.plan_fits(dataset, events, group_size):
+            if accountant.plan_fits(dataset, events, group_size, partition=partition):
                 return
-            cost = accountant.plan_cost(dataset, events, group_size).guarantee
+            cost = accountant.plan_cost(dataset, events, group_size, partition=partition).guarantee
             spent, left = accountant.spent(dataset), accountant.remaining(dataset)
         except (InvalidParameterError, LedgerError, ValueError) as exc:  # no budget, wrong currency, ...
             raise PrivacyCostError(
-                f"the run's plan on {dataset!r} cannot be reserved: {str(exc).rstrip('.')}. Give the dataset "
+                f"the run's plan on {name!r} cannot be reserved: {str(exc).rstrip('.')}. Give the dataset "
                 "a budget on the ledger or fix the declared costs."
             ) from exc
+        on = "" if partition is None else f" on partition {partition!r}"
         error = BudgetExceededError(
             dataset,
-            cost,
+            f"{cost}{on}",
             spent.guarantee,
             left.guarantee,
             accountant.budget(dataset).guarantee,
@@ -197,10 +233,41 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
         )
         raise refusal(error, task_name(context), self.on_exhausted)
 
-    def _undo(
-        self, accountant: PrivacyAccountant, key: str, reserved: Mapping[str, Any], refused: str
+    def _check_together(
+        self,
+        accountant: PrivacyAccountant,
+        parts: Mapping[tuple[str, str | None], tuple[list[PrivacyEvent], int]],
+        context: Mapping[str, Any],
     ) -> None:
-        for dataset in reserved:  # nothing read data yet: each reservation goes back whole
+        """Refuse the run when the parts of one dataset fit each on its own but not together."""
+        by_dataset: dict[str, list[tuple[list[PrivacyEvent], int, str | None]]] = {}
+        for (dataset, partition), (events, group_size) in parts.items():
+            by_dataset.setdefault(dataset, []).append((events, group_size, partition))
+        for dataset, plans in by_dataset.items():
+            if len(plans) < 2 or accountant.plans_fit(dataset, plans):
+                continue
+            named = ", ".join("the whole dataset" if p is None else repr(p) for *_, p in plans)
+            error = BudgetExceededError(
+                dataset,
+                f"the run's plans on {named}, together",
+                accountant.spent(dataset).guarantee,
+                accountant.remaining(dataset).guarantee,
+                accountant.budget(dataset).guarantee,
+                detail="Each fits on its own, not all of them; the run's whole plan is reserved before any "
+                "task reads data; nothing was charged.",
+            )
+            raise refusal(error, task_name(context), self.on_exhausted)
+
+    def _undo(
+        self,
+        accountant: PrivacyAccountant,
+        dag_id: str,
+        run_id: str,
+        reserved: Mapping[tuple[str, str | None], Any],
+        refused: str,
+    ) -> None:
+        for dataset, partition in reserved:  # nothing read data yet: each reservation goes back whole
+            key = run_key(dag_id, run_id, partition)
             accountant.shrink(dataset, key, [], reason=f"the run's plan on {refused!r} did not fit")
 
 
@@ -231,21 +298,23 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
     Returns
     -------
     dict
-        (XCom) dataset → ``{"reserved", "kept", "attempts"}``: what the run reserved and keeps (as
-        ``Guarantee.to_dict()``) and how many attempts started.
+        (XCom) dataset, or ``<dataset>/<partition>`` for a partition's part → ``{"reserved", "kept",
+        "attempts"}``: what the run reserved and keeps (as ``Guarantee.to_dict()``) and how many attempts
+        started.
     """
 
     dp_run_budget_role = "teardown"
 
     def execute(self, context: Any) -> dict[str, Any]:
-        """Count the attempts that started, shrink each dataset's reservation to them, then mark the run
+        """Count the attempts that started, shrink each part's reservation to them, then mark the run
         settled."""
         accountant = self.get_accountant()
-        plan = self._plan(context)
-        key = run_key(context["dag"].dag_id, context["run_id"])
+        plan = self._plan(context, accountant)
+        dag_id, run_id = context["dag"].dag_id, context["run_id"]
         ran = _ran(context)
         settled: dict[str, Any] = {}
-        for dataset, tasks in plan.datasets().items():
+        for (dataset, partition), tasks in plan.groups().items():
+            key = run_key(dag_id, run_id, partition)
             try:
                 reservation = accountant.reservation(dataset, key)
             except LedgerError:  # the setup did not reserve it (it failed or was skipped)
@@ -264,7 +333,7 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
                 kept = self._shrink(
                     accountant, dataset, key, releases, planned, reservation.group_size, context
                 )
-            settled[dataset] = {
+            settled[part_name(dataset, partition)] = {
                 "reserved": before.to_dict(),
                 "kept": kept.cost.to_dict(),
                 "attempts": len(releases),

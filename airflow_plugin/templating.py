@@ -9,6 +9,11 @@ before the run exists (the date keys ``logical_date``, ``ds``, ``ds_nodash``, ``
 ``ts_nodash_with_tz``, ``params`` at their defaults, ``macros``, ``dag`` and ``task``). A name that needs
 anything else (the run id, the data interval, a Variable, the task instance) is reported per template.
 
+On a dataset declared partitioned, ``visits/{{ ds }}`` names partition ``{{ ds }}`` of dataset ``visits``
+(:func:`template_partition`): the DAG check without a logical date checks it as a partition that has spent
+nothing (what a new day costs), and a run charges the partition its name renders to (see
+:func:`~dp_pipeline.accounting.partitions.locate_partition`).
+
 A name rendered from ``params`` can be changed when a run is triggered (``dag_run.conf`` overrides params by
 default), and then charges the budget of whatever dataset the trigger names: keep dataset templates to the
 logical date.
@@ -20,6 +25,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "render_dataset",
     "render_for_plan",
     "task_context",
+    "template_partition",
 ]
 
 _INSTANCE_KEYS = frozenset({"ti", "task_instance", "task_instance_key_str", "map_index_template"})
@@ -51,6 +58,26 @@ def is_template(task: Any, text: str) -> bool:
         isinstance(node, nodes.Output) and all(isinstance(part, nodes.TemplateData) for part in node.nodes)
         for node in body
     )
+
+
+def template_partition(task: Any, text: str) -> tuple[str, str] | None:
+    """A templated dataset name whose dataset part is plain text, split into that dataset and its
+    partition's template: ``"visits/{{ ds }}"`` → ``("visits", "{{ ds }}")``.
+
+    The split is at the last ``/`` before the first Jinja syntax, as the rendered name is split at its last
+    ``/``. None when there is no such ``/`` (the dataset part is itself templated, e.g.
+    ``"{{ params.name }}/{{ ds }}"``) or when plain text after it holds a ``/`` (``"visits/{{ ds }}/x"``,
+    which renders to another dataset's partition). A partition template whose Jinja renders a ``/`` is not
+    detected here: its runs charge another name, which then needs a budget of its own.
+    """
+    tokens = list(_environment(task).lex(text))
+    if not tokens or tokens[0][1] != "data":
+        return None
+    prefix = tokens[0][2]
+    cut = prefix.rfind(PARTITION_SEPARATOR)
+    if cut <= 0 or any(kind == "data" and PARTITION_SEPARATOR in value for _, kind, value in tokens[1:]):
+        return None
+    return prefix[:cut], text[cut + 1 :]
 
 
 def render_dataset(task: Any, text: str, context: Mapping[str, Any]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from dp_pipeline._validation import check_positive_int
+from dp_pipeline.accounting.partitions import partition_names
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
@@ -22,6 +23,7 @@ __all__ = [
     "check_ledger",
     "dataset_partitions",
     "dataset_relation",
+    "located",
     "partition_options",
 ]
 
@@ -66,6 +68,24 @@ def check_ledger(accountant: Any, dataset: Any) -> None:
             f"'dataset' must name the dataset whose budget the releases are charged to, got {dataset!r}",
             "dataset",
         )
+
+
+def located(accountant: Any, dataset: Any, partition: Any) -> tuple[Any, tuple[str, ...]]:
+    """The dataset a release is charged to and the partitions it names (``partition``: a name, a list or
+    None). A reservation maps a name such as ``"visits/2026-11-24"`` to its dataset's partition
+    (:meth:`~dp_pipeline.accounting.reservation.Reservation.locate`: code inside an Airflow task passes the
+    name the task rendered); an accountant takes names as given.
+
+    Raises
+    ------
+    InvalidParameterError
+        A bad partition name, or a name the reservation cannot pay for.
+    """
+    locate = getattr(accountant, "locate", None)
+    if isinstance(accountant, str) or not callable(locate):
+        return dataset, partition_names(partition)
+    where: tuple[Any, tuple[str, ...]] = locate(dataset, partition)
+    return where
 
 
 def dataset_relation(accountant: Any, dataset: Any) -> Relation:

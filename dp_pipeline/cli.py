@@ -10,6 +10,7 @@
     dp-pipeline budget list
     dp-pipeline budget history patients [--limit N] [--since DATE]
     dp-pipeline plan check patients plan.json        exit 1 when the plan does not fit
+    dp-pipeline plan check visits plan.json --partition 2026-11-24      on a partition of a dataset
     dp-pipeline plan allocate patients releases.json the least noise that fits (JSON in, JSON out)
     dp-pipeline ledger verify [patients]             exit 1 when a record was tampered with
     dp-pipeline ledger cancel patients KEY --reason "worker died before reading data"
@@ -488,6 +489,7 @@ def _release_json(entry: Any) -> dict[str, Any]:
         "reason": entry.reason,
         "actor": entry.actor,
         "paid_from": entry.paid_from,
+        "partitions": list(entry.partitions),
         "events": [e.to_dict() for e in entry.events],
     }
 
@@ -525,7 +527,8 @@ def budget_history(
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """One row per release of a dataset: time, label, group size k, cost and status.
+    """One row per release of a dataset: time, label, group size k, cost, status (and on a partitioned
+    dataset the partitions each release named; none: it read the whole dataset).
 
     The raw ledger records (budget changes, commits, releases, hashes) are read with
     'dp-pipeline ledger verify' and the Python method PrivacyAccountant.records.
@@ -547,15 +550,21 @@ def budget_history(
         table.add_column("k", justify="right", no_wrap=True)
         table.add_column("cost", overflow="fold")
         table.add_column("status", no_wrap=True)
+        named = any(e.partitions for e in entries)
+        if named:
+            table.add_column("partitions", overflow="fold")
         for e in entries:
-            table.add_row(
+            row = [
                 str(e.seq),
                 e.time.strftime("%Y-%m-%d %H:%M"),
                 printable(e.label or ""),
                 str(e.group_size),
                 _amount(e.cost),
                 e.status,
-            )
+            ]
+            if named:
+                row.append(printable(", ".join(e.partitions)) or "(whole dataset)")
+            table.add_row(*row)
         _console().print(table)
 
 
@@ -816,6 +825,16 @@ def plan_check(
             show_default=False,
         ),
     ] = None,
+    partition: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--partition",
+            metavar="NAME",
+            help="On a partitioned dataset, a partition the plan reads (repeat for several; none: the "
+            "whole dataset).",
+            show_default=False,
+        ),
+    ] = None,
     ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -834,6 +853,9 @@ def plan_check(
     Mechanisms: laplace, gaussian, staircase, randomized_response, bounded_laplace, bounded_staircase.
     Their other keys are the mechanism's parameters ("categories": a list or a count, for k-ary RR).
     Every item may add "group_size" (k ≥ 1) and "label".
+
+    On a partitioned dataset, --partition names the partitions the plan reads (each is charged the plan;
+    the check composes the largest partition totals as spending it would).
     """
     from dp_pipeline.accounting.composition import group_plan
 
@@ -841,12 +863,18 @@ def plan_check(
         items = [_plan_item(item, f"plan item {i}") for i, item in enumerate(_read_plan(plan_file), start=1)]
         plan_delta = None if delta is None else _number(delta, "--delta")
         events, k = group_plan([(e, size) for e, size, _ in items])
+        partitions = partition or None
         with _accountant(ledger) as acct:
-            cost = acct.plan_cost(dataset, events, k, delta=plan_delta)
-            fits = acct.plan_fits(dataset, events, k, delta=plan_delta)
+            cost = acct.plan_cost(dataset, events, k, delta=plan_delta, partition=partitions)
+            fits = acct.plan_fits(dataset, events, k, delta=plan_delta, partition=partitions)
             remaining = acct.remaining(dataset)
+            spent = acct.partitions(dataset) if partitions else {}
         result = {
             "dataset": dataset,
+            "partitions": list(partition or ()),
+            "partition_spent": {
+                name: _report_json(spent[name]) if name in spent else None for name in partition or ()
+            },
             "fits": fits,
             "cost": _report_json(cost),
             "remaining": _report_json(remaining),
@@ -870,12 +898,18 @@ def plan_check(
             console.print(table)
             console.print(f"plan total: {_amount(cost.guarantee)} ({_RULES.get(cost.method, cost.method)})")
             console.print(f"relation:   {cost.relation} (the dataset's neighbouring relation)")
+            for name in partitions or ():
+                before = _amount(spent[name].guarantee) if name in spent else "nothing (a new partition)"
+                console.print(f"partition:  {printable(name)}, spent so far {before}")
             console.print(f"remaining:  {_amount(remaining.guarantee)}")
             console.print("fits: yes" if fits else "fits: no")
         if not fits:
+            where = f" on the partitions {partitions}" if partitions else ""
             typer.echo(
-                f"error: the plan ({_amount(cost.guarantee)}) does not fit what remains of {dataset!r} "
-                f"({_amount(remaining.guarantee)})",
+                printable(
+                    f"error: the plan ({_amount(cost.guarantee)}){where} does not fit what remains of "
+                    f"{dataset!r} ({_amount(remaining.guarantee)})"
+                ),
                 err=True,
             )
             raise typer.Exit(EXIT_REFUSED)

@@ -719,28 +719,86 @@ class PrivacyAccountant:
         UnsupportedCompositionError
             The plan cannot be charged to the budget at all (e.g. (ε, δ > 0) releases on a μ-GDP budget).
         """
-        budget, totals, price, partitions = self._price_plan(
-            dataset, costs, group_size, delta, against, partition
-        )
-        return budget.fits(budget.rule.add(totals, price.charge, partitions))
+        return self.plans_fit(dataset, [(costs, group_size, partition)], delta=delta, against=against)
+
+    def plans_fit(
+        self,
+        dataset: str,
+        plans: Sequence[tuple[Sequence[Any], int, str | Sequence[str] | None]],
+        *,
+        delta: float | None = None,
+        against: Against = "remaining",
+    ) -> bool:
+        """Whether several plans on one dataset, each reading its own partitions, would all be accepted:
+        as :meth:`spend_plan` of each, one after the other in the order given, would be now. Nothing is
+        charged.
+
+        For work charged to a dataset in several parts, e.g. an Airflow run whose tasks read two days of a
+        per-day dataset (one reservation per partition, and one for the whole dataset): each part may fit
+        on its own and not all together. Each plan is priced as :meth:`plan_cost` prices it, against the
+        totals the plans before it leave, and checked by the budget's rule, as :meth:`plan_fits` checks one.
+
+        Parameters
+        ----------
+        dataset : str
+        plans : list of (costs, group_size, partition)
+            Each plan's releases (mechanisms, events or guarantees), its group size, and the partitions it
+            reads (a name, a list, or None for the whole dataset).
+        delta : float, optional
+            As for :meth:`plan_cost`, for every plan.
+        against : {"remaining", "budget"}, default "remaining"
+            After everything spent so far, or on the whole budget as if nothing had been spent.
+
+        Raises
+        ------
+        InvalidParameterError
+            ``plans`` is not a non-empty list of ``(costs, group_size, partition)``, or as :meth:`plan_fits`.
+        UnsupportedCompositionError
+            A plan cannot be charged to the budget at all.
+        """
+        budget, totals, parsed = self._plans(dataset, plans, delta, against)
+        for events, k, plan_delta, partitions in parsed:
+            price = pricing.price(budget, events, k, True, plan_delta, budget.composed(totals))
+            totals = budget.rule.add(totals, price.charge, partitions)
+            if not budget.fits(totals):
+                return False
+        return True
 
     def _price_plan(
         self, dataset: str, costs: Sequence[Any], group_size: Any, delta: Any, against: Any, partition: Any
     ) -> tuple[DatasetBudget, Totals, pricing.Price, tuple[str, ...]]:
-        events = _to_events(costs)
-        k = check_positive_int(group_size, "group_size")
+        budget, totals, parsed = self._plans(dataset, [(costs, group_size, partition)], delta, against)
+        ((events, k, plan_delta, partitions),) = parsed
+        price = pricing.price(budget, events, k, True, plan_delta, budget.composed(totals))
+        return budget, totals, price, partitions
+
+    def _plans(
+        self, dataset: str, plans: Any, delta: Any, against: Any
+    ) -> tuple[DatasetBudget, Totals, list[tuple[list[PrivacyEvent], int, float | None, tuple[str, ...]]]]:
+        """The budget, the totals a plan check starts from (none with ``against="budget"``) and the checked
+        plans as ``(events, group size, δ, partitions)``."""
+        if isinstance(plans, (str, bytes, Mapping)) or not isinstance(plans, Sequence) or not plans:
+            raise InvalidParameterError(
+                "'plans' must be a non-empty list of (costs, group_size, partition)", "plans"
+            )
+        if not all(isinstance(plan, (tuple, list)) and len(plan) == 3 for plan in plans):
+            raise InvalidParameterError("each plan must be a (costs, group_size, partition) triple", "plans")
+        checked = [
+            (_to_events(costs), check_positive_int(k, "group_size"), _check_partitions(partition))
+            for costs, k, partition in plans
+        ]
         plan_delta = self._check_plan_delta(delta)
-        partitions = _check_partitions(partition)
+        parsed = [(events, k, plan_delta, partitions) for events, k, partitions in checked]
         if against not in ("remaining", "budget"):
             raise InvalidParameterError(
                 f"'against' must be 'remaining' or 'budget', got {printable(against)!r}", "against"
             )
         _, budget, totals = self._read(dataset)
-        _check_partitioned(dataset, budget, partitions)
+        for *_, partitions in parsed:
+            _check_partitioned(dataset, budget, partitions)
         if against == "budget":
             totals = budget.rule.empty()
-        price = pricing.price(budget, events, k, True, plan_delta, budget.composed(totals))
-        return budget, totals, price, partitions
+        return budget, totals, parsed
 
     def spend_plan(
         self,
@@ -1319,7 +1377,15 @@ def _check_covered(dataset: str, key: str, reserved: tuple[str, ...], named: tup
     """InvalidParameterError unless a payment that names ``named`` reads only what a reservation on the
     partitions ``reserved`` counted: any data for a reservation of the whole dataset, else some of its
     partitions (a payment naming none would read the whole dataset)."""
-    if reserved and (not named or not set(named) <= set(reserved)):
+    if reserved and not named:
+        raise InvalidParameterError(
+            f"the reservation {key!r} on dataset {dataset!r} was charged to the partitions {list(reserved)}; "
+            f"a release that names no partition reads every partition of {dataset!r}, which it did not "
+            f"count: name the partition the release reads (partition=..., or the name "
+            f"'{dataset}/<partition>')",
+            "partition",
+        )
+    if reserved and not set(named) <= set(reserved):
         raise InvalidParameterError(
             f"the reservation {key!r} on dataset {dataset!r} was charged to the partitions {list(reserved)}; "
             "a release paid from it must name the partitions it reads, among those",

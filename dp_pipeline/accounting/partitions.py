@@ -3,17 +3,19 @@
 Templated dataset names (Airflow's ``visits/{{ ds }}``, one per run) name one partition of a partitioned
 dataset (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.set_budget`, ``partitions=L``). The
 accountant itself never splits names: whoever takes such a name (the Airflow operator, a script) maps it
-with :func:`split_partition` and passes ``partition=`` to ``spend``.
+with :func:`locate_partition` (or :func:`split_partition`, which reads no ledger) and passes ``partition=``
+to ``spend``. A reservation, the budget a task's code spends from, maps the names it is given the same way
+(:meth:`~dp_pipeline.accounting.reservation.Reservation.locate`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["PARTITION_SEPARATOR", "partition_names", "split_partition"]
+__all__ = ["PARTITION_SEPARATOR", "locate_partition", "partition_names", "split_partition"]
 
 PARTITION_SEPARATOR = "/"
 """What separates a dataset from its partition in a templated name."""
@@ -55,6 +57,62 @@ def split_partition(name: str, datasets: Collection[str] | None = None) -> tuple
         raise InvalidParameterError(
             f"{name!r} has an empty dataset or partition around its last {PARTITION_SEPARATOR!r}; write "
             "'<dataset>/<partition>' (e.g. 'visits/2026-11-24') or a dataset name alone",
+            "dataset",
+        )
+    return dataset, partition
+
+
+class _Budgets(Protocol):
+    """What :func:`locate_partition` reads: a ledger's datasets and their budgets (a PrivacyAccountant)."""
+
+    def datasets(self) -> list[str]: ...
+
+    def budget(self, dataset: str) -> Any: ...
+
+
+def locate_partition(name: str, ledger: _Budgets) -> tuple[str, str | None]:
+    """The dataset and the partition a name charges on a ledger.
+
+    The name is split as :func:`split_partition` splits it, with the ledger's datasets: a name that is itself
+    a dataset is that dataset, whole; ``"visits/2026-11-24"`` is partition ``"2026-11-24"`` of ``"visits"``
+    when ``visits`` was declared partitioned (``set_budget(..., partitions=L)``). A name that neither is a
+    dataset nor names one is returned whole, so that charging it fails naming it (no budget). The ledger is
+    read only for a name with a ``/``.
+
+    Parameters
+    ----------
+    name : str
+        A dataset name, or ``<dataset>/<partition>`` (e.g. Airflow's ``visits/{{ ds }}`` once rendered).
+    ledger : PrivacyAccountant
+        The ledger holding the budgets (only read).
+
+    Raises
+    ------
+    InvalidParameterError
+        The name's dataset part has a budget that is not partitioned: it is never taken as a new dataset
+        of its own (nothing is charged). Also for an empty dataset or partition part (``"visits/"``).
+
+    Examples
+    --------
+    >>> from dp_pipeline import PrivacyAccountant, PureDP
+    >>> acct = PrivacyAccountant("memory://")
+    >>> acct.set_budget("visits", PureDP(1.0), partitions=1)
+    >>> locate_partition("visits/2026-11-24", acct)
+    ('visits', '2026-11-24')
+    >>> locate_partition("visits", acct)
+    ('visits', None)
+    """
+    if not isinstance(name, str) or PARTITION_SEPARATOR not in name:
+        return split_partition(name)
+    datasets = ledger.datasets()
+    dataset, partition = split_partition(name, datasets)
+    if partition is None or dataset not in datasets:
+        return name, None
+    if ledger.budget(dataset).partitions is None:
+        raise InvalidParameterError(
+            f"{name!r} names partition {partition!r} of dataset {dataset!r}, which is not partitioned, so "
+            f"nothing was charged: declare it partitioned (set_budget({dataset!r}, ..., partitions=L); "
+            f"'dp-pipeline budget set {dataset} ... --partitions L') or give {name!r} a budget of its own",
             "dataset",
         )
     return dataset, partition

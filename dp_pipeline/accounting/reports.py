@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from dp_pipeline.accounting.ledger.base import LedgerRecord
-from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting.records import DatasetBudget, partitions_of
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import LedgerError
@@ -158,6 +158,9 @@ class LedgerEntry:
     relation : str or None
         The dataset's neighbouring relation, for budget and reserve records (records written before
         relations existed: the default, ``"replace_one"``).
+    partitions : tuple of str
+        For a reservation or a payment on a partitioned dataset, the partitions it named (empty: the whole
+        dataset, or another kind of record).
     """
 
     dataset: str
@@ -176,6 +179,7 @@ class LedgerEntry:
     actor: str | None = None
     hash: str = ""
     relation: Relation | None = None
+    partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,8 @@ class ReleaseEntry:
     paid_from : str or None
         For a release paid from a reservation: the reservation's key. Such a release charged the dataset
         nothing (the reservation's own entry did); its ``key`` is None.
+    partitions : tuple of str
+        On a partitioned dataset, the partitions the release named (empty: it read the whole dataset).
     """
 
     dataset: str
@@ -225,6 +231,7 @@ class ReleaseEntry:
     reason: str | None = None
     actor: str | None = None
     paid_from: str | None = None
+    partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -297,6 +304,9 @@ def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> Ledg
     events: tuple[PrivacyEvent, ...] = ()
     method: str | None = None
     status = record.kind
+    partitions: tuple[str, ...] = ()
+    if record.kind in ("reserve", "pay"):
+        partitions = partitions_of(body, f"record seq {record.seq}")
     if record.kind in ("reserve", "pay", "shrink"):
         guarantee = guarantee_from_dict(dict(body["cost"]))
         events = tuple(PrivacyEvent.from_dict(dict(e)) for e in body.get("events", ()))
@@ -326,6 +336,7 @@ def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> Ledg
         relation=body.get("relation", DEFAULT_RELATION)
         if record.kind in ("budget", "reserve", "pay")
         else None,
+        partitions=partitions,
     )
 
 
@@ -367,6 +378,7 @@ def release_entry(
         ended=None if end is None else datetime.fromisoformat(end.time),
         reason=None if end is None else end.body.get("reason"),
         actor=None if end is None else end.body.get("actor"),
+        partitions=entry.partitions,
     )
 
 

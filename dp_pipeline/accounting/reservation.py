@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
+from dp_pipeline.accounting.partitions import locate_partition, partition_names
 from dp_pipeline.events import Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
@@ -52,6 +53,11 @@ class Reservation:
     reservation and pays nothing. A cancelled reservation pays nothing, and one that paid for a release
     cannot be cancelled. Unspent reserved budget stays charged: the work may have released data by other
     means (:meth:`PrivacyAccountant.shrink` hands back the share of declared work that never started).
+
+    **Partition names.** On a partitioned dataset a release may name its partition in the dataset name, as
+    an Airflow task renders ``visits/{{ ds }}``: ``dataset="visits/2026-11-24"`` is partition
+    ``"2026-11-24"`` of ``visits`` (:meth:`locate`). A reservation charged to some partitions pays only
+    for releases that name partitions among them: a release that names none would read every partition.
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same reservation; pickling
     carries the accountant's URL, the dataset and the key, and unpickling reopens it (a memory ledger
@@ -110,7 +116,9 @@ class Reservation:
         Parameters
         ----------
         dataset : str
-            Must be the reservation's dataset (InvalidParameterError otherwise; nothing is paid).
+            The reservation's dataset, or on a partitioned dataset ``<dataset>/<partition>`` naming the
+            partition the release reads (see :meth:`locate`; InvalidParameterError for another dataset,
+            nothing is paid).
         cost : mechanism, PrivacyEvent or Guarantee
             The release, as for :meth:`PrivacyAccountant.spend`.
         group_size : int, default 1
@@ -120,7 +128,7 @@ class Reservation:
         partition : str or list of str, optional
             On a partitioned dataset, the partitions the release reads (recorded). A reservation charged to
             some partitions pays only for releases that name partitions among them (InvalidParameterError
-            otherwise); one of the whole dataset pays for any.
+            otherwise, and for a release that names none); one of the whole dataset pays for any.
 
         Returns
         -------
@@ -135,17 +143,55 @@ class Reservation:
         LedgerError
             The reservation was cancelled, or the ledger cannot be written.
         """
-        self._check_dataset(dataset)
-        return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None, partition)
+        _, named = self.locate(dataset, partition)
+        return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None, named or None)
+
+    def locate(
+        self, dataset: str, partition: str | Sequence[str] | None = None
+    ) -> tuple[str, tuple[str, ...]]:
+        """Where a release on ``dataset`` paid from this reservation is charged: the reservation's dataset
+        and the partitions the release names.
+
+        ``dataset`` is the reservation's dataset (the partitions are then those of ``partition``), or, on a
+        partitioned dataset, ``<dataset>/<partition>`` (mapped by
+        :func:`~dp_pipeline.accounting.partitions.locate_partition`), which names its partition;
+        ``partition`` may then name the same one, or none.
+
+        Raises
+        ------
+        InvalidParameterError
+            Another dataset; a partition of a dataset that is not partitioned; a name and ``partition``
+            naming different partitions; a bad partition name.
+        """
+        named = partition_names(partition)
+        if dataset == self.dataset:
+            return self.dataset, named
+        if isinstance(dataset, str) and dataset:
+            base, part = locate_partition(dataset, self._accountant)
+            if base == self.dataset and part is not None:
+                if named and named != (part,):
+                    raise InvalidParameterError(
+                        f"{dataset!r} names partition {part!r} of {self.dataset!r}, but 'partition' names "
+                        f"{list(named)}: name the partition once",
+                        "partition",
+                    )
+                return self.dataset, (part,)
+        raise InvalidParameterError(
+            f"the reservation {self.key!r} is on dataset {self.dataset!r}; it cannot pay for a release on "
+            f"{dataset!r}",
+            "dataset",
+        )
 
     def relation(self, dataset: str) -> Relation:
-        """The dataset's neighbouring relation (the dataset must be the reservation's)."""
-        self._check_dataset(dataset)
+        """The dataset's neighbouring relation (the dataset must be the reservation's, or one of its
+        partitions: see :meth:`locate`)."""
+        self.locate(dataset)
         return self._accountant.relation(self.dataset)
 
     def budget(self, dataset: str) -> BudgetReport:
-        """The dataset's budget, with its rule and partitions (the dataset must be the reservation's)."""
-        self._check_dataset(dataset)
+        """The dataset's budget, with its rule and partitions (the dataset must be the reservation's, or one
+        of its partitions: see :meth:`locate`)."""
+        self.locate(dataset)
         return self._accountant.budget(self.dataset)
 
     def spent(self) -> BudgetReport:
@@ -159,14 +205,6 @@ class Reservation:
         less (they fit by the plan's own tight total).
         """
         return self._accountant._reservation_report(self.dataset, self.key, "remaining")
-
-    def _check_dataset(self, dataset: Any) -> None:
-        if dataset != self.dataset:
-            raise InvalidParameterError(
-                f"the reservation {self.key!r} is on dataset {self.dataset!r}; it cannot pay for a release "
-                f"on {dataset!r}",
-                "dataset",
-            )
 
     # ------------------------------------------------------------------------------ its life
 

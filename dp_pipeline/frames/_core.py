@@ -20,13 +20,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.accounting.partitions import partition_names
 from dp_pipeline.charging import (
     UNACCOUNTED,
     charge,
     check_ledger,
     dataset_partitions,
     dataset_relation,
+    located,
     partition_options,
 )
 from dp_pipeline.events import PrivacyEvent
@@ -94,8 +94,10 @@ class Release:
 
     def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
         self.engine: Engine = engine_of(arguments["df"])
-        self.accountant, self.dataset = arguments["accountant"], arguments["dataset"]
-        check_ledger(self.accountant, self.dataset)
+        self.accountant = arguments["accountant"]
+        check_ledger(self.accountant, arguments["dataset"])
+        # a reservation maps a name such as "visits/2026-11-24" to its dataset's partition
+        self.dataset, self.partition = located(self.accountant, arguments["dataset"], arguments["partition"])
         mechanism = arguments["mechanism"]
         if mechanism not in NOISES:
             raise InvalidParameterError(
@@ -122,7 +124,6 @@ class Release:
         self.relation = dataset_relation(self.accountant, self.dataset)
         self.group_size = check_positive_int(arguments["group_size"], "group_size")
         self.rng = release_rng(arguments["random_state"], owner)
-        self.partition = partition_names(arguments["partition"])
         partitions = self._partitions(arguments["partition_column"])
         self.bounding = Bounding(self.unit, self.m, self.by, self.index, self.rng, partitions)
 
