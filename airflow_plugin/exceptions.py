@@ -43,15 +43,17 @@ class _RefusalMixin:
 
     @classmethod
     def from_error(cls, error: BudgetExceededError, *, task: str = "") -> Any:
-        """Wrap the accountant's refusal, keeping its numbers and naming the refused task."""
+        """Wrap the accountant's refusal, keeping its numbers and its detail (the rule, the partitions the
+        request read) and naming the refused task."""
         where = f"Task {task}: " if task else ""
+        said = f" {error.detail}" if error.detail else ""
         return cls(
             error.dataset,
             error.requested,
             error.spent,
             error.remaining,
             error.budget,
-            detail=f"{where}{cls.refusal_detail}",
+            detail=f"{where}{cls.refusal_detail}{said}",
         )
 
     def serialize(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:

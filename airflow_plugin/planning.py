@@ -534,7 +534,8 @@ def _notes(tasks: list[PlannedTask]) -> list[str]:
     if new:
         notes.append(
             f"no logical date: {' and '.join(repr(name) for name in new)} checked on a partition that has "
-            "spent nothing (what a new day costs); check a given run with a logical date"
+            "spent nothing (what a new day costs); a name that renders to a partition already charged (the "
+            "day before, say) can cost more: check a given run with a logical date"
         )
     return notes
 

@@ -1227,7 +1227,8 @@ class PrivacyAccountant:
                     spent.guarantee,
                     remaining.guarantee,
                     current.guarantee,
-                    detail=pricing.refusal_detail(current, p),
+                    detail=_on_partitions(dataset, current, totals, partitions)
+                    + pricing.refusal_detail(current, p),
                     group_size=k,
                     single=single,
                 )
@@ -1371,6 +1372,21 @@ def _rule_choice(rule: Any, method: Any) -> tuple[Any, str]:
         raise InvalidParameterError("give 'rule' only ('method' is its deprecated name)", "method")
     warn_renamed("set_budget(..., method=...)", "set_budget(..., rule=...)", stacklevel=4)
     return method, "method"
+
+
+def _on_partitions(dataset: str, budget: DatasetBudget, totals: Totals, partitions: tuple[str, ...]) -> str:
+    """What a refusal says first about the partitions a request named (nothing for none)."""
+    if not partitions:
+        return ""
+    reports = partition_reports(dataset, budget, totals)
+    spent = ", ".join(
+        f"{name!r} (spent {reports[name].guarantee})" if name in reports else f"{name!r} (new: nothing spent)"
+        for name in partitions
+    )
+    return (
+        f"The request reads partition(s) {spent}; the dataset's spent amount composes its whole-dataset "
+        f"releases and its {budget.partitions} largest partition total(s). "
+    )
 
 
 def _check_covered(dataset: str, key: str, reserved: tuple[str, ...], named: tuple[str, ...]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from dp_pipeline.accounting.partitions import locate_partition, partition_names
+from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR, locate_partition, partition_names
 from dp_pipeline.events import Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import Guarantee
@@ -166,7 +166,7 @@ class Reservation:
         named = partition_names(partition)
         if dataset == self.dataset:
             return self.dataset, named
-        if isinstance(dataset, str) and dataset:
+        if isinstance(dataset, str) and dataset.startswith(self.dataset + PARTITION_SEPARATOR):
             base, part = locate_partition(dataset, self._accountant)
             if base == self.dataset and part is not None:
                 if named and named != (part,):

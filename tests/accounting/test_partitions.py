@@ -5,6 +5,7 @@ records, SQLite, reports), and the name mapping ``visits/2026-11-24``."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from decimal import Decimal
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting import split_partition
 from dp_pipeline.accounting.concentrated import zcdp_epsilon
+from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from tests.accounting.conftest import untriggered
@@ -351,3 +353,162 @@ def test_a_templated_name_charges_its_partition() -> None:
         acct.spend(dataset, PureDP(1.0), partition=partition)
     assert list(acct.partitions("visits")) == ["2026-11-24", "2026-11-25"]
     assert acct.spent("visits").epsilon == 1.0
+
+
+# ------------------------------------------------------------------------------------------ names on a ledger
+
+
+def _days() -> PrivacyAccountant:
+    """``visits`` partitioned (L = 1), ``flat`` not, and ``visits/2026-11-30`` a dataset of its own."""
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("visits", PureDP(1.0), partitions=1)
+    acct.set_budget("flat", PureDP(1.0))
+    acct.set_budget("visits/2026-11-30", PureDP(1.0))
+    return acct
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("visits/2026-11-24", ("visits", "2026-11-24")),
+        ("visits", ("visits", None)),
+        ("flat", ("flat", None)),
+        ("visits/2026-11-30", ("visits/2026-11-30", None)),  # itself a dataset: whole
+        ("nowhere/2026-11-24", ("nowhere/2026-11-24", None)),  # no budget either way: charged (refused) whole
+    ],
+)
+def test_locate_partition_maps_a_name_by_the_budgets(name: str, expected: tuple[str, str | None]) -> None:
+    assert locate_partition(name, _days()) == expected
+
+
+def test_a_partition_of_a_dataset_that_is_not_partitioned_is_refused_never_a_new_dataset() -> None:
+    acct = _days()
+    with pytest.raises(InvalidParameterError, match="'flat', which is not partitioned") as info:
+        locate_partition("flat/2026-11-24", acct)
+    assert info.value.parameter == "dataset" and "partitions=L" in str(info.value)
+    flat = acct.reserve("flat", PureDP(0.5), key="flat task")
+    with pytest.raises(InvalidParameterError, match="not partitioned"):
+        flat.spend("flat/2026-11-24", PureDP(0.25))
+    assert sorted(acct.datasets()) == ["flat", "visits", "visits/2026-11-30"]
+    assert [entry.paid_from for entry in acct.history("flat")] == [None]
+
+
+def test_a_reservation_on_a_partition_pays_for_releases_naming_it_by_name_or_by_partition() -> None:
+    """The task's reservation is on partition 2026-11-24 (its rendered ``visits/{{ ds }}``): code passing
+    ``visits/2026-11-24`` or ``visits`` with ``partition=`` pays from it, recorded on the partition; a
+    release naming no partition (it would read every day), another day, a name and a partition that
+    disagree, or another dataset, is refused and pays nothing."""
+    acct = _days()
+    task = acct.reserve("visits", PureDP(0.5), key="task", partition="2026-11-24")
+    task.spend("visits/2026-11-24", PureDP(0.25), label="by name")
+    task.spend("visits", PureDP(0.125), partition="2026-11-24", label="by partition")
+    task.spend("visits/2026-11-24", PureDP(0.125), partition=["2026-11-24"], label="both, agreeing")
+    before = acct.store.records("visits")
+    refused = {
+        "every partition": lambda: task.spend("visits", PureDP(0.0625)),
+        "among those": lambda: task.spend("visits/2026-11-23", PureDP(0.0625)),
+        "name the partition once": lambda: task.spend("visits/2026-11-24", PureDP(0.0625), partition="x"),
+        "cannot pay for a release on 'flat/2026-11-24'": lambda: task.spend("flat/2026-11-24", PureDP(0.1)),
+        "cannot pay for a release on 'visits/2026-11-30'": lambda: task.spend(
+            "visits/2026-11-30", PureDP(0.1)
+        ),
+    }
+    for message, call in refused.items():
+        with pytest.raises(InvalidParameterError, match=message):
+            call()
+    assert acct.store.records("visits") == before
+    assert task.relation("visits/2026-11-24") == acct.relation("visits")
+    assert task.budget("visits/2026-11-24").partitions == 1
+    history = acct.history("visits")
+    assert [(e.label, e.status, e.partitions) for e in history] == [
+        (None, "open", ("2026-11-24",)),
+        ("by name", "paid", ("2026-11-24",)),
+        ("by partition", "paid", ("2026-11-24",)),
+        ("both, agreeing", "paid", ("2026-11-24",)),
+    ]
+    assert [e.partitions for e in acct.records("visits") if e.kind in ("reserve", "pay")] == [
+        ("2026-11-24",)
+    ] * 4
+    paid = sum((Fraction(e.cost.epsilon) for e in history if e.paid_from == "task"), Fraction(0))
+    assert paid == Fraction(1, 2) == Fraction(task.spent().epsilon)
+    assert acct.spent("visits").epsilon == 0.5  # charged once, by the reservation
+
+
+# --------------------------------------------------------------------------------------------- plans together
+
+_DAYS = ["d1", "d2", "d3"]
+
+
+@st.composite
+def _parts(draw: Any) -> list[tuple[list[float], str | None]]:
+    """One to three plans of one to three pure releases, each plan on one day or on the whole dataset."""
+    return [
+        (
+            draw(st.lists(st.sampled_from(NICE_EPS), min_size=1, max_size=3)),
+            draw(st.one_of(st.none(), st.sampled_from(_DAYS))),
+        )
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+
+
+NICE_EPS = (0.0625, 0.125, 0.25, 0.5)  # exact in binary: the sums below are exact
+
+
+@_SETTINGS
+@hypothesis.given(
+    earlier=st.lists(st.tuples(st.sampled_from(NICE_EPS), st.sampled_from([None, *_DAYS])), max_size=4),
+    parts=_parts(),
+    limit=st.integers(1, 2),
+)
+def test_plans_fit_together_exactly_when_each_spend_plan_after_the_other_is_accepted(
+    earlier: list[tuple[float, str | None]], parts: list[tuple[list[float], str | None]], limit: int
+) -> None:
+    """``plans_fit`` of a run's parts (plans on days and on the whole dataset) agrees with ``spend_plan`` of
+    each, one after the other, on a copy of the ledger, and with the rule computed here: the whole-dataset
+    sum plus the L largest day sums within ε = 1 (pure releases add up under basic composition)."""
+
+    def ledger() -> PrivacyAccountant:
+        acct = _partitioned(PureDP(1.0), limit)
+        for epsilon, day in earlier:
+            with contextlib.suppress(BudgetExceededError):  # a refused earlier spend is not on either copy
+                acct.spend("v", PureDP(epsilon), partition=day)
+        return acct
+
+    acct = ledger()
+    plans = [([PureDP(e) for e in epsilons], 1, day) for epsilons, day in parts]
+    copy = ledger()  # the same budget and spends: a copy of the ledger
+    try:
+        for costs, _, day in plans:
+            copy.spend_plan("v", costs, partition=day)
+        accepted = True
+    except BudgetExceededError:
+        accepted = False
+    assert acct.plans_fit("v", plans) == accepted
+
+    def within(spends: list[tuple[Fraction, str | None]]) -> bool:
+        whole = sum((e for e, day in spends if day is None), Fraction(0))
+        days = sorted((sum((e for e, d in spends if d == day), Fraction(0)) for day in _DAYS), reverse=True)
+        return whole + sum(days[:limit]) <= 1
+
+    charged = [
+        (Fraction(e.cost.epsilon), e.partitions[0] if e.partitions else None) for e in acct.history("v")
+    ]
+    planned = [(sum(map(Fraction, epsilons), Fraction(0)), day) for epsilons, day in parts]
+    steps = [charged + planned[: i + 1] for i in range(len(planned))]
+    assert accepted == all(within(step) for step in steps)
+    assert acct.plans_fit("v", plans, against="budget") == all(
+        within(planned[: i + 1]) for i in range(len(planned))
+    )
+    assert [r.kind for r in acct.store.records("v")].count("reserve") == len(charged)  # nothing charged
+
+
+def test_plans_fit_refuses_what_is_not_a_list_of_plans_and_charges_nothing() -> None:
+    acct = _partitioned(PureDP(1.0), 1)
+    for plans in ([], "d1", [([PureDP(0.1)], 1)], [([PureDP(0.1)], 0, "d1")]):
+        with pytest.raises(InvalidParameterError):
+            acct.plans_fit("v", plans)
+    with pytest.raises(InvalidParameterError, match="not partitioned"):
+        _days().plans_fit("flat", [([PureDP(0.1)], 1, "d1")])
+    assert acct.plans_fit("v", [([PureDP(0.5)], 1, "d1"), ([PureDP(0.5)], 1, "d2")])  # L = 1: the largest
+    assert not acct.plans_fit("v", [([PureDP(0.5)], 1, "d1"), ([PureDP(0.75)], 1, "d1")])
+    assert [r.kind for r in acct.store.records("v")] == ["budget"]
