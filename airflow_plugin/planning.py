@@ -236,6 +236,11 @@ class DatasetCheck:
     new_partition: bool = False
 
     @property
+    def where(self) -> str:
+        """The dataset, and the partition when the check names one (``visits, partition 2026-11-24``)."""
+        return self.dataset if self.partition is None else f"{self.dataset}, partition {self.partition}"
+
+    @property
     def ok(self) -> bool:
         """True when one run of the plan was checked and fits the dataset's whole budget."""
         return self.checked and self.fits_budget and not self.problems
@@ -685,9 +690,8 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
                 verdict,
             ]
         )
-        where = check.dataset if check.partition is None else f"{check.dataset}, partition {partition}"
-        notes.extend(f"  {check.dag_id} / {where}: {problem}" for problem in check.problems)
-        notes.extend(f"  {check.dag_id} / {where}: warning: {note}" for note in check.warnings)
+        notes.extend(f"  {check.dag_id} / {check.where}: {problem}" for problem in check.problems)
+        notes.extend(f"  {check.dag_id} / {check.where}: warning: {note}" for note in check.warnings)
     shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written
     widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in shown]

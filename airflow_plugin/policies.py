@@ -97,7 +97,7 @@ def task_policy_active() -> bool:
 
 
 def _describe(checks: list[DatasetCheck]) -> str:
-    return "; ".join(f"{check.dataset}: {' / '.join(check.problems)}" for check in checks)
+    return "; ".join(f"{check.where}: {' / '.join(check.problems)}" for check in checks)
 
 
 def make_dag_policy(
@@ -145,13 +145,13 @@ def make_dag_policy(
             return
         for check in checks:
             for warning in check.warnings:
-                log.warning("DAG %r, dataset %r: %s", dag.dag_id, check.dataset, printable(warning))
+                log.warning("DAG %r, dataset %r: %s", dag.dag_id, check.where, printable(warning))
             if check.ok and not check.fits_remaining:
                 log.warning(
                     "DAG %r: one run of its plan on %r exceeds what remains of the budget; tasks will be "
                     "refused part-way",
                     dag.dag_id,
-                    check.dataset,
+                    check.where,
                 )
         failing = [check for check in checks if check.checked and not check.ok]
         if failing:

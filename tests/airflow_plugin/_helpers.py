@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,26 @@ from typing import Any
 from airflow_plugin.testing import run_dag
 from airflow_plugin.testing import task_states as states
 
-__all__ = ["FailureLog", "charges", "ledger_conn_uri", "run_dag", "states"]
+__all__ = ["FailureLog", "charges", "ledger_conn_uri", "ledger_copy", "run_dag", "states"]
 
 
 def ledger_conn_uri(path: Path) -> str:
     """The documented connection form: conn type ``sqlite`` with the file path as host."""
     return "sqlite://" + urllib.parse.quote(str(path), safe="")
+
+
+def ledger_copy(url: str, to: Path) -> Any:
+    """A consistent copy of a SQLite ledger (through SQLite's backup, which includes the WAL), opened."""
+    from dp_pipeline import PrivacyAccountant
+
+    source = sqlite3.connect(url.removeprefix("sqlite:///"))
+    target = sqlite3.connect(to)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    return PrivacyAccountant(f"sqlite:///{to}", create=False)
 
 
 def charges(accountant: Any, dataset: str) -> list[tuple[str, str]]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.airflow_plugin._helpers import ledger_copy
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -55,24 +56,11 @@ def _dag(folder: Path) -> Any:
     return bag.dags["dp_two_days"]
 
 
-def _copy(url: str, to: Path) -> Any:
-    """A consistent copy of a SQLite ledger (through SQLite's backup, which includes the WAL)."""
-    from dp_pipeline import PrivacyAccountant
-
-    source, target = sqlite3.connect(url.removeprefix("sqlite:///")), sqlite3.connect(to)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
-    return PrivacyAccountant(f"sqlite:///{to}", create=False)
-
-
 def _spend_plan_takes(ledger: Any, to: Path, days: dict[str, str]) -> bool:
     """Whether ``spend_plan`` of each day's part, one after the other, is accepted on a copy of the ledger."""
     from dp_pipeline import BudgetExceededError, PureDP
 
-    copy = _copy(ledger.url, to)
+    copy = ledger_copy(ledger.url, to)
     try:
         for part, day in days.items():
             copy.spend_plan("visits", [PureDP(0.25)] * int(PARTS[part] / Fraction(1, 4)), partition=day)

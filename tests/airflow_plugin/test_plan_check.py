@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typer.testing import CliRunner
 from airflow_plugin import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
 from airflow_plugin.costs import DPCost
 from airflow_plugin.policies import make_dag_policy
-from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
+from dp_pipeline import ApproxDP, GaussianDP, PureDP
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.cli import app
 from dp_pipeline.exceptions import (
@@ -46,6 +45,7 @@ from dp_pipeline.exceptions import (
     UnsupportedCompositionError,
 )
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, Gaussian, KRandomizedResponse, Laplace
+from tests.airflow_plugin._helpers import ledger_copy
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
 
@@ -252,18 +252,6 @@ def _spend_plan_takes(accountant: Any, dataset: str, plan: list[Release]) -> boo
     return True
 
 
-def _copy(url: str, to: Path) -> Any:
-    """A consistent copy of a SQLite ledger (through SQLite's backup, which includes the WAL)."""
-    source = sqlite3.connect(url.removeprefix("sqlite:///"))
-    target = sqlite3.connect(to)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
-    return PrivacyAccountant(f"sqlite:///{to}", create=False)
-
-
 def _spend_earlier(accountant: Any, dataset: str, earlier: list[Release]) -> None:
     """Spend what fits of the earlier releases, one by one, as tasks charged at run time are."""
 
@@ -287,7 +275,7 @@ def _agree(
     dag = _dag(f"plan_{dataset}", dataset, plan)
     (dag_check,) = check_dag(plan_dag(dag), ledger)
     accepts = _policy_accepts(dag)
-    copy = _copy(ledger.url, folder / f"{dataset}.db")
+    copy = ledger_copy(ledger.url, folder / f"{dataset}.db")
     try:
         takes_now = _spend_plan_takes(copy, dataset, plan)
         sized.set_on(copy, "fresh")
