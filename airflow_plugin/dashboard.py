@@ -3,8 +3,9 @@
 Routes (all ``GET``; the app has no route that writes to the ledger):
 
 - ``/``: per dataset the budget, spent, remaining, the composition method, the history (with releases paid
-  from a reservation), with charts, each DAG run's reservation (reserved, held, paid), and for a
-  partitioned dataset what each partition has spent;
+  from a reservation), with charts, each DAG run's reservation (reserved, held, paid, and its label: with
+  a budget share, the share and each task's calibrated noise), and for a partitioned dataset what each
+  partition has spent;
 - ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
 
 The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
@@ -134,19 +135,21 @@ def _history_table(rows: Sequence[HistoryRow]) -> str:
 
 
 def _runs_table(runs: Sequence[RunReservation]) -> str:
-    """Each DAG run's reservation: what its setup reserved, what it holds, what its tasks paid from it."""
+    """Each DAG run's reservation: what its setup reserved, what it holds, what its tasks paid from it, and
+    its plan (with a budget share: the share and each task's calibrated noise)."""
     if not runs:
         return ""
     body = "".join(
         f'<tr><td><code>{_e(run.key)}</code></td><td class="num">{_e(format_guarantee(run.reserved))}</td>'
         f'<td class="num">{_e(format_guarantee(run.held))}</td>'
         f'<td class="num">{_e(format_guarantee(run.paid))}</td><td class="num">{run.payments}</td>'
-        f"<td>{_e(run.status)}</td></tr>"
+        f'<td>{_e(run.status)}</td><td class="plan">{_e(run.label)}</td></tr>'
         for run in runs
     )
     return (
         '<h3>Run reservations</h3><table class="runs"><thead><tr><th>run</th><th>reserved</th><th>held</th>'
-        f"<th>paid</th><th>payments</th><th>status</th></tr></thead><tbody>{body}</tbody></table>"
+        "<th>paid</th><th>payments</th><th>status</th><th>plan (share, calibrated noise)</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
     )
 
 
@@ -236,6 +239,7 @@ def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
                 "paid": None if run.paid is None else run.paid.to_dict(),
                 "payments": run.payments,
                 "status": run.status,
+                "label": run.label,
             }
             for run in summary.runs
         ]

@@ -20,7 +20,9 @@ What a plan counts, so that no run can cost more than the check says:
   cannot be rendered before the run exists (no date given, or it needs the run id, a Variable, ...) is
   reported per template and not checked against any budget;
 - one run of the DAG. Runs add up on the ledger, which is what the comparison with the remaining budget shows.
-  An attempt started by hand afterwards (a cleared task) is a new attempt beyond the plan.
+  An attempt started by hand afterwards (a cleared task) is a new attempt beyond the plan;
+- the noise of tasks that leave it free, calibrated to the run's budget share of their dataset as the run's
+  setup calibrates it (:mod:`airflow_plugin.allocating`); each check reports the calibrated mechanisms.
 
 At run time each task is charged on its own as it starts, and the accountant composes those spends with a
 rule that stays valid under adaptive choice; that total can be larger than the tight plan total. A plan that
@@ -36,8 +38,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_plugin._runtime import airflow_max_map_length
+from airflow_plugin.allocating import Share, dag_share, describe_noise, run_part
 from airflow_plugin.costs import DPCost
 from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
+from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import dataset_budget, format_guarantee
 from airflow_plugin.templating import (
@@ -54,6 +58,7 @@ from dp_pipeline.guarantees import Guarantee
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.allocation import AllocatedRelease
 
 LogicalDate = dt.datetime | dt.date | str
 MapBound = Literal["unmapped", "literal", "declared", "airflow"]
@@ -125,11 +130,18 @@ class DagPlan:
     tasks : list of PlannedTask
     logical_date : str or None
         The logical date templated dataset names were rendered for (ISO format), if one was given.
+    run_budget : bool
+        Whether the DAG reserves its plan per run (:func:`airflow_plugin.runs.run_budget`).
+    share : Guarantee, mapping or None
+        The budget share each run has, which calibrates the tasks that leave their noise free (see
+        :mod:`airflow_plugin.allocating`).
     """
 
     dag_id: str
     tasks: list[PlannedTask] = field(default_factory=list)
     logical_date: str | None = None
+    run_budget: bool = False
+    share: Share | None = None
 
     def datasets(self) -> dict[str, list[PlannedTask]]:
         """The planned tasks grouped by dataset, in order of first appearance."""
@@ -168,6 +180,11 @@ class DatasetCheck:
     relation : str or None
         The dataset's neighbouring relation (``"replace_one"`` or ``"add_remove"``), which the total is
         read under; None when the dataset has no budget.
+    share : Guarantee or None
+        The run's budget share of the dataset, which caps the plan's total.
+    calibrated : dict
+        Task id → the calibrated release (:class:`~dp_pipeline.allocation.AllocatedRelease`) of each task
+        that leaves its noise free; the ``tasks`` then carry the calibrated costs.
     fits_budget, fits_remaining : bool
         Whether one DAG run fits the whole budget, and what remains of it now.
     problems : list of str
@@ -195,6 +212,8 @@ class DatasetCheck:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     checked: bool = True
+    share: Guarantee | None = None
+    calibrated: dict[str, AllocatedRelease] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -380,7 +399,9 @@ def plan_dag(
         for task in dag.tasks
         for cost, source, enforced in declared_costs(task, params_enforced=params_enforced)
     ]
-    return DagPlan(dag_id=dag.dag_id, tasks=tasks, logical_date=None if date is None else date.isoformat())
+    per_run, share = dag_share(dag)
+    when = None if date is None else date.isoformat()
+    return DagPlan(dag.dag_id, tasks, when, per_run, share)
 
 
 def check_dag(
@@ -460,21 +481,24 @@ def _check_dataset(
     remaining: Guarantee | None = None
     fits_budget = fits_remaining = False
     relation = None if budget is None else accountant.relation(dataset)
+    part = None
     if budget is None:
         problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
     else:
-        events, group_size = plan.for_accountant(dataset)
         remaining = accountant.remaining(dataset).guarantee
         try:
+            part = run_part(plan, dataset, accountant)  # free tasks calibrated to the run's share
             # The accountant's one plan check, against the whole budget and against what remains.
-            report = accountant.plan_cost(dataset, events, group_size, against="budget")
+            report = part.cost(accountant, "budget")
             total, method = report.guarantee, report.method
-            fits_budget = accountant.plan_fits(dataset, events, group_size, against="budget")
+            fits_budget = part.fits(accountant, "budget")
+        except PrivacyCostError as exc:
+            problems.append(str(exc))
         except Exception as exc:
             problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
         else:
             try:
-                fits_remaining = accountant.plan_fits(dataset, events, group_size)
+                fits_remaining = part.fits(accountant, "remaining")
             except Exception as exc:  # e.g. no finite ε at the δ left: it cannot be charged now
                 warnings.append(f"cannot be charged on what remains: {type(exc).__name__}: {exc}")
     if total is not None and budget is not None and not fits_budget:
@@ -483,7 +507,7 @@ def _check_dataset(
     return DatasetCheck(
         dag_id=plan.dag_id,
         dataset=dataset,
-        tasks=tasks,
+        tasks=tasks if part is None else part.tasks,
         total=total,
         method=method,
         budget=budget,
@@ -493,6 +517,8 @@ def _check_dataset(
         relation=relation,
         problems=problems,
         warnings=warnings,
+        share=None if part is None else part.share,
+        calibrated={} if part is None else part.calibrated,
     )
 
 
@@ -522,6 +548,11 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
                 verdict,
             )
         )
+        if check.share is not None:
+            noise = "; ".join(f"{task}: {describe_noise(a)}" for task, a in check.calibrated.items())
+            calibrated = f", calibrating {noise}" if noise else ""
+            share = format_guarantee(check.share)
+            notes.append(f"  {check.dag_id} / {check.dataset}: run share {share}{calibrated}")
         notes.extend(f"  {check.dag_id} / {check.dataset}: {problem}" for problem in check.problems)
         notes.extend(f"  {check.dag_id} / {check.dataset}: warning: {note}" for note in check.warnings)
     shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written

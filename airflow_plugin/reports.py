@@ -89,6 +89,9 @@ class RunReservation:
         How many releases were paid from it.
     status : str
         The reservation's status (``"committed"`` once reserved).
+    label : str
+        The reservation's label: the run, and with a budget share the share and each calibrated task's
+        noise (see :mod:`airflow_plugin.allocating`).
     """
 
     key: str
@@ -97,6 +100,7 @@ class RunReservation:
     paid: Guarantee | None
     payments: int
     status: str
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,8 @@ def _runs(accountant: PrivacyAccountant, dataset: str, records: list[Any]) -> li
         payments = sum(1 for r in after if r.kind == "pay")
         paid = accountant.reservation(dataset, key).spent().guarantee if payments else None
         held = shrinks[-1] if shrinks else record.guarantee
-        runs.append(RunReservation(key, record.guarantee, held, paid, payments, str(record.status)))
+        label = str(getattr(record, "label", "") or "")
+        runs.append(RunReservation(key, record.guarantee, held, paid, payments, str(record.status), label))
     return runs
 
 

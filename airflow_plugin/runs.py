@@ -31,11 +31,18 @@ Retries: each attempt has its share, as outside a run (the setup reserves ``retr
 instance, and the teardown keeps the attempts that started). An attempt beyond them (a task cleared by hand)
 and any attempt after the teardown settled the run are refused: a new run reserves anew.
 
+Budget share: ``run_budget(dag, share=...)`` gives each run a share of a dataset's budget (one guarantee for
+every dataset, or one per dataset), and a DP task may then leave its noise free (a
+:class:`~dp_pipeline.allocation.PlannedRelease` instead of a mechanism): the setup calibrates the free tasks
+to the share and reserves that plan, and each receives its calibrated mechanism (see
+:mod:`airflow_plugin.allocating`).
+
 Every DP task of a run-budgeted DAG must use the run budget's ledger connection.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -43,6 +50,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_plugin._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
 from airflow_plugin._runtime import OnExhausted, check_on_exhausted, refusal, task_name
+from airflow_plugin.allocating import RunPart, Share, check_share, publish, published_plan, run_part
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.hooks import PrivacyLedgerHook
@@ -72,14 +80,14 @@ def run_plan(context: Mapping[str, Any]) -> DagPlan:
     PrivacyCostError
         A dataset name cannot be rendered for the run.
     """
-    from airflow_plugin.planning import DagPlan, plan_dag
+    from airflow_plugin.planning import plan_dag
 
     plan = plan_dag(context["dag"], context=context)
     unrendered = [t for t in plan.tasks if t.unrendered is not None]
     if unrendered:
         names = "; ".join(f"{t.task_id}: {t.cost.dataset!r} ({t.unrendered})" for t in unrendered)
         raise PrivacyCostError(f"the run's plan cannot be reserved: dataset names not rendered: {names}")
-    return DagPlan(plan.dag_id, [t for t in plan.tasks if t.enforced], plan.logical_date)
+    return dataclasses.replace(plan, tasks=[t for t in plan.tasks if t.enforced])
 
 
 def _ledger_conn_ids(task: Any) -> set[str]:
@@ -131,6 +139,9 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
 
     Parameters
     ----------
+    share : Guarantee or mapping, optional
+        The run's budget share (see :func:`run_budget`), which calibrates the tasks that leave their
+        noise free.
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The ledger the run reserves on (every DP task of the DAG must use it).
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -141,24 +152,35 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
     Returns
     -------
     dict
-        (XCom) dataset → the reserved total (``Guarantee.to_dict()``).
+        (XCom) dataset → the reserved total (``Guarantee.to_dict()``). The calibration of the free tasks
+        is the XCom :data:`~airflow_plugin.allocating.CALIBRATED_XCOM_KEY`.
     """
 
     dp_run_budget_role = "setup"
 
+    def __init__(self, *, share: Share | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.share = share
+
     def execute(self, context: Any) -> dict[str, Any]:
-        """Check every dataset's part of the run's plan, then reserve each at its tight total."""
+        """Calibrate the free tasks to the run's share, check every dataset's part of the run's plan, then
+        reserve each at its tight total and publish the calibration."""
         accountant = self.get_accountant()
         plan = self._plan(context)
         key = run_key(context["dag"].dag_id, context["run_id"])
-        parts = {dataset: plan.for_accountant(dataset) for dataset in plan.datasets()}
-        for dataset, (events, group_size) in parts.items():  # nothing is written while any part cannot fit
-            self._check_fits(accountant, dataset, events, group_size, context)
+        parts = {dataset: run_part(plan, dataset, accountant) for dataset in plan.datasets()}
+        for part in parts.values():  # nothing is written while any part cannot fit
+            self._check_fits(accountant, part, context)
         reserved: dict[str, Any] = {}
-        for dataset, (events, group_size) in parts.items():
+        for dataset, part in parts.items():
             try:
                 reservation = accountant.spend_plan(
-                    dataset, events, key=key, group_size=group_size, label=f"run {context['run_id']}"
+                    dataset,
+                    part.events,
+                    key=key,
+                    group_size=part.group_size,
+                    delta=part.delta,
+                    label=part.label(context["run_id"]),
                 )
             except KeyAlreadyUsedError:  # this setup already reserved (a retry or a second delivery)
                 reservation = accountant.reservation(dataset, key)
@@ -167,20 +189,15 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
                 raise refusal(exc, task_name(context), self.on_exhausted) from exc
             reserved[dataset] = reservation.cost.to_dict()
             self.log.info("reserved %s for the run on %r (key %s)", reservation.cost, dataset, printable(key))
+        publish(context, parts)
         return reserved
 
-    def _check_fits(
-        self,
-        accountant: PrivacyAccountant,
-        dataset: str,
-        events: list[PrivacyEvent],
-        group_size: int,
-        context: Mapping[str, Any],
-    ) -> None:
+    def _check_fits(self, accountant: PrivacyAccountant, part: RunPart, context: Mapping[str, Any]) -> None:
+        dataset = part.dataset
         try:
-            if accountant.plan_fits(dataset, events, group_size):
+            if part.fits(accountant, "remaining"):
                 return
-            cost = accountant.plan_cost(dataset, events, group_size).guarantee
+            cost = part.cost(accountant, "remaining").guarantee
             spent, left = accountant.spent(dataset), accountant.remaining(dataset)
         except (InvalidParameterError, LedgerError, ValueError) as exc:  # no budget, wrong currency, ...
             raise PrivacyCostError(
@@ -193,7 +210,8 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
             spent.guarantee,
             left.guarantee,
             accountant.budget(dataset).guarantee,
-            detail="The run's whole plan is reserved before any task reads data; nothing was charged.",
+            detail=_share_note(part)
+            + "The run's whole plan is reserved before any task reads data; nothing was charged.",
         )
         raise refusal(error, task_name(context), self.on_exhausted)
 
@@ -202,6 +220,12 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
     ) -> None:
         for dataset in reserved:  # nothing read data yet: each reservation goes back whole
             accountant.shrink(dataset, key, [], reason=f"the run's plan on {refused!r} did not fit")
+
+
+def _share_note(part: RunPart) -> str:
+    if part.share is None:
+        return ""
+    return f"The run's share is {part.share}; its plan, calibrated to it, costs the share or less. "
 
 
 def _ran(context: Mapping[str, Any]) -> dict[tuple[str, int], bool]:
@@ -241,7 +265,7 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
         """Count the attempts that started, shrink each dataset's reservation to them, then mark the run
         settled."""
         accountant = self.get_accountant()
-        plan = self._plan(context)
+        plan = published_plan(self._plan(context), context)
         key = run_key(context["dag"].dag_id, context["run_id"])
         ran = _ran(context)
         settled: dict[str, Any] = {}
@@ -315,6 +339,7 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
 def run_budget(
     dag: Any,
     *,
+    share: Share | None = None,
     ledger_conn_id: str = DEFAULT_CONN_ID,
     on_exhausted: OnExhausted = "fail",
     setup_task_id: str = "dp_reserve_run",
@@ -329,6 +354,12 @@ def run_budget(
     Parameters
     ----------
     dag : airflow.sdk.DAG
+    share : Guarantee or mapping, optional
+        The budget share of each run: one guarantee (PureDP, ApproxDP or GaussianDP, in the budget's
+        currency) for every dataset the run charges, or a mapping of dataset names (as rendered, or the
+        template a task declares) to guarantees. It caps what a run charges the dataset, and calibrates the
+        DP tasks that leave their noise free (a :class:`~dp_pipeline.allocation.PlannedRelease` as their
+        ``mechanism``): see :mod:`airflow_plugin.allocating`.
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The ledger of the run's reservations; every DP task of the DAG must use it.
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -343,15 +374,17 @@ def run_budget(
     Raises
     ------
     InvalidParameterError
-        The DAG already reserves per run, or has no task.
+        The DAG already reserves per run, or has no task, or the share is not a guarantee or a mapping of
+        dataset names to guarantees.
     """
+    checked = check_share(share)
     if role_task(dag, "setup") is not None:
         raise InvalidParameterError(f"DAG {dag.dag_id!r} already reserves its plan per run", "dag")
     roots, leaves = list(dag.roots), list(dag.leaves)
     if not roots:
         raise InvalidParameterError(f"DAG {dag.dag_id!r} has no task to reserve for", "dag")
     options = {"ledger_conn_id": ledger_conn_id, "on_exhausted": on_exhausted, "dag": dag}
-    setup = RunBudgetSetupOperator(task_id=setup_task_id, retries=0, **options)
+    setup = RunBudgetSetupOperator(task_id=setup_task_id, retries=0, share=checked, **options)
     teardown = RunBudgetTeardownOperator(task_id=teardown_task_id, retries=0, **options)
     setup >> roots
     leaves >> teardown

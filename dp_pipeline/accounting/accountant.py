@@ -73,6 +73,7 @@ from dp_pipeline.exceptions import (
     KeyAlreadyUsedError,
     LedgerError,
     UnknownDatasetError,
+    UnsupportedCompositionError,
     printable,
 )
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
@@ -903,7 +904,20 @@ class PrivacyAccountant:
                 dataset, key, partitions_of(found.reserve.body, f"dataset {dataset!r}"), partitions
             )
             rule = current.rule
-            price = pricing.price(current, [event], k, False, None, totals)
+            plan_delta = _plan_payment_delta(held)
+            try:
+                price = pricing.price(current, [event], k, False, None, totals)
+                plan_delta = None
+            except UnsupportedCompositionError as alone:
+                if plan_delta is None:
+                    raise
+                # The rule prices this release only inside a plan (a μ-GDP release under basic
+                # composition has no single (ε, δ)): priced as a plan of one release at the δ the
+                # reservation's plan was read at, it can be paid as one of the releases the plan declared.
+                try:
+                    price = pricing.price(current, [event], k, True, plan_delta, current.composed(totals))
+                except UnsupportedCompositionError:
+                    raise alone from None
             stated = [_stated(event, current.relation).to_dict()]
             now = paid.plus(price.charge, stated, k)
             way = route(rule, held, now)
@@ -912,8 +926,8 @@ class PrivacyAccountant:
             release = ReserveBody(
                 label,
                 k,
-                False,
-                None,
+                plan_delta is not None,
+                plan_delta,
                 current.relation,
                 stated,
                 price.cost,
@@ -1366,6 +1380,17 @@ def _open_reservation(
     totals = budget.rule.read_totals(head.state.totals, where)
     held, paid = read_reservation(found, budget.rule, where)
     return head, found, budget, totals, held, paid
+
+
+def _plan_payment_delta(held: Holding) -> float | None:
+    """The δ at which a release paid from a plan reservation is priced when its rule cannot price it on its
+    own: the δ the plan was read at (asked for, or that of its (ε, δ) cost); None for a reservation that
+    is not a plan, or whose cost has no δ."""
+    if not held.plan:
+        return None
+    if held.delta is not None:
+        return held.delta
+    return held.cost.delta if isinstance(held.cost, ApproxDP) else None
 
 
 def _paid_cost(budget: DatasetBudget, held: Holding, paid: Paid) -> Guarantee:
