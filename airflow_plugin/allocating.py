@@ -285,19 +285,23 @@ def _share_ledger(share: PureDP | ApproxDP | GaussianDP, rule: str, relation: st
     return holder
 
 
-@functools.lru_cache(maxsize=32)
-def _cached_allocation(
+def _fresh_allocation(
     releases: tuple[PlannedRelease, ...],
     fixed: tuple[str, ...],
     share: PureDP | ApproxDP | GaussianDP,
     rule: str,
     relation: str,
 ) -> Allocation:
-    """:func:`allocate` against the share, remembered: the DAG check, the DAG policy at every parse and the
-    run's setup calibrate the same plan (a mixed plan takes seconds); refusals are not remembered."""
+    """:func:`allocate` of the free releases, beside the fixed ones (canonical JSON events), against the
+    share under the dataset's rule and relation."""
     decided = [PrivacyEvent.from_dict(json.loads(event)) for event in fixed]
     holder = _share_ledger(share, rule, relation)
     return allocate(list(releases), accountant=holder, dataset=_SHARE, against="budget", fixed=decided)
+
+
+_cached_allocation = functools.lru_cache(maxsize=32)(_fresh_allocation)
+"""Calibrations remembered: the DAG check, the DAG policy at every parse and the run's setup calibrate the
+same plan (a mixed plan takes seconds); refusals are not remembered."""
 
 
 def _allocation(
@@ -307,12 +311,13 @@ def _allocation(
     rule: str,
     relation: str,
 ) -> Allocation:
-    events = tuple(json.dumps(event.to_dict(), sort_keys=True) for event in fixed)
+    events = tuple(json.dumps(e.to_dict(), sort_keys=True) for e in fixed)
+    key = (tuple(releases), events, share, rule, relation)
     try:
-        return _cached_allocation(tuple(releases), events, share, rule, relation)
+        hash(key)
     except TypeError:  # a release that cannot be a key (a list of categories): calibrated anew
-        holder = _share_ledger(share, rule, relation)
-        return allocate(releases, accountant=holder, dataset=_SHARE, against="budget", fixed=fixed)
+        return _fresh_allocation(*key)
+    return _cached_allocation(*key)
 
 
 def _calibrate(

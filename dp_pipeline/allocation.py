@@ -618,8 +618,9 @@ def allocate(
     μ-GDP). Group sizes enter through each release's event (Laplace and Gaussian noise see a sensitivity
     kΔ; other mechanisms the group guarantee), so each release may have its own.
 
-    For a run-level reservation: ``allocate(tasks, target=share)`` with one weight per task calibrates
-    every task's noise to the share the run holds.
+    A run-level reservation in Airflow calibrates its tasks this way: one release per task attempt and map
+    index, the tasks whose noise is fixed as ``fixed``, against the run's share of the dataset's budget
+    (see ``airflow_plugin.allocating``).
 
     References
     ----------

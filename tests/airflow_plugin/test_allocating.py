@@ -214,3 +214,27 @@ def test_the_dag_policy_refuses_a_free_task_outside_a_run_budget(ledger) -> None
     with pytest.raises(AirflowClusterPolicyViolation, match="leave their noise free"):
         make_dag_policy()(dag)
     assert [r.kind for r in ledger.records("visits")] == ["budget"]
+
+
+def test_calibrations_are_remembered_and_releases_that_cannot_be_keys_are_calibrated_anew(ledger) -> None:
+    """A second check of the same plan reuses the calibration (the DAG policy checks at every parse); a
+    randomized response over a list of categories cannot be a key and is calibrated each time, the same:
+    one release under the pure share ε = 1 gets ε within 1e-5 below it."""
+    from airflow_plugin import check_dag
+    from dp_pipeline import PlannedRelease, PureDP
+
+    ledger.set_budget("visits", PureDP(2.0))
+    tasks = {
+        "count": PlannedRelease("laplace", sensitivity=1.0),
+        "answer": PlannedRelease("randomized_response", categories=["yes", "no", "maybe"]),
+    }
+    for name, chosen in [("dp_cached", {"count": tasks["count"]}), ("dp_uncached", tasks)]:
+        dag = _dag(name, chosen, share=PureDP(1.0))
+        (first,) = check_dag(dag, ledger)
+        (second,) = check_dag(dag, ledger)
+        assert first.ok and (first.calibrated["count"] is second.calibrated["count"]) == (name == "dp_cached")
+        assert first.calibrated["count"].event == second.calibrated["count"].event
+    answer = first.calibrated["answer"].mechanism
+    assert type(answer).__name__ == "KRandomizedResponse" and answer.categories == ("yes", "no", "maybe")
+    epsilons = 1.0 / first.calibrated["count"].mechanism.scale + answer.epsilon
+    assert 1.0 - 1e-5 <= epsilons <= 1.0

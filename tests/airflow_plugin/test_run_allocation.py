@@ -311,3 +311,43 @@ def test_each_attempt_a_free_tasks_retries_allow_is_a_release_of_the_allocation(
     (run,) = _run_entries(ledger, "visits")[0]
     assert run.cost.mu == pytest.approx(math.sqrt(2.0) / sigmas["once"], rel=1e-9)  # kept the 2 that started
     assert ledger.spent("visits").mu <= 1.0
+
+
+def test_a_mapped_free_task_for_groups_counts_each_map_index_up_to_its_bound(any_ledger, tmp_path) -> None:
+    """A free Gaussian task for groups of 2, mapped over an upstream result with ``max_map_length=3``, on a
+    share GaussianDP(1): the allocation has three releases of sensitivity 2, so σ = 2√3 (Σ(kΔ/σ)² = μ²);
+    both map indexes that run receive it, and the teardown keeps their two releases."""
+    from airflow.sdk import DAG, task
+
+    from airflow_plugin import PrivacyBudgetOperator, run_budget
+    from dp_pipeline import GaussianDP, PlannedRelease
+
+    ledger = any_ledger
+    ledger.set_budget("visits", GaussianDP(2.0))
+    seen = tmp_path / "seen.json"
+    record = _recorder(seen)
+    with DAG("dp_share_mapped", schedule=None, start_date=START, catchup=False) as dag:
+
+        @task
+        def wards() -> list[list[int]]:
+            return [[1], [2]]
+
+        PrivacyBudgetOperator.partial(
+            task_id="per_ward",
+            dataset="visits",
+            mechanism=PlannedRelease("gaussian", sensitivity=1.0),
+            group_size=2,
+            python_callable=lambda ward, mechanism: record(f"ward {ward}", mechanism),
+            max_map_length=3,
+        ).expand(op_args=wards())
+    run_budget(dag, share=GaussianDP(1.0))
+
+    dag_run = run_dag(dag)
+
+    assert states(dag_run)["per_ward[0]"] == states(dag_run)["per_ward[1]"] == "success"
+    sigmas = {ward: got["sigma"] for ward, got in _seen(seen).items()}
+    assert set(sigmas) == {"ward 1", "ward 2"} and len(set(sigmas.values())) == 1
+    sigma = sigmas["ward 1"]
+    assert 2 * math.sqrt(3.0) * (1 - 1e-12) <= sigma <= 2 * math.sqrt(3.0) * 1.005
+    (run,) = _run_entries(ledger, "visits")[0]
+    assert run.cost.mu == pytest.approx(math.sqrt(2.0) * 2 / sigma, rel=1e-9)  # the two that ran
