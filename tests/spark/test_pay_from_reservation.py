@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
+from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.scope import paying_from
 from dp_pipeline.exceptions import ScopedSpendError
 from dp_pipeline.spark import dp_count, dp_mean
@@ -30,7 +30,7 @@ def test_spark_releases_pay_from_a_reservation_and_charge_once(spark: Any) -> No
     task.commit()
     paid = [entry for entry in acct.history("d") if entry.paid_from == "task"]
     costs = [entry.cost for entry in paid]
-    assert all(isinstance(cost, PureDP) for cost in costs) and len(costs) == 2
-    assert sum(Fraction(cost.epsilon) for cost in costs if isinstance(cost, PureDP)) == Fraction(0.4) * 2
+    assert len(costs) == 2 and all(isinstance(cost, ApproxDP) and cost.delta == 0 for cost in costs)
+    assert sum(Fraction(cost.epsilon) for cost in costs if isinstance(cost, ApproxDP)) == Fraction(0.4) * 2
     assert [record.kind for record in acct.records("d")] == ["budget", "reserve", "pay", "pay", "commit"]
     assert acct.spent("d").epsilon == 1.0  # the reservation alone
