@@ -9,6 +9,10 @@ with :class:`PrivacyBudgetExhausted`, which Airflow does not retry. Three ways t
 - :func:`dp_guard`, a ``pre_execute`` guard for any operator, and :mod:`airflow_plugin.policies`, an opt-in
   cluster policy that attaches it to every task declaring a cost.
 
+The task's code pays its releases from the attempt's reservation, handed to it as ``dp`` (one charge per
+attempt, see :mod:`airflow_plugin.operators`); :func:`run_budget` makes a whole DAG run reserve its plan
+before any task reads data (:mod:`airflow_plugin.runs`).
+
 The ledger is reached through an Airflow Connection (:class:`PrivacyLedgerHook`, conn id
 ``dp_ledger_default``). :mod:`airflow_plugin.planning` composes a DAG's declared costs before anything runs
 (``python -m airflow_plugin.check DAG_FOLDER``), and :mod:`airflow_plugin.plugin` adds a read-only budget
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from airflow_plugin.hooks import PrivacyLedgerHook
     from airflow_plugin.operators import PrivacyBudgetOperator
     from airflow_plugin.planning import DagPlan, check_dag, plan_dag
+    from airflow_plugin.runs import RunBudgetSetupOperator, RunBudgetTeardownOperator, run_budget
 
 _EXPORTS: dict[str, str] = {
     "DPCost": "airflow_plugin.costs",
@@ -47,11 +52,14 @@ _EXPORTS: dict[str, str] = {
     "PrivacyBudgetSkipped": "airflow_plugin.exceptions",
     "PrivacyCostError": "airflow_plugin.exceptions",
     "PrivacyLedgerHook": "airflow_plugin.hooks",
+    "RunBudgetSetupOperator": "airflow_plugin.runs",
+    "RunBudgetTeardownOperator": "airflow_plugin.runs",
     "attach_guard": "airflow_plugin.guards",
     "check_dag": "airflow_plugin.planning",
     "dp_guard": "airflow_plugin.guards",
     "dp_task": "airflow_plugin.decorators",
     "plan_dag": "airflow_plugin.planning",
+    "run_budget": "airflow_plugin.runs",
 }
 
 __all__ = [
@@ -63,11 +71,14 @@ __all__ = [
     "PrivacyBudgetSkipped",
     "PrivacyCostError",
     "PrivacyLedgerHook",
+    "RunBudgetSetupOperator",
+    "RunBudgetTeardownOperator",
     "attach_guard",
     "check_dag",
     "dp_guard",
     "dp_task",
     "plan_dag",
+    "run_budget",
 ]
 
 

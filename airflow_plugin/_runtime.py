@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -13,10 +14,12 @@ from airflow_plugin.exceptions import (
     PrivacyBudgetSkipped,
     PrivacyCostError,
 )
+from airflow_plugin.templating import render_dataset
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
     KeyAlreadyUsedError,
+    ScopedSpendError,
     UnsupportedCompositionError,
     printable,
 )
@@ -26,9 +29,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OnExhausted",
+    "airflow_max_map_length",
     "attempt_key",
     "attempt_label",
+    "charged_cost",
+    "check_map_index",
     "check_on_exhausted",
+    "refusal",
     "reserve_or_refuse",
     "resumption",
     "task_name",
@@ -90,6 +97,65 @@ def resumption(context: Mapping[str, Any]) -> str | None:
     return None
 
 
+def charged_cost(cost: DPCost, context: Mapping[str, Any], rendered: Any = None) -> DPCost:
+    """The declared cost on the dataset this run charges: the declared name rendered in the run's context.
+
+    Parameters
+    ----------
+    cost : DPCost
+        The declared cost (its dataset may be a template).
+    context : mapping
+        The Airflow task context.
+    rendered : str, optional
+        The name Airflow already rendered (an operator's ``dataset`` template field); rendered here with the
+        task's Jinja environment when not given (a guard).
+
+    Raises
+    ------
+    PrivacyCostError
+        The name does not render to a valid dataset name.
+    """
+    try:
+        name = render_dataset(context["task"], cost.dataset, context) if rendered is None else rendered
+        return cost if name == cost.dataset else dataclasses.replace(cost, dataset=name)
+    except InvalidParameterError as exc:
+        raise PrivacyCostError(
+            f"Task {task_name(context)}: its dataset {cost.dataset!r} does not render to a dataset name: "
+            f"{exc}"
+        ) from exc
+
+
+def airflow_max_map_length() -> int:
+    """Airflow's ``[core] max_map_length``: the longest list a task may be mapped over (1024 by default)."""
+    from airflow.sdk.configuration import conf
+
+    return conf.getint("core", "max_map_length", fallback=1024)
+
+
+def check_map_index(cost: DPCost, context: Mapping[str, Any]) -> None:
+    """Refuse a map index beyond the task's map bound, before anything is reserved.
+
+    The bound is the declared ``max_map_length``, else Airflow's ``[core] max_map_length``: the DAG check
+    counts a mapped task that many times, so no run may charge more map indexes than it counted.
+
+    Raises
+    ------
+    PrivacyCostError
+        The map index is at or beyond the bound.
+    """
+    index = context["ti"].map_index
+    if index is None or index < 0:
+        return
+    bound = cost.max_map_length or airflow_max_map_length()
+    if index >= bound:
+        where = "its declared max_map_length" if cost.max_map_length else "Airflow's [core] max_map_length"
+        raise PrivacyCostError(
+            f"Task {task_name(context)}: map index {index} is beyond {where} ({bound}), the number of map "
+            "indexes the DAG's privacy plan counts; it is refused before it reads data. Raise the bound "
+            "(and check the plan again) to map over more values."
+        )
+
+
 def reserve_or_refuse(
     accountant: PrivacyAccountant,
     cost: DPCost,
@@ -123,8 +189,10 @@ def reserve_or_refuse(
         This attempt's key already has a reservation (open: another delivery of the attempt is running
         or died; committed or released: the attempt already ran). Its ``status`` names the state.
     PrivacyCostError
-        The cost cannot be charged to this dataset at all (no budget, wrong currency).
+        The cost cannot be charged to this dataset at all (no budget, wrong currency), or the map index is
+        beyond the task's map bound (:func:`check_map_index`).
     """
+    check_map_index(cost, context)
     key = attempt_key(context)
     name = task_name(context)
     try:
@@ -136,13 +204,11 @@ def reserve_or_refuse(
             label=attempt_label(cost, context),
         )
     except BudgetExceededError as exc:
-        refusal = (PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted).from_error(
-            exc, task=name
-        )
-        log.error("privacy budget refused %s: %s", printable(name), printable(refusal))
-        raise refusal from exc
+        raise refusal(exc, name, on_exhausted) from exc
     except KeyAlreadyUsedError as exc:
         raise AttemptAlreadyChargedError.from_error(exc, task=name) from exc
+    except ScopedSpendError:  # run inside another task's code that pays from its reservation: say so
+        raise
     except (UnsupportedCompositionError, InvalidParameterError) as exc:  # incl. a dataset without budget
         raise PrivacyCostError(
             f"Task {name}: its cost {cost.describe()} cannot be charged: {str(exc).rstrip('.')}. Retrying "
@@ -151,6 +217,16 @@ def reserve_or_refuse(
         ) from exc
     log.info("reserved %s for %s (key %s)", cost.describe(), printable(name), printable(key))
     return reservation
+
+
+def refusal(
+    error: BudgetExceededError, task: str, on_exhausted: OnExhausted
+) -> PrivacyBudgetExhausted | PrivacyBudgetSkipped:
+    """The task's refusal for the accountant's ``error`` (logged): fail without retry, or skip."""
+    kind = PrivacyBudgetSkipped if on_exhausted == "skip" else PrivacyBudgetExhausted
+    refused: PrivacyBudgetExhausted | PrivacyBudgetSkipped = kind.from_error(error, task=task)
+    log.error("privacy budget refused %s: %s", printable(task), printable(refused))
+    return refused
 
 
 def check_on_exhausted(value: str) -> OnExhausted:

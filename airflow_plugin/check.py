@@ -4,7 +4,10 @@ Usage (or ``airflow dp-pipeline check-dags ...`` with the same arguments; ``airf
 kept as an alias)::
 
     python -m airflow_plugin.check DAG_FOLDER [--conn-id dp_ledger_default | --ledger-url URL] [--json]
-                                              [--against budget|remaining]
+                                              [--against budget|remaining] [--logical-date DATE]
+
+``--logical-date`` renders templated dataset names (``dataset="visits/{{ ds }}"``) for the run of that date;
+without it a name that needs a date is reported per template (see :mod:`airflow_plugin.planning`).
 
 Not to be confused with ``dp-pipeline plan check``, which checks a JSON list of releases. Standard output
 carries the report (a table, or JSON with ``--json``) and nothing else: Airflow's and the ledger's logs
@@ -13,7 +16,7 @@ go to standard error.
 Exit status: 0 when every DAG's plan fits, 1 when a plan exceeds a budget (or the remaining budget with
 ``--against remaining``) or charges a dataset without a budget, 2 when the check could not be made: the
 DAG folder does not exist or holds no DAG, a DAG file fails to import, or the ledger connection is not
-defined.
+defined, or a templated dataset name could not be rendered (give ``--logical-date``).
 """
 
 from __future__ import annotations
@@ -76,7 +79,9 @@ def _load_dags(folder: str) -> tuple[list[Any], dict[str, str]]:
     return list(bag.dags.values()), dict(bag.import_errors)
 
 
-def check_folder(folder: str, accountant: PrivacyAccountant) -> tuple[list[DatasetCheck], dict[str, str]]:
+def check_folder(
+    folder: str, accountant: PrivacyAccountant, *, logical_date: str | None = None
+) -> tuple[list[DatasetCheck], dict[str, str]]:
     """Plan and check every DAG found in ``folder``.
 
     Parameters
@@ -85,6 +90,8 @@ def check_folder(folder: str, accountant: PrivacyAccountant) -> tuple[list[Datas
         A DAG folder (or one DAG file).
     accountant : PrivacyAccountant
         The ledger holding the budgets (only read).
+    logical_date : str, optional
+        The logical date templated dataset names are rendered for.
 
     Returns
     -------
@@ -101,7 +108,11 @@ def check_folder(folder: str, accountant: PrivacyAccountant) -> tuple[list[Datas
     from airflow_plugin.planning import check_dag
 
     dags, errors = _load_dags(folder)
-    checks = [check for dag in sorted(dags, key=lambda d: d.dag_id) for check in check_dag(dag, accountant)]
+    checks = [
+        check
+        for dag in sorted(dags, key=lambda d: d.dag_id)
+        for check in check_dag(dag, accountant, logical_date=logical_date)
+    ]
     return checks, errors
 
 
@@ -113,8 +124,18 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
         "dag_id": check.dag_id,
         "dataset": check.dataset,
         "relation": check.relation,
+        "checked": check.checked,
         "tasks": [
-            {"task_id": t.task_id, "cost": t.cost.describe(), "count": t.count, "source": t.source}
+            {
+                "task_id": t.task_id,
+                "cost": t.cost.describe(),
+                "count": t.count,
+                "map_bound": t.bound,
+                "attempts": t.attempts,
+                "releases": t.releases,
+                "source": t.source,
+                "template": t.template,
+            }
             for t in check.tasks
         ],
         "total": show(check.total),
@@ -155,20 +176,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m airflow_plugin.check",
         description="DAG check: the privacy plans of the DAGs in a folder against their budgets. "
         "Exit 0: every plan fits; 1: a plan exceeds a budget; 2: the check could not be made (missing "
-        "DAG folder, no DAG, DAG import errors, undefined ledger connection). Logs go to stderr.",
+        "DAG folder, no DAG, DAG import errors, undefined ledger connection, templated dataset names not "
+        "rendered). Logs go to stderr.",
     )
     parser.add_argument("dag_folder", help="a DAG folder or DAG file")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--conn-id", default=DEFAULT_CONN_ID, help="Airflow Connection of the ledger")
     source.add_argument("--ledger-url", help="SQLAlchemy URL of the ledger (instead of a Connection)")
     parser.add_argument("--against", choices=("budget", "remaining"), default="budget")
+    parser.add_argument(
+        "--logical-date", help="render templated dataset names for the run of this date (e.g. 2026-03-02)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
 
     with _stdout_to_stderr():  # importing Airflow logs to stdout too
         from airflow_plugin.hooks import LedgerConnectionError
         from airflow_plugin.planning import format_checks
-        from dp_pipeline.exceptions import LedgerError
+        from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 
         try:
             accountant = _accountant(args)
@@ -180,8 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: cannot open the ledger: {printable(message)}", file=sys.stderr)
             return EXIT_UNCHECKED
         try:
-            checks, errors = check_folder(args.dag_folder, accountant)
-        except (_CheckError, LedgerError) as err:
+            checks, errors = check_folder(args.dag_folder, accountant, logical_date=args.logical_date)
+        except (_CheckError, LedgerError, InvalidParameterError) as err:
             print(f"error: {printable(str(err))}", file=sys.stderr)
             return EXIT_UNCHECKED
     if args.json:
@@ -191,7 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path, error in errors.items():
             shown = "\n".join(printable(line) for line in str(error).splitlines())
             print(f"import error in {printable(path)}:\n{shown}", file=sys.stderr)
-    if errors:
+    unchecked = [c for c in checks if not c.checked]
+    if unchecked:
+        names = ", ".join(sorted({f"{c.dag_id}: {c.dataset}" for c in unchecked}))
+        print(f"error: templated dataset names not rendered: {printable(names)}", file=sys.stderr)
+    if errors or unchecked:
         return EXIT_UNCHECKED
     failing = [c for c in checks if not c.ok or (args.against == "remaining" and not c.fits_remaining)]
     return 1 if failing else 0
@@ -200,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def airflow_command(args: Any) -> None:
     """``airflow dp-pipeline check-dags`` (alias ``check``): the DAG check, from Airflow CLI arguments."""
     argv = [args.dag_folder, "--against", args.against]
+    if getattr(args, "logical_date", None):
+        argv += ["--logical-date", args.logical_date]
     if args.ledger_url:
         argv += ["--ledger-url", args.ledger_url]
     elif args.conn_id:

@@ -14,7 +14,8 @@ def get_cli_commands() -> list[Any]:
     -------
     list of GroupCommand
         ``airflow dp-pipeline check-dags DAG_FOLDER [--conn-id ID | --ledger-url URL] [--against ...]
-        [--json]``, with the arguments and exit status of ``python -m airflow_plugin.check``;
+        [--json] [--logical-date DATE]``, with the arguments and exit status of
+        ``python -m airflow_plugin.check``;
         ``airflow dp-pipeline check`` is the same command under its former name.
     """
     from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand, lazy_load_command
@@ -30,6 +31,7 @@ def get_cli_commands() -> list[Any]:
             default="budget",
         ),
         Arg(("--json",), help="print JSON instead of a table", action="store_true"),
+        Arg(("--logical-date",), help="render templated dataset names for the run of this date"),
     )
     func = lazy_load_command("airflow_plugin.check.airflow_command")
     help_text = (

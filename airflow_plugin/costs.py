@@ -22,17 +22,20 @@ __all__ = ["CostLike", "DPCost", "as_cost"]
 CostLike = Mechanism | PrivacyEvent | Guarantee
 """What a task may declare as its cost: a mechanism, a privacy event or a bare guarantee."""
 
-_SPEC_KEYS = frozenset({"dataset", "epsilon", "delta", "mu", "event", "group_size", "label"})
+_SPEC_KEYS = frozenset(
+    {"dataset", "epsilon", "delta", "mu", "event", "group_size", "label", "max_map_length"}
+)
 
 
 @dataclass(frozen=True)
 class DPCost:
-    """The privacy cost of one run of a task, declared at DAG-definition time.
+    """The privacy cost of one attempt of a task, declared at DAG-definition time.
 
     Parameters
     ----------
     dataset : str
-        The ledger dataset the cost is charged to.
+        The ledger dataset the cost is charged to. It may be a Jinja template (``"visits/{{ ds }}"``): each
+        run charges the name rendered in its own context, and the DAG check renders it for a logical date.
     cost : Mechanism, PrivacyEvent or Guarantee
         What one run releases. A mechanism or an event lets the DAG plan compose tightly; a bare guarantee
         composes by its guarantee only.
@@ -40,17 +43,23 @@ class DPCost:
         Group privacy: the number of records one individual may contribute.
     label : str or None
         Shown in the ledger history; defaults to ``dag_id.task_id`` (with the map index).
+    max_map_length : int or None
+        For a mapped task: the most map indexes one run may charge. The DAG check counts the task that many
+        times, and a map index at or beyond it is refused before it reads data. Without it, Airflow's
+        ``[core] max_map_length`` plays that part (1024 by default), unless the mapped values are literal.
 
     Raises
     ------
     InvalidParameterError
-        For an empty dataset name, a group size below 1 or a cost that is none of the accepted types.
+        For an empty dataset name, a group size or map length below 1 or a cost that is none of the
+        accepted types.
     """
 
     dataset: str
     cost: CostLike
     group_size: int = 1
     label: str | None = None
+    max_map_length: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -70,6 +79,11 @@ class DPCost:
             )
         if self.label is not None and not isinstance(self.label, str):
             raise InvalidParameterError(f"'label' must be a string, got {self.label!r}", "label")
+        bound = self.max_map_length
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
+            raise InvalidParameterError(
+                f"'max_map_length' must be a positive integer or None, got {bound!r}", "max_map_length"
+            )
 
     @property
     def guarantee(self) -> Guarantee:
@@ -102,7 +116,7 @@ class DPCost:
         spec : mapping
             ``dataset`` and exactly one of: ``epsilon`` (with an optional ``delta``: ε-DP or (ε, δ)-DP),
             ``mu`` (μ-GDP) or ``event`` (a :meth:`PrivacyEvent.to_dict` mapping). Optional ``group_size``
-            and ``label``.
+            and ``label``, and ``max_map_length`` for a mapped task.
 
         Returns
         -------
@@ -146,11 +160,20 @@ class DPCost:
             cost=cost,
             group_size=spec.get("group_size", 1),
             label=spec.get("label"),
+            max_map_length=spec.get("max_map_length"),
         )
 
 
-def as_cost(dataset: str, cost: CostLike | DPCost, group_size: int = 1, label: str | None = None) -> DPCost:
+def as_cost(
+    dataset: str,
+    cost: CostLike | DPCost,
+    group_size: int = 1,
+    label: str | None = None,
+    max_map_length: int | None = None,
+) -> DPCost:
     """A :class:`DPCost` from its parts (a DPCost passes through unchanged)."""
     if isinstance(cost, DPCost):
         return cost
-    return DPCost(dataset=dataset, cost=cost, group_size=group_size, label=label)
+    return DPCost(
+        dataset=dataset, cost=cost, group_size=group_size, label=label, max_map_length=max_map_length
+    )

@@ -2,9 +2,10 @@
 
 Routes (all ``GET``; the app has no route that writes to the ledger):
 
-- ``/``: per dataset the budget, spent, remaining, the composition method and the history, with charts, and
-  for a partitioned dataset what each partition has spent;
-- ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history.
+- ``/``: per dataset the budget, spent, remaining, the composition method, the history (with releases paid
+  from a reservation), with charts, each DAG run's reservation (reserved, held, paid), and for a
+  partitioned dataset what each partition has spent;
+- ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
 
 The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_plugin.reports import (
     DatasetSummary,
     HistoryRow,
+    RunReservation,
     amount,
     format_guarantee,
     format_number,
@@ -39,6 +41,7 @@ _STATUS_COLOURS = {"committed": "#6f42c1", "open": "#f0ad4e", "released": "#adb5
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem;color:#212529}
 h1{font-size:1.4rem;margin:0 0 .25rem} h2{font-size:1.1rem;margin:1.8rem 0 .4rem}
+h3{font-size:1rem;margin:1rem 0 .3rem}
 p.note{color:#6c757d;margin:.2rem 0 1rem;font-size:.9rem}
 table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:.9rem}
 th,td{border-bottom:1px solid #dee2e6;padding:.3rem .7rem;text-align:left}
@@ -130,6 +133,23 @@ def _history_table(rows: Sequence[HistoryRow]) -> str:
     )
 
 
+def _runs_table(runs: Sequence[RunReservation]) -> str:
+    """Each DAG run's reservation: what its setup reserved, what it holds, what its tasks paid from it."""
+    if not runs:
+        return ""
+    body = "".join(
+        f'<tr><td><code>{_e(run.key)}</code></td><td class="num">{_e(format_guarantee(run.reserved))}</td>'
+        f'<td class="num">{_e(format_guarantee(run.held))}</td>'
+        f'<td class="num">{_e(format_guarantee(run.paid))}</td><td class="num">{run.payments}</td>'
+        f"<td>{_e(run.status)}</td></tr>"
+        for run in runs
+    )
+    return (
+        '<h3>Run reservations</h3><table class="runs"><thead><tr><th>run</th><th>reserved</th><th>held</th>'
+        f"<th>paid</th><th>payments</th><th>status</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
 def _partition_table(spent: Mapping[str, BudgetReport]) -> str:
     """What each partition of a partitioned dataset has spent (empty for a dataset that is not)."""
     if not spent:
@@ -179,7 +199,7 @@ def render_page(
             f"<p>budget {_e(format_guarantee(s.budget))} · spent {_e(format_guarantee(s.spent))} "
             f"({_e(s.method)}) · remaining {_e(format_guarantee(s.remaining))}</p>"
             f"{_partition_table(spent_by_partition.get(s.dataset, {}))}"
-            f"{_history_svg(s)}{_history_table(s.history)}</section>"
+            f"{_history_svg(s)}{_runs_table(s.runs)}{_history_table(s.history)}</section>"
             for s in summaries
         )
         content = (
@@ -208,6 +228,17 @@ def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
         "method": summary.method,
     }
     if history:
+        data["runs"] = [
+            {
+                "key": run.key,
+                "reserved": run.reserved.to_dict(),
+                "held": run.held.to_dict(),
+                "paid": None if run.paid is None else run.paid.to_dict(),
+                "payments": run.payments,
+                "status": run.status,
+            }
+            for run in summary.runs
+        ]
         data["history"] = [
             {
                 "time": row.time,

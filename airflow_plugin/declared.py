@@ -76,4 +76,5 @@ def operator_cost(task: Any) -> DPCost | None:
         cost=kwargs["mechanism"],
         group_size=kwargs.get("group_size", 1),
         label=kwargs.get("label"),
+        max_map_length=kwargs.get("max_map_length"),
     )

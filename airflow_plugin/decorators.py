@@ -48,7 +48,7 @@ def _placeholders(
 class _DPDecoratedOperator(DecoratedOperator, PrivacyBudgetOperator):
     """The operator behind ``@dp_task``: a decorated :class:`PrivacyBudgetOperator`."""
 
-    template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
+    template_fields: Sequence[str] = ("dataset", "templates_dict", "op_args", "op_kwargs")
     template_fields_renderers = {"templates_dict": "json", "op_args": "py", "op_kwargs": "py"}  # noqa: RUF012
     custom_operator_name: str = "@dp_task"
 
@@ -90,9 +90,9 @@ def dp_task(
     multiple_outputs : bool, optional
         Unroll a returned dict into several XComs.
     **kwargs
-        ``dataset`` and ``mechanism`` (required), ``group_size``, ``label``, ``ledger_conn_id``,
-        ``on_exhausted``, and any operator argument (``retries``, ``task_id``, ...); see
-        :class:`~airflow_plugin.operators.PrivacyBudgetOperator`.
+        ``dataset`` (a template field) and ``mechanism`` (required), ``group_size``, ``label``,
+        ``max_map_length``, ``ledger_conn_id``, ``on_exhausted``, and any operator argument (``retries``,
+        ``task_id``, ...); see :class:`~airflow_plugin.operators.PrivacyBudgetOperator`.
 
     Returns
     -------

@@ -18,6 +18,14 @@ delivery of a first run, while it runs or after it ran) is refused with
 :class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing. Airflow's Execution API
 starts a task instance only from the queued state, so it does not deliver one resumption twice.
 
+The guarded task's code pays from the attempt's reservation: the guard puts it in the context as ``dp``, so
+that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
+callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`airflow_plugin.operators`).
+
+In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`) the guard reserves nothing: the
+attempt pays its declared cost from the run's reservation when it starts (unless its callable takes ``dp``
+and pays for its own releases), and ``dp`` is the run's reservation.
+
 Examples
 --------
 >>> BashOperator(task_id="export", bash_command="./export.sh",               # doctest: +SKIP
@@ -29,11 +37,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
     attempt_key,
+    charged_cost,
     check_on_exhausted,
     reserve_or_refuse,
     resumption,
@@ -43,6 +53,7 @@ from airflow_plugin.costs import CostLike, DPCost, as_cost
 from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost
 from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
 from airflow_plugin.hooks import PrivacyLedgerHook
+from dp_pipeline.accounting.scope import paying_from
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
@@ -50,6 +61,9 @@ __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter
 log = logging.getLogger(__name__)
 
 PreExecuteHook = Callable[[Any], Any]
+
+if TYPE_CHECKING:
+    from dp_pipeline.accounting.reservation import Reservation
 
 
 class PrivacyBudgetGuard:
@@ -85,9 +99,18 @@ class PrivacyBudgetGuard:
                 f"Task {task_name(context)} declares its own cost and also carries a privacy guard; "
                 "remove one of them so that the attempt is charged exactly once."
             )
+        cost = charged_cost(self.cost, context)
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+        task = context["task"]
+        python_callable = getattr(task, "python_callable", None)
+        run = run_reservation(accountant, cost, context, self.ledger_conn_id)
+        if run is not None:
+            pays = resumption(context) is None and not takes_dp(python_callable)
+            start_attempt(run, cost, context, pays=pays, on_exhausted=self.on_exhausted)
+            _hand_over(task, run, context)
+            return
         try:
-            reservation = reserve_or_refuse(accountant, self.cost, context, on_exhausted=self.on_exhausted)
+            reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
         except AttemptAlreadyChargedError as refused:
             resumed = resumption(context)
             if refused.status != "committed" or resumed is None:
@@ -98,8 +121,9 @@ class PrivacyBudgetGuard:
                 resumed,
                 attempt_key(context),
             )
-            return
+            reservation = accountant.reservation(cost.dataset, attempt_key(context))
         reservation.commit()
+        _hand_over(task, reservation, context)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PrivacyBudgetGuard):
@@ -115,6 +139,29 @@ class PrivacyBudgetGuard:
 
     def __repr__(self) -> str:
         return f"PrivacyBudgetGuard({self.cost.describe()}, ledger_conn_id={self.ledger_conn_id!r})"
+
+
+class _PayingCall:
+    """A task's ``execute_callable`` run inside :func:`paying_from` (set on the task for one attempt)."""
+
+    def __init__(self, task: Any, spender: Reservation) -> None:
+        self.task = task
+        self.spender = spender
+
+    def __call__(self) -> Any:
+        try:
+            with paying_from(self.spender):
+                return type(self.task).execute_callable(self.task)
+        finally:
+            vars(self.task).pop("execute_callable", None)
+
+
+def _hand_over(task: Any, spender: Reservation, context: Mapping[str, Any]) -> None:
+    """Give the guarded task's code the spender: as ``dp`` in its context (a Python callable that declares
+    ``dp`` receives it) and, for an operator that runs a Python callable, as the scope of that call."""
+    context["dp"] = spender  # type: ignore[index]
+    if callable(getattr(type(task), "execute_callable", None)):
+        object.__setattr__(task, "execute_callable", _PayingCall(task, spender))
 
 
 class GuardChain:
@@ -140,6 +187,7 @@ def dp_guard(
     *,
     group_size: int = 1,
     label: str | None = None,
+    max_map_length: int | None = None,
     ledger_conn_id: str = DEFAULT_CONN_ID,
     on_exhausted: OnExhausted = "fail",
 ) -> PrivacyBudgetGuard:
@@ -148,13 +196,17 @@ def dp_guard(
     Parameters
     ----------
     dataset : str
-        The ledger dataset the cost is charged to.
+        The ledger dataset the cost is charged to; may be a Jinja template, rendered with the task's
+        context when the guard runs (see :mod:`airflow_plugin.templating`).
     mechanism : Mechanism, PrivacyEvent or Guarantee
         What one run of the task releases.
     group_size : int, default 1
         Records one individual may contribute.
     label : str, optional
         The ledger history label (default ``dag_id.task_id``).
+    max_map_length : int, optional
+        On a mapped operator: the most map indexes one run charges (see
+        :class:`~airflow_plugin.costs.DPCost`).
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The Airflow Connection of the ledger.
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -165,7 +217,7 @@ def dp_guard(
     PrivacyBudgetGuard
     """
     return PrivacyBudgetGuard(
-        as_cost(dataset, mechanism, group_size, label),
+        as_cost(dataset, mechanism, group_size, label, max_map_length),
         ledger_conn_id=ledger_conn_id,
         on_exhausted=on_exhausted,
     )

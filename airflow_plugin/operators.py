@@ -1,5 +1,20 @@
 """PrivacyBudgetOperator: reserve a task's privacy cost on the ledger, then run its callable.
 
+One budget for the task's code
+------------------------------
+The callable receives the attempt's reservation as ``dp`` (when it declares it) and runs inside
+:func:`~dp_pipeline.accounting.scope.paying_from`: code written for a plain accountant works unchanged with
+``accountant=dp`` (``df.pipe(dp_mean, ..., accountant=dp, dataset=...)``, a transformer's ``accountant=dp``),
+and each of its releases is paid from the reservation and recorded under it, so the task is charged once.
+A release beyond the reserved cost is refused (``BudgetExceededError``), and one made through the plain
+dataset accountant inside the task is refused (``ScopedSpendError``), since it would charge the dataset a
+second time.
+
+Unspent reserved budget stays charged once the callable has started: the callable may have released data by
+other means (the ``mechanism`` it was handed, a file it wrote), which the ledger cannot see, so the declared
+cost is the most its attempt can have released. In a DAG that reserves per run
+(:func:`airflow_plugin.runs.run_budget`), ``dp`` is the run's reservation instead.
+
 Retry policy
 ------------
 Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/try_number``.
@@ -14,7 +29,11 @@ Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/t
 - A second delivery of the same attempt (its key is already reserved: the first delivery runs, ran or was
   released) raises :class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing.
 
-Mapped tasks (``.partial(...).expand(...)``) are charged once per map index.
+Mapped tasks (``.partial(...).expand(...)``) are charged once per map index, up to ``max_map_length``
+(Airflow's ``[core] max_map_length`` when not declared): a map index beyond it is refused before it reads
+data, so that a run never charges more than the DAG check counted.
+
+``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run.
 """
 
 from __future__ import annotations
@@ -25,17 +44,26 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._runtime import OnExhausted, check_on_exhausted, reserve_or_refuse, task_name
+from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
+from airflow_plugin._runtime import (
+    OnExhausted,
+    charged_cost,
+    check_on_exhausted,
+    reserve_or_refuse,
+    task_name,
+)
 from airflow_plugin.costs import CostLike, DPCost
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.hooks import PrivacyLedgerHook
+from dp_pipeline.accounting.scope import paying_from
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.reservation import Reservation
 
 __all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
 
-INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset")
+INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset", "dp")
 """Arguments a DP callable may declare by name, on top of Airflow's context keys."""
 
 
@@ -45,15 +73,18 @@ class PrivacyBudgetOperator(PythonOperator):
     The callable receives, by name, whichever of these arguments it declares (or all of them with
     ``**kwargs``), together with Airflow's context keys (``ti``, ``ds``, ``params``, ...) and ``op_kwargs``:
 
+    - ``dp``: the attempt's reservation, a spender to pass as ``accountant=`` to the frame functions and
+      transformers: each release is paid from the task's reserved cost (see the module docstring);
     - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with;
     - ``accountant``: the :class:`~dp_pipeline.PrivacyAccountant` of the ledger, for reading budgets
-      (the task's own cost is already reserved; do not spend it again);
+      (spending on the task's dataset through it is refused inside the task: pay with ``dp``);
     - ``dataset``: the dataset name.
 
     Parameters
     ----------
     dataset : str
-        The ledger dataset the cost is charged to.
+        The ledger dataset the cost is charged to; a template field (rendered for each run, see
+        :mod:`airflow_plugin.templating`).
     mechanism : Mechanism, PrivacyEvent or Guarantee
         What one run releases; its cost is known before any data is read.
     python_callable : callable
@@ -62,6 +93,8 @@ class PrivacyBudgetOperator(PythonOperator):
         Records one individual may contribute (group privacy).
     label : str, optional
         The ledger history label; defaults to ``dag_id.task_id`` (with the map index).
+    max_map_length : int, optional
+        Mapped: the most map indexes one run charges (see :class:`~airflow_plugin.costs.DPCost`).
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The Airflow Connection of the ledger (:class:`~airflow_plugin.hooks.PrivacyLedgerHook`).
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -84,7 +117,7 @@ class PrivacyBudgetOperator(PythonOperator):
     ...                       mechanism=Laplace(epsilon=0.5, sensitivity=1.0), python_callable=count)
     """
 
-    template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
+    template_fields: Sequence[str] = ("dataset", "templates_dict", "op_args", "op_kwargs")
     ui_color: ClassVar[str] = "#e6dcf5"  # type: ignore[misc]
     declares_dp_cost: ClassVar[bool] = True
     """Mapped, its cost is in its partial kwargs (read by :func:`airflow_plugin.declared.operator_cost`)."""
@@ -97,6 +130,7 @@ class PrivacyBudgetOperator(PythonOperator):
         python_callable: Callable[..., Any],
         group_size: int = 1,
         label: str | None = None,
+        max_map_length: int | None = None,
         ledger_conn_id: str = DEFAULT_CONN_ID,
         on_exhausted: OnExhausted = "fail",
         **kwargs: Any,
@@ -106,28 +140,46 @@ class PrivacyBudgetOperator(PythonOperator):
         self.mechanism = mechanism
         self.group_size = group_size
         self.dp_label = label  # ``label`` is Airflow's display name of the task
+        self.max_map_length = max_map_length
         self.ledger_conn_id = ledger_conn_id
         self.on_exhausted = check_on_exhausted(on_exhausted)
-        self.dp_cost = DPCost(dataset=dataset, cost=mechanism, group_size=group_size, label=label)
+        self.dp_cost = DPCost(
+            dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
+        )
         self._dp_callable_started = False
+        self._dp_attempt: tuple[Reservation, DPCost, Any, bool] | None = None
 
     def get_accountant(self) -> PrivacyAccountant:
         """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
         return PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
 
     def execute(self, context: Any) -> Any:
-        """Reserve the cost, run the callable, then commit (or release if the callable never ran)."""
+        """Reserve the cost (or find the run's reservation), run the callable paying from it, then commit
+        (or cancel if the callable never ran)."""
         accountant = self.get_accountant()
-        reservation = reserve_or_refuse(accountant, self.dp_cost, context, on_exhausted=self.on_exhausted)
+        cost = charged_cost(self.dp_cost, context, rendered=self.dataset)
+        run = run_reservation(accountant, cost, context, self.ledger_conn_id)
+        own = None
+        if run is None:
+            own = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
+        spender = run if run is not None else own
+        assert spender is not None
         self._dp_callable_started = False
+        self._dp_attempt = (spender, cost, context, run is not None)
+        context.update(
+            {"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
+        )
         try:
-            context.update({"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset})
             result = super().execute(context)
         except BaseException as exc:
-            self._end_attempt(reservation, context, exc)
+            if own is not None:
+                self._end_attempt(own, context, exc)
             raise
-        reservation.commit()
-        self.log.info("committed %s for %s", self.dp_cost.describe(), task_name(context))
+        finally:
+            self._dp_attempt = None
+        if own is not None:
+            own.commit()
+            self.log.info("committed %s for %s", cost.describe(), task_name(context))
         return result
 
     def _end_attempt(self, reservation: Any, context: Mapping[str, Any], exc: BaseException) -> None:
@@ -147,7 +199,7 @@ class PrivacyBudgetOperator(PythonOperator):
             return
         reason = f"attempt failed before its callable ran: {type(exc).__name__}: {exc}"
         try:
-            reservation.release(reason=reason[:500])
+            reservation.cancel(reason=reason[:500])
         except Exception:
             self.log.exception("could not release the reservation of %s; the ledger keeps counting it", name)
             return
@@ -160,14 +212,24 @@ class PrivacyBudgetOperator(PythonOperator):
             return
         signature.bind(*self.op_args, **self.op_kwargs)
 
-    def execute_callable(self) -> Any:
-        """Check the callable's arguments bind, mark the attempt as started, then call it."""
+    def _start(self) -> Reservation:
+        """Check the callable's arguments bind; in a run, pay the declared cost when the callable cannot
+        pay for itself and record the attempt; mark the attempt as started. Returns the spender."""
         self._check_arguments()
+        assert self._dp_attempt is not None, "the callable runs only from execute()"
+        spender, cost, context, in_run = self._dp_attempt
+        if in_run:
+            pays = not takes_dp(self.python_callable)
+            start_attempt(spender, cost, context, pays=pays, on_exhausted=self.on_exhausted)
         self._dp_callable_started = True
-        return super().execute_callable()
+        return spender
+
+    def execute_callable(self) -> Any:
+        """Start the attempt, then call the callable paying from the attempt's reservation."""
+        with paying_from(self._start()):
+            return super().execute_callable()
 
     async def aexecute_callable(self) -> Any:
         """The asynchronous form of :meth:`execute_callable`."""
-        self._check_arguments()
-        self._dp_callable_started = True
-        return await super().aexecute_callable()
+        with paying_from(self._start()):
+            return await super().aexecute_callable()

@@ -23,7 +23,8 @@ and raises ``AirflowClusterPolicyViolation`` (the DAG shows as an import error a
 run cannot fit a dataset's whole budget, when a charged dataset has no budget, or when the ledger cannot be
 read. It compares with the whole budget, not with what remains: Airflow re-parses the DAG in the worker for
 every task, and a DAG must not disappear half-way through a run as its own tasks spend the budget. A plan
-that exceeds only the remainder is logged.
+that exceeds only the remainder is logged. A parsed DAG has no logical date: a dataset name templated on the
+date is logged as not checked (check it with ``--logical-date``).
 
 ``airflow_local_settings.py`` is imported while Airflow itself initialises, so the modules that reach
 Airflow's task SDK (guards, hooks, planning) are imported inside the functions; what a task declares is
@@ -152,7 +153,7 @@ def make_dag_policy(
                     dag.dag_id,
                     check.dataset,
                 )
-        failing = [check for check in checks if not check.ok]
+        failing = [check for check in checks if check.checked and not check.ok]
         if failing:
             message = printable(f"DAG {dag.dag_id!r} exceeds its privacy budget: {_describe(failing)}")
             if mode == "refuse":

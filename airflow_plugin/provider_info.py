@@ -40,7 +40,10 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "operators": [
-            {"integration-name": "dp-pipeline privacy ledger", "python-modules": ["airflow_plugin.operators"]}
+            {
+                "integration-name": "dp-pipeline privacy ledger",
+                "python-modules": ["airflow_plugin.operators", "airflow_plugin.runs"],
+            }
         ],
         "hooks": [
             {"integration-name": "dp-pipeline privacy ledger", "python-modules": ["airflow_plugin.hooks"]}

@@ -1,4 +1,5 @@
-"""Read-only summaries of a ledger (budget, spent, remaining, method, history), for the dashboard and demo."""
+"""Read-only summaries of a ledger (budget, spent, remaining, method, history, run reservations), for the
+dashboard and demo."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_plugin._attempts import RUN_KEY_PREFIX
 from dp_pipeline import guarantees
 from dp_pipeline.guarantees import GaussianDP, Guarantee
 
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DatasetSummary",
     "HistoryRow",
+    "RunReservation",
     "amount",
     "dataset_budget",
     "format_guarantee",
@@ -47,9 +50,11 @@ def format_guarantee(guarantee: Guarantee | None) -> str:
 class HistoryRow:
     """One ledger record as shown: when, what, which attempt, and how it ended.
 
-    Reservations (kind ``"reserve"``, status ``"open"``, ``"committed"`` or ``"released"``) and budget
-    changes (kind ``"budget"``) are shown; the commit and release records that end a reservation are
-    folded into its status.
+    Reservations (kind ``"reserve"``, status ``"open"``, ``"committed"`` or ``"released"``), releases paid
+    from a reservation (kind ``"pay"``, status ``"paid"``, the reservation's key), reservations lowered to
+    the part of their plan that ran (kind ``"shrink"``, the cost kept) and budget changes (kind
+    ``"budget"``) are shown; the commit and release records that end a reservation are folded into its
+    status.
     """
 
     time: str
@@ -67,8 +72,37 @@ class HistoryRow:
 
 
 @dataclass(frozen=True)
+class RunReservation:
+    """A DAG run's reservation on a dataset (see :mod:`airflow_plugin.runs`).
+
+    Attributes
+    ----------
+    key : str
+        ``run/<dag_id>/<run_id>``.
+    reserved : Guarantee
+        The run's whole plan, reserved by its setup task.
+    held : Guarantee
+        What it holds now: after the teardown, the declared costs of the attempts that started.
+    paid : Guarantee or None
+        What the run's tasks paid from it (None before any payment).
+    payments : int
+        How many releases were paid from it.
+    status : str
+        The reservation's status (``"committed"`` once reserved).
+    """
+
+    key: str
+    reserved: Guarantee
+    held: Guarantee
+    paid: Guarantee | None
+    payments: int
+    status: str
+
+
+@dataclass(frozen=True)
 class DatasetSummary:
-    """A dataset's budget, spent and remaining amounts (in the budget's currency) and its history."""
+    """A dataset's budget, spent and remaining amounts (in the budget's currency), its history and its
+    run reservations."""
 
     dataset: str
     budget: Guarantee
@@ -76,6 +110,7 @@ class DatasetSummary:
     remaining: Guarantee
     method: str
     history: list[HistoryRow] = field(default_factory=list)
+    runs: list[RunReservation] = field(default_factory=list)
 
     @property
     def unit(self) -> str:
@@ -98,7 +133,7 @@ def _history_rows(records: Iterable[Any]) -> list[HistoryRow]:
     rows = []
     for record in records:
         kind = str(getattr(record, "kind", "reserve"))
-        if kind not in ("reserve", "budget"):
+        if kind not in ("reserve", "budget", "pay", "shrink"):
             continue
         time = getattr(record, "time", "")
         rows.append(
@@ -109,23 +144,40 @@ def _history_rows(records: Iterable[Any]) -> list[HistoryRow]:
                 key=str(getattr(record, "key", "") or ""),
                 group_size=getattr(record, "group_size", None),
                 cost=getattr(record, "guarantee", None),
-                status=str(getattr(record, "status", "")),
+                status="paid" if kind == "pay" else str(getattr(record, "status", "")),
             )
         )
     return rows
+
+
+def _runs(accountant: PrivacyAccountant, dataset: str, records: list[Any]) -> list[RunReservation]:
+    runs = []
+    for record in records:
+        key = str(getattr(record, "key", "") or "")
+        if record.kind != "reserve" or not key.startswith(RUN_KEY_PREFIX):
+            continue
+        after = [r for r in records if r.reservation == record.seq]
+        shrinks = [r.guarantee for r in after if r.kind == "shrink"]
+        payments = sum(1 for r in after if r.kind == "pay")
+        paid = accountant.reservation(dataset, key).spent().guarantee if payments else None
+        held = shrinks[-1] if shrinks else record.guarantee
+        runs.append(RunReservation(key, record.guarantee, held, paid, payments, str(record.status)))
+    return runs
 
 
 def summarize(accountant: PrivacyAccountant, dataset: str) -> DatasetSummary:
     """The summary of one dataset."""
     spent = accountant.spent(dataset)
     remaining = accountant.remaining(dataset)
+    records = accountant.records(dataset)
     return DatasetSummary(
         dataset=dataset,
         budget=_budget(accountant, dataset),
         spent=spent.guarantee,
         remaining=remaining.guarantee,
         method=str(getattr(spent, "method", "")),
-        history=_history_rows(accountant.records(dataset)),
+        history=_history_rows(records),
+        runs=_runs(accountant, dataset, records),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from airflow_plugin.testing import run_dag
 from airflow_plugin.testing import task_states as states
 
-__all__ = ["charges", "ledger_conn_uri", "run_dag", "states"]
+__all__ = ["FailureLog", "charges", "ledger_conn_uri", "run_dag", "states"]
 
 
 def ledger_conn_uri(path: Path) -> str:
@@ -20,3 +20,13 @@ def ledger_conn_uri(path: Path) -> str:
 def charges(accountant: Any, dataset: str) -> list[tuple[str, str]]:
     """(key, status) of every reservation on the dataset, in ledger order."""
     return [(entry.key, entry.status) for entry in accountant.records(dataset) if entry.kind == "reserve"]
+
+
+class FailureLog:
+    """An ``on_failure_callback`` that keeps the exception Airflow hands to it (the task's real error)."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, BaseException] = {}
+
+    def __call__(self, context: Any) -> None:
+        self.errors[context["ti"].task_id] = context["exception"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,36 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     accountant = PrivacyAccountant(f"sqlite:///{path}", create=True)
     monkeypatch.setenv("AIRFLOW_CONN_DP_LEDGER_DEFAULT", ledger_conn_uri(path))
     return accountant
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A PostgreSQL cluster for the ledger, torn down after the session (skipped without the server
+    binaries; ``make system-deps`` installs them)."""
+    from tests.pg_server import TemporaryPostgres, postgres_bindir
+
+    if postgres_bindir() is None:
+        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (make system-deps)")
+    with TemporaryPostgres() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_ledger(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
+    """A fresh ledger on SQLite (the ``sqlite`` connection form) or on PostgreSQL (a ``dpledger``
+    connection with its SQLAlchemy URL), reachable through ``AIRFLOW_CONN_DP_LEDGER_DEFAULT``."""
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from tests.airflow_plugin._helpers import ledger_conn_uri
+
+    if request.param == "sqlite":
+        path = tmp_path / "ledger.db"
+        url, conn = f"sqlite:///{path}", ledger_conn_uri(path)
+    else:
+        url = request.getfixturevalue("postgres_server").create_database()
+        conn = json.dumps({"conn_type": "dpledger", "extra": {"sqlalchemy_url": url}})
+    accountant = PrivacyAccountant(url, create=True)
+    monkeypatch.setenv("AIRFLOW_CONN_DP_LEDGER_DEFAULT", conn)
+    yield accountant
+    accountant.close()

@@ -34,6 +34,46 @@ def test_airflow_demo_prints_the_refusal_and_the_budget_table() -> None:
     assert "Outcome as expected: two releases committed, the third refused." in out
 
 
+def test_weekly_report_pays_its_pandas_aggregates_from_one_run_reservation(any_ledger) -> None:
+    """The weekly report (examples/airflow/dags/dp_weekly_report.py) reserves its plan, ε = 0.4 + 0.3 + 0.2
+    (pure guarantees add up), before its tasks read the data; its three aggregates are paid from the run's
+    reservation and the dataset is charged the plan once. A second run in the same week finds ε = 0.1 left
+    and is refused before any task reads the data."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_plugin import check_dag
+    from dp_pipeline import PureDP
+    from tests.airflow_plugin._helpers import run_dag, states
+    from tests.airflow_plugin.conftest import EXAMPLE_DAGS
+
+    ledger = any_ledger
+    ledger.set_budget("patients", PureDP(1.0))
+    bag = DagBag(dag_folder=str(EXAMPLE_DAGS / "dp_weekly_report.py"))
+    assert not bag.import_errors
+    dag = bag.dags["dp_weekly_report"]
+    (check,) = check_dag(dag, ledger)
+    assert check.total.epsilon == pytest.approx(0.4 + 0.3 + 0.2) and check.ok
+
+    dag_run = run_dag(dag)
+
+    assert set(states(dag_run).values()) == {"success"}
+    report = dag_run.get_task_instance("publish").xcom_pull(task_ids="publish")
+    assert set(report) == {"patients_by_region", "mean_age", "diabetic"}
+    assert set(report["patients_by_region"]) == {"north", "south", "east", "west"}
+    history = ledger.history("patients")
+    (run,) = [entry for entry in history if entry.paid_from is None]
+    assert run.key == f"run/dp_weekly_report/{dag_run.run_id}"
+    paid = [entry for entry in history if entry.paid_from == run.key]
+    assert sum(entry.cost.epsilon for entry in paid) == pytest.approx(0.9)
+    assert ledger.spent("patients").epsilon == pytest.approx(0.9)
+
+    second = run_dag(dag)
+
+    assert states(second)["dp_reserve_run"] == "failed"
+    assert {states(second)[t] for t in ("patients_by_region", "mean_age", "diabetic")} == {"upstream_failed"}
+    assert ledger.spent("patients").epsilon == pytest.approx(0.9)
+
+
 @pytest.mark.spark
 def test_spark_example_dag_releases_once_under_its_reservation(ledger) -> None:
     pytest.importorskip("pyspark")

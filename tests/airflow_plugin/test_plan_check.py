@@ -1,8 +1,8 @@
 """One plan check: ``dp-pipeline plan check``, the DAG check and the DAG policy decide as the accountant does.
 
 Random plans (Laplace, Gaussian calibrated by σ or by (ε, δ), binary and k-ary randomized response, pure,
-approximate and μ-GDP guarantees; group sizes; mapped tasks) on random budgets under every budget rule, after
-random earlier spends. For each plan:
+approximate and μ-GDP guarantees; group sizes; mapped tasks; retried tasks) on random budgets under every
+budget rule, after random earlier spends. For each plan:
 
 - the CLI reads it as a JSON plan file (in process, through Typer's runner) and says whether it fits what
   remains;
@@ -66,6 +66,7 @@ class Release:
     categories: int = 3
     group_size: int = 1
     count: int = 1  # how many times one run releases it (a mapped task)
+    attempts: int = 1  # the task's retries + 1: every attempt that starts its code is charged
 
     def cost(self) -> Any:
         """The mechanism or guarantee a task declares."""
@@ -82,7 +83,7 @@ class Release:
         }[self.kind]()
 
     def plan_items(self) -> list[dict[str, Any]]:
-        """The release in the CLI's plan format, once per map index."""
+        """The release in the CLI's plan format, once per map index and attempt."""
         s, e = self.sensitivity, self.epsilon
         item = {
             "laplace": {"mechanism": "laplace", "epsilon": e, "sensitivity": s},
@@ -94,7 +95,7 @@ class Release:
             "approx": {"epsilon": e, "delta": self.delta},
             "gdp": {"mu": self.mu},
         }[self.kind]
-        return [{**item, "group_size": self.group_size}] * self.count
+        return [{**item, "group_size": self.group_size}] * (self.count * self.attempts)
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class Budget:
             accountant.set_budget(dataset, GaussianDP(self.amount), relation=self.relation)
         else:
             budget = ApproxDP(self.amount, self.delta)
-            accountant.set_budget(dataset, budget, method="gdp", relation=self.relation)
+            accountant.set_budget(dataset, budget, rule="gdp", relation=self.relation)
 
 
 def _amounts(low: float, high: float) -> st.SearchStrategy[float]:
@@ -153,6 +154,7 @@ releases = st.builds(
     categories=st.integers(3, 6),
     group_size=st.sampled_from((1, 1, 2, 3)),
     count=st.sampled_from((1, 1, 1, 2, 3)),
+    attempts=st.sampled_from((1, 1, 1, 2, 3)),
 )
 budgets = st.builds(
     Budget,
@@ -177,21 +179,32 @@ def plans(draw: st.DrawFn) -> list[Release]:
 
 def _dag(dag_id: str, dataset: str, plan: list[Release]) -> Any:
     """A DAG whose tasks declare the plan: an operator, a guard on a plain operator and a ``params`` spec
-    in turn; a release made ``count`` times is one task mapped over ``count`` literal values."""
+    in turn; a release made ``count`` times is one task mapped over ``count`` literal values, and one made
+    in ``attempts`` attempts has ``retries=attempts - 1``."""
     with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
         for i, release in enumerate(plan):
             cost, k, task_id = release.cost(), release.group_size, f"t{i}"
             values = [f"echo {n}" for n in range(release.count)]
+            retries = release.attempts - 1
             if i % 3 == 0:
                 PrivacyBudgetOperator.partial(
-                    task_id=task_id, dataset=dataset, mechanism=cost, group_size=k, python_callable=len
+                    task_id=task_id,
+                    dataset=dataset,
+                    mechanism=cost,
+                    group_size=k,
+                    python_callable=len,
+                    retries=retries,
                 ).expand(op_args=[[n] for n in range(release.count)])
             elif i % 3 == 1:
                 guard = dp_guard(dataset, cost, group_size=k)
-                BashOperator.partial(task_id=task_id, pre_execute=guard).expand(bash_command=values)
+                BashOperator.partial(task_id=task_id, pre_execute=guard, retries=retries).expand(
+                    bash_command=values
+                )
             else:
                 spec = {"dataset": dataset, "event": DPCost(dataset, cost).event.to_dict(), "group_size": k}
-                BashOperator.partial(task_id=task_id, params={"dp_cost": spec}).expand(bash_command=values)
+                BashOperator.partial(task_id=task_id, params={"dp_cost": spec}, retries=retries).expand(
+                    bash_command=values
+                )
     return dag
 
 
@@ -221,7 +234,7 @@ def _policy_accepts(dag: Any) -> bool:
 def _as_given(plan: list[Release]) -> tuple[list[Any], int]:
     """The plan's costs and group size as a user gives them to the accountant: one group size for the
     whole plan when there is one, else each release grouped on its own."""
-    made = [release for release in plan for _ in range(release.count)]
+    made = [release for release in plan for _ in range(release.count * release.attempts)]
     sizes = {release.group_size for release in made}
     if len(sizes) == 1:
         return [release.cost() for release in made], sizes.pop()
@@ -317,6 +330,20 @@ def test_the_cli_the_dag_check_the_dag_policy_and_spend_plan_agree(ledger, tmp_p
         budget=Budget("basic-pure", 1.0),
         earlier=[Release("pure", epsilon=0.5)],
         plan=[Release("laplace", epsilon=0.75)],
+    )
+    # a task with two retries may be charged three times: 3 × 0.5 exceeds ε = 1.4 (one attempt fits)
+    @example(budget=Budget("basic-pure", 1.4), earlier=[], plan=[Release("laplace", epsilon=0.5, attempts=3)])
+    # a plan whose releases' own δ (9 × 1e-7) exceed the δ left after an earlier spend fits the whole budget
+    # (the DAG check once called that "cannot be composed" and the DAG policy refused the DAG)
+    @example(
+        budget=Budget("basic-approx", 0.5, scale=1.0),
+        earlier=[Release("laplace", epsilon=0.1), Release("approx", epsilon=0.1, delta=1e-7, group_size=3)],
+        plan=[
+            Release("laplace", epsilon=0.1),
+            Release("laplace", epsilon=0.1),
+            Release("gaussian_mu", mu=0.1),
+            Release("approx", epsilon=0.1, delta=1e-7, count=3, attempts=3),
+        ],
     )
     # three μ = 0.1 Gaussians fit an (ε = 1, δ = 1e-6) budget under the pure-or-GDP rule
     @example(budget=Budget("pure-or-gdp", 1.0), earlier=[], plan=[Release("gaussian_mu", mu=0.1, count=3)])

@@ -77,6 +77,7 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
             dataset="other",
             mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
             python_callable=len,
+            max_map_length=3,
         ).expand(op_args=source.output)
         BashOperator(task_id="export", bash_command="true", pre_execute=dp_guard("other", PureDP(0.2)))
         BashOperator(
@@ -89,7 +90,7 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     counts = {t.task_id: (t.count, t.source, t.enforced) for t in plan.tasks}
     assert counts == {
         "per_site": (40, "operator", True),
-        "per_runtime_site": (None, "operator", True),
+        "per_runtime_site": (3, "operator", True),
         "export": (1, "guard", True),
         "declared_only": (1, "params", False),
     }
@@ -101,8 +102,7 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     pure = [Laplace(epsilon=0.1, sensitivity=1.0).event] * 40  # Σε = 4 > 3 at δ = 0
     assert not ledger.plan_fits("cohort", pure) and ledger.plan_cost("cohort", pure).guarantee.epsilon >= 4
     other = checks["other"]
-    assert other.ok  # 0.1 (counted once) + 0.2 + 0.1 fits ε = 1
-    assert any("per_runtime_site" in w for w in other.warnings)
+    assert other.ok  # 3 × 0.1 (its declared map bound) + 0.2 + 0.1 fits ε = 1
     assert any("declared_only" in w and "not enforced" in w for w in other.warnings)
 
 
@@ -117,7 +117,7 @@ def test_dag_check_agrees_with_the_accountant_on_a_gdp_rule_budget(ledger) -> No
     from dp_pipeline import ApproxDP, GaussianDP
     from dp_pipeline.mechanisms import Gaussian
 
-    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), method="gdp")
+    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), rule="gdp")
     mechanism = Gaussian.from_mu(0.1, sensitivity=1.0)
     with DAG("dp_gdp_plan", schedule=None, start_date=START, catchup=False) as dag:
         for i in range(3):
@@ -326,8 +326,8 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["active"].count("airflow_plugin.policies") == 2
-    # ε = 1.0 and 0.5 fit; dp_patients_report (ε = 1.5) does not
-    assert report["dags"] == ["dp_patients_by_region", "dp_patients_spark"]
+    # ε = 1.0, 0.9 and 0.5 fit; dp_patients_report (ε = 1.5) does not
+    assert report["dags"] == ["dp_patients_by_region", "dp_patients_spark", "dp_weekly_report"]
     assert len(report["errors"]) == 1 and "dp_patients_report" in report["errors"][0]
     assert "one run needs ε=1.5 but the whole budget is ε=1" in report["errors"][0]
 

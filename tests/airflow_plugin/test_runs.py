@@ -8,22 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.airflow_plugin._helpers import charges, run_dag, states
+from tests.airflow_plugin._helpers import FailureLog, charges, run_dag, states
 from tests.airflow_plugin.conftest import EXAMPLE_DAGS
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-class FailureLog:
-    """An ``on_failure_callback`` that keeps the exception Airflow hands to it (the task's real error)."""
-
-    def __init__(self) -> None:
-        self.errors: dict[str, BaseException] = {}
-
-    def __call__(self, context: Any) -> None:
-        self.errors[context["ti"].task_id] = context["exception"]
 
 
 def test_example_dag_third_task_is_refused_and_two_are_committed(ledger) -> None:

@@ -1,0 +1,157 @@
+"""What a DP task attempt does inside a run-budgeted DAG: find the run's reservation, record that it starts,
+pay its declared cost when its code cannot pay for itself (see :mod:`airflow_plugin.runs`).
+
+Kept apart from :mod:`airflow_plugin.runs` (which plans with :mod:`airflow_plugin.planning`, which
+reads the guards) so that the operators and the guards can use it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_plugin._runtime import OnExhausted, attempt_label, check_map_index, refusal, task_name
+from airflow_plugin.costs import DPCost
+from airflow_plugin.exceptions import PrivacyCostError
+from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, LedgerError, printable
+
+if TYPE_CHECKING:
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.reservation import Reservation
+
+__all__ = [
+    "ATTEMPT_XCOM_KEY",
+    "RUN_KEY_PREFIX",
+    "SETTLED_XCOM_KEY",
+    "pay_share",
+    "plan_form",
+    "role_task",
+    "run_key",
+    "run_reservation",
+    "start_attempt",
+    "takes_dp",
+]
+
+ATTEMPT_XCOM_KEY = "dp_pipeline_attempt"
+"""The XCom in which a DP task attempt of a run-budgeted DAG records its try number before its code starts."""
+
+SETTLED_XCOM_KEY = "dp_pipeline_settled"
+"""The XCom in which the teardown records that it settled the run's reservations."""
+
+
+RUN_KEY_PREFIX = "run/"
+"""How the keys of run reservations begin (task attempts' keys begin with their DAG id)."""
+
+
+def run_key(dag_id: str, run_id: str) -> str:
+    """The idempotency key of a run's reservation on each dataset: ``run/<dag_id>/<run_id>``."""
+    return f"{RUN_KEY_PREFIX}{dag_id}/{run_id}"
+
+
+def role_task(dag: Any, role: str) -> Any:
+    """The task of ``dag`` playing ``role`` in a run budget (``"setup"`` or ``"teardown"``), or None."""
+    for task in getattr(dag, "tasks", ()):
+        if getattr(task, "dp_run_budget_role", None) == role:
+            return task
+    return None
+
+
+def takes_dp(python_callable: Callable[..., Any] | None) -> bool:
+    """Whether a task's callable receives ``dp`` (by name, or through ``**kwargs``)."""
+    if python_callable is None:
+        return False
+    try:
+        parameters = inspect.signature(python_callable).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature receives nothing by name
+        return False
+    return any(p.name == "dp" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def plan_form(releases: list[tuple[PrivacyEvent, int]], group_size: int) -> list[PrivacyEvent]:
+    """Releases as a reservation made with ``group_size`` declared them (see
+    :func:`~dp_pipeline.accounting.composition.group_plan`): as given under one group size above 1, else
+    each grouped on its own."""
+    if group_size > 1:
+        return [event for event, _ in releases]
+    return [group_event(event, size) for event, size in releases]
+
+
+def pay_share(reservation: Reservation, cost: DPCost, label: str) -> Any:
+    """Pay one declared release from a run's reservation, in the form the reservation declared it."""
+    if reservation.group_size > 1:
+        return reservation.spend(reservation.dataset, cost.event, group_size=cost.group_size, label=label)
+    (grouped,) = plan_form([(cost.event, cost.group_size)], 1)
+    return reservation.spend(reservation.dataset, grouped, label=label)
+
+
+def run_reservation(
+    accountant: PrivacyAccountant, cost: DPCost, context: Mapping[str, Any], ledger_conn_id: str
+) -> Reservation | None:
+    """The run's reservation this attempt pays from, or None when its DAG does not reserve per run.
+
+    Raises
+    ------
+    PrivacyCostError
+        The attempt is outside what the run reserved: the task uses another ledger, the attempt is beyond
+        ``retries + 1`` (a task cleared by hand), the run is already settled, the map index is beyond the
+        task's bound, or the run holds no reservation on the dataset.
+    """
+    dag = context["dag"]
+    setup = role_task(dag, "setup")
+    if setup is None:
+        return None
+    ti, name = context["ti"], task_name(context)
+    if ledger_conn_id != setup.ledger_conn_id:
+        raise PrivacyCostError(
+            f"Task {name} charges the ledger {ledger_conn_id!r}, but its run reserves on "
+            f"{setup.ledger_conn_id!r}: every DP task of a run-budgeted DAG uses the run's ledger."
+        )
+    allowed = (getattr(context["task"], "retries", 0) or 0) + 1
+    if ti.try_number > allowed:
+        raise PrivacyCostError(
+            f"Task {name}: attempt {ti.try_number} is beyond the {allowed} attempt(s) its run reserved (a "
+            "task cleared by hand); it does not run. Trigger a new run, which reserves anew."
+        )
+    teardown = role_task(dag, "teardown")
+    if teardown is not None and ti.xcom_pull(task_ids=teardown.task_id, key=SETTLED_XCOM_KEY, default=None):
+        raise PrivacyCostError(
+            f"Task {name}: its run's reservations were settled by {teardown.task_id!r}; it does not run. "
+            "Trigger a new run, which reserves anew."
+        )
+    check_map_index(cost, context)
+    try:
+        return accountant.reservation(cost.dataset, run_key(dag.dag_id, ti.run_id))
+    except (LedgerError, InvalidParameterError) as exc:  # incl. a dataset without a budget
+        raise PrivacyCostError(
+            f"Task {name}: its run holds no reservation on {cost.dataset!r} (did the setup "
+            f"{setup.task_id!r} run?): {printable(str(exc))}"
+        ) from exc
+
+
+def start_attempt(
+    run: Reservation,
+    cost: DPCost,
+    context: Mapping[str, Any],
+    *,
+    pays: bool,
+    on_exhausted: OnExhausted,
+) -> None:
+    """Before an attempt's code starts in a run: pay its declared cost from the run's reservation when its
+    code cannot pay for itself (``pays``), then record its try number for the teardown.
+
+    Raises
+    ------
+    PrivacyBudgetExhausted, PrivacyBudgetSkipped
+        The run's reservation cannot pay the declared cost; nothing was paid.
+    """
+    ti = context["ti"]
+    if pays:
+        label = f"{attempt_label(cost, context)} (try {ti.try_number})"
+        try:
+            pay_share(run, cost, label)
+        except BudgetExceededError as exc:
+            raise refusal(exc, task_name(context), on_exhausted) from exc
+    ti.xcom_push(ATTEMPT_XCOM_KEY, ti.try_number)

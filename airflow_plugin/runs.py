@@ -1,0 +1,360 @@
+"""Run-level reservation: a DAG run reserves the privacy plan of all its DP tasks before any task reads data.
+
+Opt in per DAG with :func:`run_budget`::
+
+    with DAG("weekly_report", schedule="@weekly", ...) as dag:
+        ...                                   # DP tasks: PrivacyBudgetOperator, @dp_task, dp_guard
+    run_budget(dag)                           # adds the setup and teardown tasks
+
+The **setup task** (:class:`RunBudgetSetupOperator`, an Airflow 3 setup task upstream of every other task)
+reserves, for each dataset, the plan of every DP task of the run at its tight total (``spend_plan``, one
+transaction per dataset), under the key ``run/<dag_id>/<run_id>``. The plan is the DAG check's plan for this
+run: every attempt a task's retries allow, every map index up to its bound, templated dataset names rendered
+in the run's context (see :mod:`airflow_plugin.planning`). If a dataset's part does not fit, the run fails
+before any task reads data and nothing is charged: every dataset is checked first, and a reservation made
+before another dataset refused (a concurrent spend in between) is shrunk back to nothing.
+
+Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
+:mod:`airflow_plugin.operators` and :mod:`airflow_plugin.guards`): code that takes ``dp`` pays each of its
+releases from it; an attempt whose code cannot (a guarded operator without a Python callable, a callable
+without ``dp``) pays its declared cost when it starts. Before its code starts, the attempt records its try
+number (an XCom), which is how the teardown knows it started.
+
+The **teardown task** (:class:`RunBudgetTeardownOperator`, which Airflow runs even when tasks failed)
+shrinks each reservation to the declared costs of the attempts that started (``acct.shrink``): the share of
+a task that never started (an upstream failure, a branch not taken) goes back to the budget; an attempt
+that started stays charged its whole declared cost, even the part its code did not pay for, since it may
+have released data by other means. A task instance whose start was not recorded but that ran keeps every
+attempt its retries allow. When what was paid does not fit the shrunk plan, the whole reservation stays.
+
+Retries: each attempt has its share, as outside a run (the setup reserves ``retries + 1`` attempts per task
+instance, and the teardown keeps the attempts that started). An attempt beyond them (a task cleared by hand)
+and any attempt after the teardown settled the run are refused: a new run reserves anew.
+
+Every DP task of a run-budgeted DAG must use the run budget's ledger connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from airflow_plugin._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
+from airflow_plugin._runtime import OnExhausted, check_on_exhausted, refusal, task_name
+from airflow_plugin.declared import DEFAULT_CONN_ID
+from airflow_plugin.exceptions import PrivacyCostError
+from airflow_plugin.hooks import PrivacyLedgerHook
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    KeyAlreadyUsedError,
+    LedgerError,
+    printable,
+)
+
+if TYPE_CHECKING:
+    from airflow_plugin.planning import DagPlan, PlannedTask
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting.reservation import Reservation
+
+__all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "run_budget", "run_plan"]
+
+
+def run_plan(context: Mapping[str, Any]) -> DagPlan:
+    """The plan of the running DAG run, as its setup reserves it: the DP tasks whose costs a guard or the
+    task itself enforces, with dataset names rendered in the run's context.
+
+    Raises
+    ------
+    PrivacyCostError
+        A dataset name cannot be rendered for the run.
+    """
+    from airflow_plugin.planning import DagPlan, plan_dag
+
+    plan = plan_dag(context["dag"], context=context)
+    unrendered = [t for t in plan.tasks if t.unrendered is not None]
+    if unrendered:
+        names = "; ".join(f"{t.task_id}: {t.cost.dataset!r} ({t.unrendered})" for t in unrendered)
+        raise PrivacyCostError(f"the run's plan cannot be reserved: dataset names not rendered: {names}")
+    return DagPlan(plan.dag_id, [t for t in plan.tasks if t.enforced], plan.logical_date)
+
+
+def _ledger_conn_ids(task: Any) -> set[str]:
+    from airflow_plugin.guards import iter_guards
+
+    found = {guard.ledger_conn_id for guard in iter_guards(task)}
+    kwargs = getattr(task, "partial_kwargs", None)
+    own = kwargs.get("ledger_conn_id", DEFAULT_CONN_ID) if isinstance(kwargs, dict) else None
+    own = getattr(task, "ledger_conn_id", own)
+    if own is not None:
+        found.add(str(own))
+    return found
+
+
+class _RunBudgetOperator(BaseOperator):
+    """What the setup and the teardown share: the ledger connection, the plan and the key of their run."""
+
+    ui_color: ClassVar[str] = "#d6c8ee"  # type: ignore[misc]
+    dp_run_budget_role: ClassVar[str] = ""
+    """``"setup"`` or ``"teardown"``: how the tasks find them (:func:`airflow_plugin._attempts.role_task`)."""
+
+    def __init__(
+        self, *, ledger_conn_id: str = DEFAULT_CONN_ID, on_exhausted: OnExhausted = "fail", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.ledger_conn_id = ledger_conn_id
+        self.on_exhausted = check_on_exhausted(on_exhausted)
+
+    def get_accountant(self) -> PrivacyAccountant:
+        """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
+        return PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+
+    def _plan(self, context: Mapping[str, Any]) -> DagPlan:
+        plan = run_plan(context)
+        for planned_id in {t.task_id for t in plan.tasks}:
+            others = _ledger_conn_ids(context["dag"].get_task(planned_id)) - {self.ledger_conn_id}
+            if others:
+                raise PrivacyCostError(
+                    f"task {planned_id!r} charges the ledger {sorted(others)[0]!r}, but the run reserves on "
+                    f"{self.ledger_conn_id!r}: every DP task of a run-budgeted DAG uses the run's ledger"
+                )
+        return plan
+
+
+class RunBudgetSetupOperator(_RunBudgetOperator):
+    """Reserve the privacy plan of the whole DAG run, per dataset, before any task reads data.
+
+    Added by :func:`run_budget` as the DAG's setup task (see the module docstring).
+
+    Parameters
+    ----------
+    ledger_conn_id : str, default ``"dp_ledger_default"``
+        The ledger the run reserves on (every DP task of the DAG must use it).
+    on_exhausted : {"fail", "skip"}, default "fail"
+        A run whose plan does not fit fails (no retry; every task ends ``upstream_failed``) or is skipped.
+    **kwargs
+        Operator arguments.
+
+    Returns
+    -------
+    dict
+        (XCom) dataset → the reserved total (``Guarantee.to_dict()``).
+    """
+
+    dp_run_budget_role = "setup"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Check every dataset's part of the run's plan, then reserve each at its tight total."""
+        accountant = self.get_accountant()
+        plan = self._plan(context)
+        key = run_key(context["dag"].dag_id, context["run_id"])
+        parts = {dataset: plan.for_accountant(dataset) for dataset in plan.datasets()}
+        for dataset, (events, group_size) in parts.items():  # nothing is written while any part cannot fit
+            self._check_fits(accountant, dataset, events, group_size, context)
+        reserved: dict[str, Any] = {}
+        for dataset, (events, group_size) in parts.items():
+            try:
+                reservation = accountant.spend_plan(
+                    dataset, events, key=key, group_size=group_size, label=f"run {context['run_id']}"
+                )
+            except KeyAlreadyUsedError:  # this setup already reserved (a retry or a second delivery)
+                reservation = accountant.reservation(dataset, key)
+            except BudgetExceededError as exc:  # another process spent in between
+                self._undo(accountant, key, reserved, dataset)
+                raise refusal(exc, task_name(context), self.on_exhausted) from exc
+            reserved[dataset] = reservation.cost.to_dict()
+            self.log.info("reserved %s for the run on %r (key %s)", reservation.cost, dataset, printable(key))
+        return reserved
+
+    def _check_fits(
+        self,
+        accountant: PrivacyAccountant,
+        dataset: str,
+        events: list[PrivacyEvent],
+        group_size: int,
+        context: Mapping[str, Any],
+    ) -> None:
+        try:
+            if accountant.plan_fits(dataset, events, group_size):
+                return
+            cost = accountant.plan_cost(dataset, events, group_size).guarantee
+            spent, left = accountant.spent(dataset), accountant.remaining(dataset)
+        except (InvalidParameterError, LedgerError, ValueError) as exc:  # no budget, wrong currency, ...
+            raise PrivacyCostError(
+                f"the run's plan on {dataset!r} cannot be reserved: {str(exc).rstrip('.')}. Give the dataset "
+                "a budget on the ledger or fix the declared costs."
+            ) from exc
+        error = BudgetExceededError(
+            dataset,
+            cost,
+            spent.guarantee,
+            left.guarantee,
+            accountant.budget(dataset).guarantee,
+            detail="The run's whole plan is reserved before any task reads data; nothing was charged.",
+        )
+        raise refusal(error, task_name(context), self.on_exhausted)
+
+    def _undo(
+        self, accountant: PrivacyAccountant, key: str, reserved: Mapping[str, Any], refused: str
+    ) -> None:
+        for dataset in reserved:  # nothing read data yet: each reservation goes back whole
+            accountant.shrink(dataset, key, [], reason=f"the run's plan on {refused!r} did not fit")
+
+
+def _ran(context: Mapping[str, Any]) -> dict[tuple[str, int], bool]:
+    """(task id, map index) → whether a try of it ran, for the run's finished task instances.
+
+    A task instance that succeeded or failed ran; one stopped by an upstream failure (or removed) never did;
+    a skipped one ran only when it has a duration (a skip raised by its own code, after it started), not
+    when a branch skipped it.
+    """
+    ti = context["ti"]
+    found = {}
+    for row in ti.get_task_breadcrumbs(ti.dag_id, ti.run_id):
+        state, duration = str(row.get("state")), row.get("duration")
+        ran = state in ("success", "failed") or (
+            state not in ("upstream_failed", "removed") and duration is not None and duration > 0
+        )
+        found[(str(row["task_id"]), int(row["map_index"]))] = ran
+    return found
+
+
+class RunBudgetTeardownOperator(_RunBudgetOperator):
+    """Shrink the run's reservations to the declared costs of the attempts that started.
+
+    Added by :func:`run_budget` as the DAG's teardown task, which Airflow runs when the tasks are done,
+    also after failures (see the module docstring).
+
+    Returns
+    -------
+    dict
+        (XCom) dataset → ``{"reserved", "kept", "attempts"}``: what the run reserved and keeps (as
+        ``Guarantee.to_dict()``) and how many attempts started.
+    """
+
+    dp_run_budget_role = "teardown"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Count the attempts that started, shrink each dataset's reservation to them, then mark the run
+        settled."""
+        accountant = self.get_accountant()
+        plan = self._plan(context)
+        key = run_key(context["dag"].dag_id, context["run_id"])
+        ran = _ran(context)
+        settled: dict[str, Any] = {}
+        for dataset, tasks in plan.datasets().items():
+            try:
+                reservation = accountant.reservation(dataset, key)
+            except LedgerError:  # the setup did not reserve it (it failed or was skipped)
+                continue
+            releases = [
+                (t.cost.event, t.cost.group_size)
+                for t in tasks
+                for (task_id, index), has_run in sorted(ran.items())
+                if task_id == t.task_id
+                for _ in range(self._started_attempts(context, t, index, has_run))
+            ]
+            before = reservation.cost
+            kept = reservation
+            planned = sum(t.releases for t in tasks)
+            if len(releases) < planned:
+                kept = self._shrink(
+                    accountant, dataset, key, releases, planned, reservation.group_size, context
+                )
+            settled[dataset] = {
+                "reserved": before.to_dict(),
+                "kept": kept.cost.to_dict(),
+                "attempts": len(releases),
+            }
+        context["ti"].xcom_push(SETTLED_XCOM_KEY, True)
+        return settled
+
+    def _started_attempts(
+        self, context: Mapping[str, Any], planned: PlannedTask, index: int, has_run: bool
+    ) -> int:
+        """How many attempts of a task instance may have started its code: the try number its last
+        started attempt recorded, else every attempt its retries allow when a try of it ran at all (an
+        earlier attempt may have started before the last one failed early), else none."""
+        if not has_run:
+            return 0
+        recorded = context["ti"].xcom_pull(
+            task_ids=planned.task_id, key=ATTEMPT_XCOM_KEY, map_indexes=index, default=None
+        )
+        if isinstance(recorded, int) and recorded > 0:
+            return min(recorded, planned.attempts)
+        return planned.attempts
+
+    def _shrink(
+        self,
+        accountant: PrivacyAccountant,
+        dataset: str,
+        key: str,
+        releases: list[tuple[PrivacyEvent, int]],
+        planned: int,
+        group_size: int,
+        context: Mapping[str, Any],
+    ) -> Reservation:
+        reason = (
+            f"run {context['run_id']} settled: {len(releases)} of {planned} planned task attempts started; "
+            "kept their declared costs"
+        )
+        try:
+            return accountant.shrink(dataset, key, plan_form(releases, group_size), reason=reason)
+        except (BudgetExceededError, InvalidParameterError) as exc:
+            self.log.warning(
+                "the run's reservation on %r stays whole: %s",
+                dataset,
+                printable(f"{type(exc).__name__}: {exc}"),
+            )
+            return accountant.reservation(dataset, key)
+
+
+def run_budget(
+    dag: Any,
+    *,
+    ledger_conn_id: str = DEFAULT_CONN_ID,
+    on_exhausted: OnExhausted = "fail",
+    setup_task_id: str = "dp_reserve_run",
+    teardown_task_id: str = "dp_settle_run",
+) -> tuple[RunBudgetSetupOperator, RunBudgetTeardownOperator]:
+    """Make every run of ``dag`` reserve its whole privacy plan before any task reads data.
+
+    Call it once the DAG's tasks are defined (in the DAG file, after the ``with DAG(...)`` block or at its
+    end). It adds a setup task upstream of every task without upstream and a teardown task downstream of
+    every task without downstream (see the module docstring).
+
+    Parameters
+    ----------
+    dag : airflow.sdk.DAG
+    ledger_conn_id : str, default ``"dp_ledger_default"``
+        The ledger of the run's reservations; every DP task of the DAG must use it.
+    on_exhausted : {"fail", "skip"}, default "fail"
+        A run whose plan does not fit fails, or is skipped.
+    setup_task_id, teardown_task_id : str
+        The ids of the two tasks.
+
+    Returns
+    -------
+    (RunBudgetSetupOperator, RunBudgetTeardownOperator)
+
+    Raises
+    ------
+    InvalidParameterError
+        The DAG already reserves per run, or has no task.
+    """
+    if role_task(dag, "setup") is not None:
+        raise InvalidParameterError(f"DAG {dag.dag_id!r} already reserves its plan per run", "dag")
+    roots, leaves = list(dag.roots), list(dag.leaves)
+    if not roots:
+        raise InvalidParameterError(f"DAG {dag.dag_id!r} has no task to reserve for", "dag")
+    options = {"ledger_conn_id": ledger_conn_id, "on_exhausted": on_exhausted, "dag": dag}
+    setup = RunBudgetSetupOperator(task_id=setup_task_id, retries=0, **options)
+    teardown = RunBudgetTeardownOperator(task_id=teardown_task_id, retries=0, **options)
+    setup >> roots
+    leaves >> teardown
+    setup.as_setup()
+    teardown.as_teardown(setups=setup)
+    return setup, teardown
