@@ -296,6 +296,12 @@ class PrivacyAccountant:
     key pays for exactly one release per dataset; any later spend or reservation with it is refused with
     :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing (see :meth:`spend`).
 
+    **Paying from a reservation.** A :class:`Reservation` is a budget the work it covers spends from:
+    :meth:`Reservation.spend` pays a release from it (a ``pay`` record, adding nothing to the dataset's
+    totals), :meth:`reservation` reopens one by key in another process, :meth:`shrink` lowers one to a
+    sub-plan of what it declared, and inside :func:`~dp_pipeline.accounting.scope.paying_from` this
+    accountant refuses to charge the reservation's dataset again.
+
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
     charges land in the one ledger configured. Pickling carries the URL (an SQL ledger reopens the same
     database in the new process); a memory ledger cannot be pickled.
