@@ -11,7 +11,8 @@ with :class:`PrivacyBudgetExhausted`, which Airflow does not retry. Three ways t
 
 The task's code pays its releases from the attempt's reservation, handed to it as ``dp`` (one charge per
 attempt, see :mod:`airflow_plugin.operators`); :func:`run_budget` makes a whole DAG run reserve its plan
-before any task reads data (:mod:`airflow_plugin.runs`).
+before any task reads data (:mod:`airflow_plugin.runs`), and with a budget share calibrates the noise of the
+tasks that leave it free (:mod:`airflow_plugin.allocating`).
 
 The ledger is reached through an Airflow Connection (:class:`PrivacyLedgerHook`, conn id
 ``dp_ledger_default``). :mod:`airflow_plugin.planning` composes a DAG's declared costs before anything runs

@@ -120,6 +120,8 @@ def check_folder(
 
 
 def _as_dict(check: DatasetCheck) -> dict[str, Any]:
+    from airflow_plugin.allocating import noise_parameters
+
     def show(guarantee: Any) -> Any:
         return None if guarantee is None else guarantee.to_dict()
 
@@ -140,9 +142,13 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
                 "releases": t.releases,
                 "source": t.source,
                 "template": t.template,
+                "calibrated": (
+                    noise_parameters(check.calibrated[t.task_id]) if t.task_id in check.calibrated else None
+                ),
             }
             for t in check.tasks
         ],
+        "share": show(check.share),
         "total": show(check.total),
         "method": check.method,
         "budget": show(check.budget),

@@ -4,14 +4,20 @@ A cost is plain data (dataset, mechanism/event/guarantee, group size, label), so
 the ledger: DAG files stay free of I/O, and the whole DAG can be planned before anything runs. A cost can
 also be written as JSON-ready data (``params={"dp_cost": {...}}`` on any operator, see
 :meth:`DPCost.from_spec`).
+
+A task in a DAG that reserves per run may instead leave its noise free: its cost is a
+:class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size), which the run's
+budget share calibrates (see :mod:`airflow_plugin.allocating`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dp_pipeline.allocation import PlannedRelease
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, format_guarantee
@@ -19,8 +25,9 @@ from dp_pipeline.mechanisms import Mechanism
 
 __all__ = ["CostLike", "DPCost", "as_cost"]
 
-CostLike = Mechanism | PrivacyEvent | Guarantee
-"""What a task may declare as its cost: a mechanism, a privacy event or a bare guarantee."""
+CostLike = Mechanism | PrivacyEvent | Guarantee | PlannedRelease
+"""What a task may declare as its cost: a mechanism, a privacy event or a bare guarantee, or a planned release
+whose noise its run's budget share calibrates."""
 
 _SPEC_KEYS = frozenset(
     {"dataset", "epsilon", "delta", "mu", "event", "group_size", "label", "max_map_length"}
@@ -36,11 +43,14 @@ class DPCost:
     dataset : str
         The ledger dataset the cost is charged to. It may be a Jinja template (``"visits/{{ ds }}"``): each
         run charges the name rendered in its own context, and the DAG check renders it for a logical date.
-    cost : Mechanism, PrivacyEvent or Guarantee
+    cost : Mechanism, PrivacyEvent, Guarantee or PlannedRelease
         What one run releases. A mechanism or an event lets the DAG plan compose tightly; a bare guarantee
-        composes by its guarantee only.
+        composes by its guarantee only. A :class:`~dp_pipeline.allocation.PlannedRelease` leaves the noise
+        free: the run-level reservation calibrates it from the run's budget share
+        (:mod:`airflow_plugin.allocating`), and the cost is then that calibrated mechanism.
     group_size : int, default 1
-        Group privacy: the number of records one individual may contribute.
+        Group privacy: the number of records one individual may contribute. With a PlannedRelease, give it
+        here or as the release's own ``group_size`` (not two different ones).
     label : str or None
         Shown in the ledger history; defaults to ``dag_id.task_id`` (with the map index).
     max_map_length : int or None
@@ -76,10 +86,19 @@ class DPCost:
             raise InvalidParameterError(
                 f"'group_size' must be a positive integer, got {self.group_size!r}", "group_size"
             )
-        if not isinstance(self.cost, (Mechanism, PrivacyEvent, Guarantee)):
+        if isinstance(self.cost, PlannedRelease):
+            self.cost.check()
+            if size > 1 and self.cost.group_size not in (1, size):
+                raise InvalidParameterError(
+                    f"'group_size' is {size} but the planned release's is {self.cost.group_size}: give the "
+                    "group size once",
+                    "group_size",
+                )
+        elif not isinstance(self.cost, (Mechanism, PrivacyEvent, Guarantee)):
             raise InvalidParameterError(
                 "a task's cost must be a mechanism (e.g. Laplace(epsilon=0.5, sensitivity=1.0)), a "
-                f"PrivacyEvent or a guarantee (PureDP, ApproxDP, GaussianDP); got {type(self.cost).__name__}",
+                "PrivacyEvent, a guarantee (PureDP, ApproxDP, GaussianDP) or a PlannedRelease (noise left "
+                f"free for the run's share); got {type(self.cost).__name__}",
                 "mechanism",
             )
         if self.label is not None and not isinstance(self.label, str):
@@ -95,27 +114,53 @@ class DPCost:
             )
 
     @property
+    def free(self) -> PlannedRelease | None:
+        """The planned release whose noise the run's share calibrates (with the task's group size), or None
+        for a cost fixed when the DAG is defined."""
+        if not isinstance(self.cost, PlannedRelease):
+            return None
+        return dataclasses.replace(self.cost, group_size=max(self.group_size, self.cost.group_size))
+
+    @property
     def guarantee(self) -> Guarantee:
         """The guarantee of one run for one individual (before group privacy)."""
         if isinstance(self.cost, Guarantee):
             return self.cost
-        return self.cost.guarantee
+        return self.event.guarantee if isinstance(self.cost, PlannedRelease) else self.cost.guarantee
 
     @property
     def event(self) -> PrivacyEvent:
-        """The cost as a :class:`~dp_pipeline.events.PrivacyEvent` (kind ``"guarantee"`` for a guarantee)."""
+        """The cost as a :class:`~dp_pipeline.events.PrivacyEvent` (kind ``"guarantee"`` for a guarantee).
+
+        Raises
+        ------
+        InvalidParameterError
+            The noise is left free: the cost is known once the run's share calibrates it.
+        """
         if isinstance(self.cost, PrivacyEvent):
             return self.cost
         if isinstance(self.cost, Guarantee):
             return PrivacyEvent(kind="guarantee", guarantee=self.cost)
+        if isinstance(self.cost, PlannedRelease):
+            raise InvalidParameterError(
+                f"the noise of {self.describe()} is left free: its cost is known once its run's budget share "
+                "calibrates it (run_budget(dag, share=...))",
+                "mechanism",
+            )
         return self.cost.event
 
     def describe(self) -> str:
         """A short human-readable form, e.g. ``"Laplace ε=0.5 on 'patients'"`` (``"... on 'visits',
         partition '2026-11-24'"``)."""
+        where = f"{self.dataset!r}" + ("" if self.partition is None else f", partition {self.partition!r}")
+        free = self.free
+        if free is not None:
+            name = free.mechanism if isinstance(free.mechanism, str) else f"{free.free} free"
+            sensitivity = "" if free.sensitivity is None else f"Δ={free.sensitivity:g}, "
+            group = f", groups of {free.group_size}" if free.group_size > 1 else ""
+            return f"{name} noise left free ({sensitivity}weight {free.weight:g}{group}) on {where}"
         kind = type(self.cost).__name__ if isinstance(self.cost, Mechanism) else self.event.kind
         group = f" (groups of {self.group_size})" if self.group_size > 1 else ""
-        where = f"{self.dataset!r}" + ("" if self.partition is None else f", partition {self.partition!r}")
         return f"{kind} {format_guarantee(self.guarantee, compact=True)}{group} on {where}"
 
     @classmethod

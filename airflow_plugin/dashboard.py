@@ -4,7 +4,8 @@ Routes (all ``GET``; the app has no route that writes to the ledger):
 
 - ``/``: per dataset the budget, spent, remaining, the composition method, the history (with releases paid
   from a reservation, and the partitions each record named), with charts, each DAG run's reservation
-  (its partition, reserved, held, paid), and for a partitioned dataset what each partition has spent;
+  (its partition, reserved, held, paid, and its label: with a budget share, the share and each task's
+  calibrated noise), and for a partitioned dataset what each partition has spent;
 - ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
 
 The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
@@ -134,7 +135,8 @@ def _history_table(rows: Sequence[HistoryRow]) -> str:
 
 
 def _runs_table(runs: Sequence[RunReservation]) -> str:
-    """Each DAG run's reservation: what its setup reserved, what it holds, what its tasks paid from it."""
+    """Each DAG run's reservation: what its setup reserved, what it holds, what its tasks paid from it, and
+    its plan (with a budget share: the share and each task's calibrated noise)."""
     if not runs:
         return ""
     body = "".join(
@@ -142,12 +144,13 @@ def _runs_table(runs: Sequence[RunReservation]) -> str:
         f'<td class="num">{_e(format_guarantee(run.reserved))}</td>'
         f'<td class="num">{_e(format_guarantee(run.held))}</td>'
         f'<td class="num">{_e(format_guarantee(run.paid))}</td><td class="num">{run.payments}</td>'
-        f"<td>{_e(run.status)}</td></tr>"
+        f'<td>{_e(run.status)}</td><td class="plan">{_e(run.label)}</td></tr>'
         for run in runs
     )
     return (
         '<h3>Run reservations</h3><table class="runs"><thead><tr><th>run</th><th>partition</th>'
-        "<th>reserved</th><th>held</th><th>paid</th><th>payments</th><th>status</th></tr></thead>"
+        "<th>reserved</th><th>held</th><th>paid</th><th>payments</th><th>status</th>"
+        "<th>plan (share, calibrated noise)</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
 
@@ -243,6 +246,7 @@ def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
                 "paid": None if run.paid is None else run.paid.to_dict(),
                 "payments": run.payments,
                 "status": run.status,
+                "label": run.label,
                 "partitions": list(run.partitions),
             }
             for run in summary.runs

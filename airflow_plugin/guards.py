@@ -24,7 +24,10 @@ callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`air
 
 In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`) the guard reserves nothing: the
 attempt pays its declared cost from the run's reservation when it starts (unless its callable takes ``dp``
-and pays for its own releases), and ``dp`` is the run's reservation.
+and pays for its own releases), and ``dp`` is the run's reservation. There the guard's cost may leave the
+noise free (a :class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
+:mod:`airflow_plugin.allocating`): the attempt pays the calibrated mechanism's event when it starts and a
+callable that declares ``mechanism`` receives that mechanism.
 
 Examples
 --------
@@ -49,6 +52,7 @@ from airflow_plugin._runtime import (
     resumption,
     task_name,
 )
+from airflow_plugin.allocating import calibrated_cost
 from airflow_plugin.costs import CostLike, DPCost, as_cost
 from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost
 from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
@@ -100,13 +104,15 @@ class PrivacyBudgetGuard:
                 "remove one of them so that the attempt is charged exactly once."
             )
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
-        cost = charged_cost(accountant, self.cost, context)
+        cost, calibrated = calibrated_cost(charged_cost(accountant, self.cost, context), context)
         task = context["task"]
         python_callable = getattr(task, "python_callable", None)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
         if run is not None:
-            pays = resumption(context) is None and not takes_dp(python_callable)
+            pays = resumption(context) is None and (calibrated is not None or not takes_dp(python_callable))
             start_attempt(run, cost, context, pays=pays, on_exhausted=self.on_exhausted)
+            if calibrated is not None:
+                context["mechanism"] = calibrated  # type: ignore[index]
             _hand_over(task, run, context)
             return
         try:
@@ -198,8 +204,9 @@ def dp_guard(
     dataset : str
         The ledger dataset the cost is charged to; may be a Jinja template, rendered with the task's
         context when the guard runs (see :mod:`airflow_plugin.templating`).
-    mechanism : Mechanism, PrivacyEvent or Guarantee
-        What one run of the task releases.
+    mechanism : Mechanism, PrivacyEvent, Guarantee or PlannedRelease
+        What one run of the task releases. A PlannedRelease leaves the noise free for the run's budget
+        share to calibrate (only in a DAG with ``run_budget(dag, share=...)``).
     group_size : int, default 1
         Records one individual may contribute.
     label : str, optional

@@ -41,6 +41,15 @@ anything is charged. The callable's ``dataset`` is the rendered name: ``dataset=
 ``accountant=dp`` pays from the task's reservation on that partition (see
 :meth:`~dp_pipeline.accounting.reservation.Reservation.locate`), and a release through ``dp`` that names no
 partition, or another, is refused.
+
+Noise left free
+---------------
+In a DAG whose runs have a budget share (``run_budget(dag, share=...)``), ``mechanism`` may be a
+:class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size): the run's setup
+calibrates it with the other tasks to the share (see :mod:`airflow_plugin.allocating`), and the callable
+receives the calibrated mechanism as ``mechanism``. The attempt pays that mechanism's event from the run's
+reservation when the callable starts (so its code adds the noise with ``mechanism`` and does not pay again
+through ``dp``). Outside such a run the task is refused before anything is charged.
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from airflow_plugin._runtime import (
     reserve_or_refuse,
     task_name,
 )
+from airflow_plugin.allocating import calibrated_cost
 from airflow_plugin.costs import CostLike, DPCost
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.hooks import PrivacyLedgerHook
@@ -82,7 +92,8 @@ class PrivacyBudgetOperator(PythonOperator):
 
     - ``dp``: the attempt's reservation, a spender to pass as ``accountant=`` to the frame functions and
       transformers: each release is paid from the task's reserved cost (see the module docstring);
-    - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with;
+    - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with; for a
+      :class:`~dp_pipeline.allocation.PlannedRelease`, the mechanism the run's share calibrated;
     - ``accountant``: the :class:`~dp_pipeline.PrivacyAccountant` of the ledger, for reading budgets
       (spending on the task's dataset through it is refused inside the task: pay with ``dp``);
     - ``dataset``: the dataset name.
@@ -92,8 +103,9 @@ class PrivacyBudgetOperator(PythonOperator):
     dataset : str
         The ledger dataset the cost is charged to; a template field (rendered for each run, see
         :mod:`airflow_plugin.templating`).
-    mechanism : Mechanism, PrivacyEvent or Guarantee
-        What one run releases; its cost is known before any data is read.
+    mechanism : Mechanism, PrivacyEvent, Guarantee or PlannedRelease
+        What one run releases; its cost is known before any data is read. A PlannedRelease leaves the
+        noise free for the run's budget share to calibrate (see the module docstring).
     python_callable : callable
         The code that reads the data and releases the noisy result (its return value goes to XCom).
     group_size : int, default 1
@@ -154,7 +166,7 @@ class PrivacyBudgetOperator(PythonOperator):
             dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
         )
         self._dp_callable_started = False
-        self._dp_attempt: tuple[Reservation, DPCost, Any, bool] | None = None
+        self._dp_attempt: tuple[Reservation, DPCost, Any, bool, bool] | None = None
 
     def get_accountant(self) -> PrivacyAccountant:
         """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
@@ -164,7 +176,8 @@ class PrivacyBudgetOperator(PythonOperator):
         """Reserve the cost (or find the run's reservation), run the callable paying from it, then commit
         (or cancel if the callable never ran)."""
         accountant = self.get_accountant()
-        cost = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
+        declared = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
+        cost, calibrated = calibrated_cost(declared, context)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
         own = None
         if run is None:
@@ -172,9 +185,10 @@ class PrivacyBudgetOperator(PythonOperator):
         spender = run if run is not None else own
         assert spender is not None
         self._dp_callable_started = False
-        self._dp_attempt = (spender, cost, context, run is not None)
+        self._dp_attempt = (spender, cost, context, run is not None, calibrated is not None)
+        mechanism = self.mechanism if calibrated is None else calibrated
         context.update(
-            {"mechanism": self.mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
+            {"mechanism": mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
         )
         try:
             result = super().execute(context)
@@ -220,13 +234,14 @@ class PrivacyBudgetOperator(PythonOperator):
         signature.bind(*self.op_args, **self.op_kwargs)
 
     def _start(self) -> Reservation:
-        """Check the callable's arguments bind; in a run, pay the declared cost when the callable cannot
-        pay for itself and record the attempt; mark the attempt as started. Returns the spender."""
+        """Check the callable's arguments bind; in a run, pay the declared (or calibrated) cost when the
+        callable cannot pay for itself or was handed its calibrated mechanism, and record the attempt; mark
+        the attempt as started. Returns the spender."""
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"
-        spender, cost, context, in_run = self._dp_attempt
+        spender, cost, context, in_run, calibrated = self._dp_attempt
         if in_run:
-            pays = not takes_dp(self.python_callable)
+            pays = calibrated or not takes_dp(self.python_callable)
             start_attempt(spender, cost, context, pays=pays, on_exhausted=self.on_exhausted)
         self._dp_callable_started = True
         return spender

@@ -28,7 +28,9 @@ What a plan counts, so that no run can cost more than the check says:
   per template; a rendered name that names a partition of a dataset that is not partitioned is a problem
   (a run would be refused);
 - one run of the DAG. Runs add up on the ledger, which is what the comparison with the remaining budget shows.
-  An attempt started by hand afterwards (a cleared task) is a new attempt beyond the plan.
+  An attempt started by hand afterwards (a cleared task) is a new attempt beyond the plan;
+- the noise of tasks that leave it free, calibrated to the run's budget share of their dataset as the run's
+  setup calibrates it (:mod:`airflow_plugin.allocating`); each check reports the calibrated mechanisms.
 
 At run time each task is charged on its own as it starts, and the accountant composes those spends with a
 rule that stays valid under adaptive choice; that total can be larger than the tight plan total. A plan that
@@ -44,8 +46,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_plugin._runtime import airflow_max_map_length
+from airflow_plugin.allocating import RunPart, Share, dag_share, describe_noise, run_part
 from airflow_plugin.costs import DPCost
 from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
+from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import dataset_budget, format_guarantee
 from airflow_plugin.templating import (
@@ -64,6 +68,7 @@ from dp_pipeline.guarantees import Guarantee
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.allocation import AllocatedRelease
 
 LogicalDate = dt.datetime | dt.date | str
 MapBound = Literal["unmapped", "literal", "declared", "airflow"]
@@ -149,11 +154,18 @@ class DagPlan:
     tasks : list of PlannedTask
     logical_date : str or None
         The logical date templated dataset names were rendered for (ISO format), if one was given.
+    run_budget : bool
+        Whether the DAG reserves its plan per run (:func:`airflow_plugin.runs.run_budget`).
+    share : Guarantee, mapping or None
+        The budget share each run has, which calibrates the tasks that leave their noise free (see
+        :mod:`airflow_plugin.allocating`).
     """
 
     dag_id: str
     tasks: list[PlannedTask] = field(default_factory=list)
     logical_date: str | None = None
+    run_budget: bool = False
+    share: Share | None = None
 
     def datasets(self) -> dict[str, list[PlannedTask]]:
         """The planned tasks grouped by dataset, in order of first appearance."""
@@ -205,6 +217,11 @@ class DatasetCheck:
     new_partition : bool
         ``partition`` stands for the partition a template renders to (no logical date was given): it was
         checked as a partition that has spent nothing.
+    share : Guarantee or None
+        The run's budget share of the dataset (or of this partition), which caps the plan's total.
+    calibrated : dict
+        Task id → the calibrated release (:class:`~dp_pipeline.allocation.AllocatedRelease`) of each task
+        that leaves its noise free; the ``tasks`` then carry the calibrated costs.
     fits_budget, fits_remaining : bool
         Whether one DAG run fits the whole budget, and what remains of it now.
     problems : list of str
@@ -234,6 +251,8 @@ class DatasetCheck:
     checked: bool = True
     partition: str | None = None
     new_partition: bool = False
+    share: Guarantee | None = None
+    calibrated: dict[str, AllocatedRelease] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -426,7 +445,9 @@ def plan_dag(
         for task in dag.tasks
         for cost, source, enforced in declared_costs(task, params_enforced=params_enforced)
     ]
-    return DagPlan(dag_id=dag.dag_id, tasks=tasks, logical_date=None if date is None else date.isoformat())
+    per_run, share = dag_share(dag)
+    when = None if date is None else date.isoformat()
+    return DagPlan(dag.dag_id, tasks, when, per_run, share)
 
 
 def locate_plan(plan: DagPlan, accountant: PrivacyAccountant) -> DagPlan:
@@ -513,11 +534,11 @@ def check_dag(
     else:
         plan = plan_dag(dag_or_plan, logical_date=logical_date)
     plan = locate_plan(plan, accountant)
-    checks = [
+    checked = [
         _check_group(plan, dataset, partition, tasks, accountant)
         for (dataset, partition), tasks in plan.groups().items()
     ]
-    return _check_together(plan, checks, accountant)
+    return _check_together(checked, accountant)
 
 
 def _notes(tasks: list[PlannedTask]) -> list[str]:
@@ -551,7 +572,9 @@ def _check_group(
     partition: str | None,
     tasks: list[PlannedTask],
     accountant: PrivacyAccountant,
-) -> DatasetCheck:
+) -> tuple[DatasetCheck, RunPart | None]:
+    """The check of one part of the plan (a dataset, or one of its partitions), and the part as the run's
+    setup would reserve it (None when it could not be priced)."""
     warnings = _notes(tasks)
     new = any(t.new_partition for t in tasks)
     unrendered = [t for t in tasks if t.unrendered is not None and not t.new_partition]
@@ -562,9 +585,10 @@ def _check_group(
             f"{'; '.join(reasons)}); check a run's rendered names with a logical date "
             "(check_dag(..., logical_date=...), --logical-date)"
         )
-        return DatasetCheck(
+        unchecked = DatasetCheck(
             plan.dag_id, dataset, tasks, None, "", None, None, False, False, warnings=warnings, checked=False
         )
+        return unchecked, None
     problems = sorted({t.unlocated for t in tasks if t.unlocated is not None})
     budget = None if problems else dataset_budget(accountant, dataset)
     total: Guarantee | None = None
@@ -572,32 +596,33 @@ def _check_group(
     remaining: Guarantee | None = None
     fits_budget = fits_remaining = False
     relation = None if budget is None else accountant.relation(dataset)
+    part = None
     if budget is None and not problems:
         problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
     elif budget is not None:
-        events, group_size = plan.for_accountant(dataset, partition)
         remaining = accountant.remaining(dataset).guarantee
         try:
+            part = run_part(plan, dataset, accountant, partition)  # free tasks calibrated to the run's share
             # The accountant's one plan check, against the whole budget and against what remains.
-            report = accountant.plan_cost(dataset, events, group_size, against="budget", partition=partition)
+            report = part.cost(accountant, "budget")
             total, method = report.guarantee, report.method
-            fits_budget = accountant.plan_fits(
-                dataset, events, group_size, against="budget", partition=partition
-            )
+            fits_budget = part.fits(accountant, "budget")
+        except PrivacyCostError as exc:
+            problems.append(str(exc))
         except Exception as exc:
             problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
         else:
             try:
-                fits_remaining = accountant.plan_fits(dataset, events, group_size, partition=partition)
+                fits_remaining = part.fits(accountant, "remaining")
             except Exception as exc:  # e.g. no finite ε at the δ left: it cannot be charged now
                 warnings.append(f"cannot be charged on what remains: {type(exc).__name__}: {exc}")
     if total is not None and budget is not None and not fits_budget:
         needs, whole = format_guarantee(total), format_guarantee(budget)
         problems.append(f"one run needs {needs} but the whole budget is {whole}")
-    return DatasetCheck(
+    check = DatasetCheck(
         dag_id=plan.dag_id,
         dataset=dataset,
-        tasks=tasks,
+        tasks=tasks if part is None else part.tasks,
         total=total,
         method=method,
         budget=budget,
@@ -609,7 +634,10 @@ def _check_group(
         warnings=warnings,
         partition=partition,
         new_partition=new,
+        share=None if part is None else part.share,
+        calibrated={} if part is None else part.calibrated,
     )
+    return check, None if total is None else part
 
 
 def _part_name(check: DatasetCheck) -> str:
@@ -617,20 +645,20 @@ def _part_name(check: DatasetCheck) -> str:
 
 
 def _check_together(
-    plan: DagPlan, checks: list[DatasetCheck], accountant: PrivacyAccountant
+    checked: list[tuple[DatasetCheck, RunPart | None]], accountant: PrivacyAccountant
 ) -> list[DatasetCheck]:
     """The checks, where one run charges a dataset in several parts (partitions, the whole dataset), with
     the parts also checked together (``plans_fit``, as the run's reservations or attempts charge them one
     after another): a part that fits alone fails when they do not fit together."""
-    parts: dict[str, list[DatasetCheck]] = {}
-    for check in checks:
-        if check.total is not None:  # composed, on a dataset with a budget
-            parts.setdefault(check.dataset, []).append(check)
+    parts: dict[str, list[tuple[DatasetCheck, RunPart]]] = {}
+    for check, part in checked:
+        if part is not None:  # priced, on a dataset with a budget
+            parts.setdefault(check.dataset, []).append((check, part))
     verdicts: dict[int, DatasetCheck] = {}
     for dataset, together in parts.items():
         if len(together) < 2:
             continue
-        plans = [(*plan.for_accountant(dataset, c.partition), c.partition) for c in together]
+        plans = [part.plan for _, part in together]
         try:
             whole = accountant.plans_fit(dataset, plans, against="budget")
             now = accountant.plans_fit(dataset, plans)
@@ -639,8 +667,8 @@ def _check_together(
             note = f"its parts cannot be charged together: {type(exc).__name__}: {exc}"
         else:
             note = ""
-        for check in together:
-            others = ", ".join(_part_name(c) for c in together if c is not check)
+        for check, _ in together:
+            others = ", ".join(_part_name(c) for c, _ in together if c is not check)
             said = f"one run also charges {others} of {dataset!r}"
             problems, warnings = list(check.problems), list(check.warnings)
             if not whole and check.fits_budget:
@@ -654,7 +682,7 @@ def _check_together(
                 problems=problems,
                 warnings=warnings,
             )
-    return [verdicts.get(id(check), check) for check in checks]
+    return [verdicts.get(id(check), check) for check, _ in checked]
 
 
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
@@ -690,6 +718,11 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
                 verdict,
             ]
         )
+        if check.share is not None:
+            noise = "; ".join(f"{task}: {describe_noise(a)}" for task, a in check.calibrated.items())
+            calibrated = f", calibrating {noise}" if noise else ""
+            share = format_guarantee(check.share)
+            notes.append(f"  {check.dag_id} / {check.where}: run share {share}{calibrated}")
         notes.extend(f"  {check.dag_id} / {check.where}: {problem}" for problem in check.problems)
         notes.extend(f"  {check.dag_id} / {check.where}: warning: {note}" for note in check.warnings)
     shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written

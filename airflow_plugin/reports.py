@@ -91,6 +91,9 @@ class RunReservation:
         How many releases were paid from it.
     status : str
         The reservation's status (``"committed"`` once reserved).
+    label : str
+        The reservation's label: the run, and with a budget share the share and each calibrated task's
+        noise (see :mod:`airflow_plugin.allocating`).
     partitions : tuple of str
         The partitions the run's part was reserved on (none: the whole dataset).
     """
@@ -101,6 +104,7 @@ class RunReservation:
     paid: Guarantee | None
     payments: int
     status: str
+    label: str = ""
     partitions: tuple[str, ...] = ()
 
 
@@ -167,8 +171,11 @@ def _runs(accountant: PrivacyAccountant, dataset: str, records: list[Any]) -> li
         payments = sum(1 for r in after if r.kind == "pay")
         paid = accountant.reservation(dataset, key).spent().guarantee if payments else None
         held = shrinks[-1] if shrinks else record.guarantee
+        label = str(getattr(record, "label", "") or "")
         status = str(record.status)
-        runs.append(RunReservation(key, record.guarantee, held, paid, payments, status, record.partitions))
+        runs.append(
+            RunReservation(key, record.guarantee, held, paid, payments, status, label, record.partitions)
+        )
     return runs
 
 

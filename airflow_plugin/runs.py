@@ -34,18 +34,26 @@ Retries: each attempt has its share, as outside a run (the setup reserves ``retr
 instance, and the teardown keeps the attempts that started). An attempt beyond them (a task cleared by hand)
 and any attempt after the teardown settled the run are refused: a new run reserves anew.
 
+Budget share: ``run_budget(dag, share=...)`` gives each run a share of a dataset's budget (one guarantee for
+every dataset, or one per dataset), and a DP task may then leave its noise free (a
+:class:`~dp_pipeline.allocation.PlannedRelease` instead of a mechanism): the setup calibrates the free tasks
+to the share and reserves that plan, and each receives its calibrated mechanism (see
+:mod:`airflow_plugin.allocating`).
+
 Every DP task of a run-budgeted DAG must use the run budget's ledger connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
 from airflow_plugin._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
 from airflow_plugin._runtime import OnExhausted, check_on_exhausted, refusal, task_name
+from airflow_plugin.allocating import RunPart, Share, check_share, publish, published_plan, run_part
 from airflow_plugin.declared import DEFAULT_CONN_ID
 from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.hooks import PrivacyLedgerHook
@@ -78,16 +86,14 @@ def run_plan(context: Mapping[str, Any], accountant: PrivacyAccountant) -> DagPl
         A dataset name cannot be rendered for the run, or names a partition of a dataset that is not
         partitioned.
     """
-    from airflow_plugin.planning import DagPlan, locate_plan, plan_dag
+    from airflow_plugin.planning import locate_plan, plan_dag
 
     plan = plan_dag(context["dag"], context=context)
     unrendered = [t for t in plan.tasks if t.unrendered is not None]
     if unrendered:
         names = "; ".join(f"{t.task_id}: {t.cost.dataset!r} ({t.unrendered})" for t in unrendered)
         raise PrivacyCostError(f"the run's plan cannot be reserved: dataset names not rendered: {names}")
-    plan = locate_plan(
-        DagPlan(plan.dag_id, [t for t in plan.tasks if t.enforced], plan.logical_date), accountant
-    )
+    plan = locate_plan(dataclasses.replace(plan, tasks=[t for t in plan.tasks if t.enforced]), accountant)
     unlocated = [t for t in plan.tasks if t.unlocated is not None]
     if unlocated:
         names = "; ".join(f"{t.task_id}: {t.unlocated}" for t in unlocated)
@@ -150,6 +156,9 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
 
     Parameters
     ----------
+    share : Guarantee or mapping, optional
+        The run's budget share (see :func:`run_budget`), which calibrates the tasks that leave their
+        noise free.
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The ledger the run reserves on (every DP task of the DAG must use it).
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -161,31 +170,38 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
     -------
     dict
         (XCom) dataset, or ``<dataset>/<partition>`` for a partition's part → the reserved total
-        (``Guarantee.to_dict()``).
+        (``Guarantee.to_dict()``). The calibration of the free tasks is the XCom
+        :data:`~airflow_plugin.allocating.CALIBRATED_XCOM_KEY`.
     """
 
     dp_run_budget_role = "setup"
 
+    def __init__(self, *, share: Share | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.share = share
+
     def execute(self, context: Any) -> dict[str, Any]:
-        """Check every part of the run's plan (each dataset and partition, and the parts of one dataset
-        together), then reserve each at its tight total."""
+        """Calibrate the free tasks to the run's share, check every part of the run's plan (each dataset and
+        partition, and the parts of one dataset together), then reserve each at its tight total and publish
+        the calibration."""
         accountant = self.get_accountant()
         plan = self._plan(context, accountant)
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
-        parts = {group: plan.for_accountant(*group) for group in plan.groups()}
-        for (dataset, partition), (events, group_size) in parts.items():  # nothing is written while any
-            self._check_fits(accountant, dataset, partition, events, group_size, context)  # part cannot fit
-        self._check_together(accountant, parts, context)
+        parts = {(d, p): run_part(plan, d, accountant, p) for d, p in plan.groups()}
+        for part in parts.values():  # nothing is written while any part cannot fit
+            self._check_fits(accountant, part, context)
+        self._check_together(accountant, parts.values(), context)
         reserved: dict[tuple[str, str | None], Any] = {}
-        for (dataset, partition), (events, group_size) in parts.items():
+        for (dataset, partition), part in parts.items():
             key = run_key(dag_id, run_id, partition)
             try:
                 reservation = accountant.spend_plan(
                     dataset,
-                    events,
+                    part.events,
                     key=key,
-                    group_size=group_size,
-                    label=f"run {run_id}",
+                    group_size=part.group_size,
+                    delta=part.delta,
+                    label=part.label(run_id),
                     partition=partition,
                 )
             except KeyAlreadyUsedError:  # this setup already reserved (a retry or a second delivery)
@@ -200,26 +216,20 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
                 part_name(dataset, partition),
                 printable(key),
             )
+        publish(context, parts)
         return {part_name(*group): total for group, total in reserved.items()}
 
-    def _check_fits(
-        self,
-        accountant: PrivacyAccountant,
-        dataset: str,
-        partition: str | None,
-        events: list[PrivacyEvent],
-        group_size: int,
-        context: Mapping[str, Any],
-    ) -> None:
-        name = part_name(dataset, partition)
+    def _check_fits(self, accountant: PrivacyAccountant, part: RunPart, context: Mapping[str, Any]) -> None:
+        dataset, partition = part.dataset, part.partition
         try:
-            if accountant.plan_fits(dataset, events, group_size, partition=partition):
+            if part.fits(accountant, "remaining"):
                 return
-            cost = accountant.plan_cost(dataset, events, group_size, partition=partition).guarantee
+            cost = part.cost(accountant, "remaining").guarantee
             spent, left = accountant.spent(dataset), accountant.remaining(dataset)
         except (InvalidParameterError, LedgerError, ValueError) as exc:  # no budget, wrong currency, ...
             raise PrivacyCostError(
-                f"the run's plan on {name!r} cannot be reserved: {str(exc).rstrip('.')}. Give the dataset "
+                f"the run's plan on {part_name(dataset, partition)!r} cannot be reserved: "
+                f"{str(exc).rstrip('.')}. Give the dataset "
                 "a budget on the ledger or fix the declared costs."
             ) from exc
         on = "" if partition is None else f" on partition {partition!r}"
@@ -229,24 +239,24 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
             spent.guarantee,
             left.guarantee,
             accountant.budget(dataset).guarantee,
-            detail="The run's whole plan is reserved before any task reads data; nothing was charged.",
+            detail=_share_note(part)
+            + "The run's whole plan is reserved before any task reads data; nothing was charged.",
         )
         raise refusal(error, task_name(context), self.on_exhausted)
 
     def _check_together(
-        self,
-        accountant: PrivacyAccountant,
-        parts: Mapping[tuple[str, str | None], tuple[list[PrivacyEvent], int]],
-        context: Mapping[str, Any],
+        self, accountant: PrivacyAccountant, parts: Iterable[RunPart], context: Mapping[str, Any]
     ) -> None:
         """Refuse the run when the parts of one dataset fit each on its own but not together."""
-        by_dataset: dict[str, list[tuple[list[PrivacyEvent], int, str | None]]] = {}
-        for (dataset, partition), (events, group_size) in parts.items():
-            by_dataset.setdefault(dataset, []).append((events, group_size, partition))
-        for dataset, plans in by_dataset.items():
-            if len(plans) < 2 or accountant.plans_fit(dataset, plans):
+        by_dataset: dict[str, list[RunPart]] = {}
+        for part in parts:
+            by_dataset.setdefault(part.dataset, []).append(part)
+        for dataset, together in by_dataset.items():
+            if len(together) < 2 or accountant.plans_fit(dataset, [part.plan for part in together]):
                 continue
-            named = ", ".join("the whole dataset" if p is None else repr(p) for *_, p in plans)
+            named = ", ".join(
+                "the whole dataset" if p.partition is None else repr(p.partition) for p in together
+            )
             error = BudgetExceededError(
                 dataset,
                 f"the run's plans on {named}, together",
@@ -269,6 +279,12 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
         for dataset, partition in reserved:  # nothing read data yet: each reservation goes back whole
             key = run_key(dag_id, run_id, partition)
             accountant.shrink(dataset, key, [], reason=f"the run's plan on {refused!r} did not fit")
+
+
+def _share_note(part: RunPart) -> str:
+    if part.share is None:
+        return ""
+    return f"The run's share is {part.share}; its plan, calibrated to it, costs the share or less. "
 
 
 def _ran(context: Mapping[str, Any]) -> dict[tuple[str, int], bool]:
@@ -309,7 +325,7 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
         """Count the attempts that started, shrink each part's reservation to them, then mark the run
         settled."""
         accountant = self.get_accountant()
-        plan = self._plan(context, accountant)
+        plan = published_plan(self._plan(context, accountant), context)
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         ran = _ran(context)
         settled: dict[str, Any] = {}
@@ -384,6 +400,7 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
 def run_budget(
     dag: Any,
     *,
+    share: Share | None = None,
     ledger_conn_id: str = DEFAULT_CONN_ID,
     on_exhausted: OnExhausted = "fail",
     setup_task_id: str = "dp_reserve_run",
@@ -398,6 +415,12 @@ def run_budget(
     Parameters
     ----------
     dag : airflow.sdk.DAG
+    share : Guarantee or mapping, optional
+        The budget share of each run: one guarantee (PureDP, ApproxDP or GaussianDP, in the budget's
+        currency) for every dataset the run charges, or a mapping of dataset names (as rendered, or the
+        template a task declares) to guarantees. It caps what a run charges the dataset, and calibrates the
+        DP tasks that leave their noise free (a :class:`~dp_pipeline.allocation.PlannedRelease` as their
+        ``mechanism``): see :mod:`airflow_plugin.allocating`.
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The ledger of the run's reservations; every DP task of the DAG must use it.
     on_exhausted : {"fail", "skip"}, default "fail"
@@ -412,15 +435,17 @@ def run_budget(
     Raises
     ------
     InvalidParameterError
-        The DAG already reserves per run, or has no task.
+        The DAG already reserves per run, or has no task, or the share is not a guarantee or a mapping of
+        dataset names to guarantees.
     """
+    checked = check_share(share)
     if role_task(dag, "setup") is not None:
         raise InvalidParameterError(f"DAG {dag.dag_id!r} already reserves its plan per run", "dag")
     roots, leaves = list(dag.roots), list(dag.leaves)
     if not roots:
         raise InvalidParameterError(f"DAG {dag.dag_id!r} has no task to reserve for", "dag")
     options = {"ledger_conn_id": ledger_conn_id, "on_exhausted": on_exhausted, "dag": dag}
-    setup = RunBudgetSetupOperator(task_id=setup_task_id, retries=0, **options)
+    setup = RunBudgetSetupOperator(task_id=setup_task_id, retries=0, share=checked, **options)
     teardown = RunBudgetTeardownOperator(task_id=teardown_task_id, retries=0, **options)
     setup >> roots
     leaves >> teardown

@@ -131,6 +131,28 @@ class PlannedRelease:
         _check_release(release, "")
         return release
 
+    def check(self) -> PlannedRelease:
+        """Raise InvalidParameterError for a release :func:`allocate` would refuse; return it otherwise.
+
+        Builds no mechanism (a callable ``mechanism`` is not called).
+        """
+        _check_release(self, "")
+        return self
+
+    def at_scale(self, scale: float) -> AllocatedRelease:
+        """This release calibrated at the common noise scale t of an allocation: standard deviation t/√w.
+
+        :func:`allocate` calibrates each release of its plan this way at :attr:`Allocation.scale`, so
+        ``release.at_scale(allocation.scale)`` rebuilds the very mechanism it allocated (in another
+        process, say, from the scale alone).
+        """
+        return _check_release(self, "").calibrate(_std_at(self, _positive(scale, "scale", "")), "")
+
+
+def _std_at(release: PlannedRelease, scale: float) -> float:
+    """The noise standard deviation of ``release`` at the common scale t: t/√w."""
+    return scale / math.sqrt(release.weight)
+
 
 @dataclass(frozen=True)
 class AllocatedRelease:
@@ -175,7 +197,8 @@ class Allocation(Sequence[AllocatedRelease]):
         What the plan was fitted to: what remained of the dataset's budget, the whole budget, or the bare
         target.
     cost : Guarantee
-        The plan's total, priced by the accountant's plan check (in the budget's currency).
+        The plan's total (with the fixed releases given to :func:`allocate`), priced by the accountant's
+        plan check (in the budget's currency).
     method : str
         How the total was composed: ``"gdp"`` (exact μ-GDP), ``"pld"`` (tight privacy-loss distribution) or
         ``"basic"``.
@@ -388,9 +411,7 @@ def _check_release(release: PlannedRelease, where: str) -> _Plan:
 
 def _calibrate(plans: Sequence[_Plan], scale: float) -> tuple[AllocatedRelease, ...]:
     """Every release at standard deviation t/√wᵢ."""
-    return tuple(
-        p.calibrate(scale / math.sqrt(p.release.weight), f"releases[{i}]: ") for i, p in enumerate(plans)
-    )
+    return tuple(p.calibrate(_std_at(p.release, scale), f"releases[{i}]: ") for i, p in enumerate(plans))
 
 
 def _first_guess(plans: Sequence[_Plan], goal: Guarantee) -> float:
@@ -481,7 +502,28 @@ def _check_releases(releases: Any) -> list[_Plan]:
     return plans
 
 
-def _no_fit(acct: PrivacyAccountant, dataset: str, requested: BudgetReport) -> BudgetExceededError:
+def _check_fixed(fixed: Any) -> list[Any]:
+    """The fixed releases as a list: mechanisms (objects with an ``.event``), events or guarantees."""
+    if isinstance(fixed, (str, bytes, Mapping)) or not isinstance(fixed, Sequence):
+        raise InvalidParameterError(
+            f"'fixed' must be a list of mechanisms, events or guarantees, got {type(fixed).__name__}", "fixed"
+        )
+    for index, item in enumerate(fixed):
+        if not isinstance(item, (PrivacyEvent, PureDP, ApproxDP, GaussianDP)) and not isinstance(
+            getattr(item, "event", None), PrivacyEvent
+        ):
+            raise InvalidParameterError(
+                f"'fixed[{index}]' must be a mechanism, a PrivacyEvent or a guarantee, got "
+                f"{type(item).__name__}",
+                "fixed",
+            )
+    return list(fixed)
+
+
+def _no_fit(
+    acct: PrivacyAccountant, dataset: str, requested: BudgetReport, fixed: bool
+) -> BudgetExceededError:
+    beside = " (beside the fixed releases)" if fixed else ""
     return BudgetExceededError(
         dataset,
         requested.guarantee,
@@ -489,9 +531,9 @@ def _no_fit(acct: PrivacyAccountant, dataset: str, requested: BudgetReport) -> B
         acct.remaining(dataset).guarantee,
         acct.budget(dataset).guarantee,
         detail=(
-            "No amount of noise makes this plan fit: nothing is left of the budget, or a release costs "
-            "more than what remains whatever its noise (e.g. Gaussian noise against a budget whose δ is "
-            "used up)."
+            f"No amount of noise makes this plan fit{beside}: nothing is left of the budget, the fixed "
+            "releases alone exceed it, or a release costs more than what remains whatever its noise (e.g. "
+            "Gaussian noise against a budget whose δ is used up)."
         ),
     )
 
@@ -503,6 +545,7 @@ def allocate(
     dataset: str | None = None,
     target: Guarantee | None = None,
     against: Literal["remaining", "budget"] = "remaining",
+    fixed: Sequence[Any] = (),
 ) -> Allocation:
     """Calibrate planned releases together: the least noise whose composition as one plan fits a budget.
 
@@ -520,6 +563,12 @@ def allocate(
     against : {"remaining", "budget"}, default "remaining"
         With an accountant: fit what remains of the budget (after every active spend, open reservations
         included), or the whole budget as if nothing were spent.
+    fixed : sequence of mechanisms, events or guarantees, optional
+        Releases of the same plan whose noise is already decided (each for groups of one: apply a group
+        size with :func:`~dp_pipeline.accounting.composition.group_event`). They are priced with the
+        calibrated releases as one plan, so these get what the target leaves after them (a run whose
+        fixed tasks and free tasks share one budget). Charge them together:
+        ``spend_plan(dataset, [*fixed, *allocation])``; :attr:`Allocation.cost` is that plan's total.
 
     Returns
     -------
@@ -535,8 +584,8 @@ def allocate(
     BudgetExceededError
         No amount of noise makes the plan fit (nothing is left of the budget).
     UnsupportedCompositionError
-        The plan cannot be charged to the budget at all (Gaussian noise against a pure ε budget, or
-        randomized response on an add/remove dataset).
+        The plan (with the fixed releases) cannot be charged to the budget at all (Gaussian noise against
+        a pure ε budget, or randomized response on an add/remove dataset).
     UnknownDatasetError
         The dataset has no budget.
 
@@ -569,8 +618,9 @@ def allocate(
     μ-GDP). Group sizes enter through each release's event (Laplace and Gaussian noise see a sensitivity
     kΔ; other mechanisms the group guarantee), so each release may have its own.
 
-    For a run-level reservation: ``allocate(tasks, target=share)`` with one weight per task calibrates
-    every task's noise to the share the run holds.
+    A run-level reservation in Airflow calibrates its tasks this way: one release per task attempt and map
+    index, the tasks whose noise is fixed as ``fixed``, against the run's share of the dataset's budget
+    (see ``airflow_plugin.allocating``).
 
     References
     ----------
@@ -587,17 +637,18 @@ def allocate(
     18.89
     """
     plans = _check_releases(releases)
+    decided = _check_fixed(fixed)
     acct, name, side = _budget_holder(accountant, dataset, target, against)
     goal = (acct.remaining(name) if side == "remaining" else acct.budget(name)).guarantee
 
     def fits(scale: float) -> bool:
-        return acct.plan_fits(name, _calibrate(plans, scale), against=side)
+        return acct.plan_fits(name, [*decided, *_calibrate(plans, scale)], against=side)
 
     guess = _first_guess(plans, goal)
     scale = _least_fitting(fits, guess)
     if scale is None:
-        largest = guess * 2.0**_MAX_STEPS
-        raise _no_fit(acct, name, acct.plan_cost(name, _calibrate(plans, largest), against=side))
+        largest = [*decided, *_calibrate(plans, guess * 2.0**_MAX_STEPS)]
+        raise _no_fit(acct, name, acct.plan_cost(name, largest, against=side), bool(decided))
     chosen = _calibrate(plans, scale)
-    cost = acct.plan_cost(name, chosen, against=side)
+    cost = acct.plan_cost(name, [*decided, *chosen], against=side)
     return Allocation(chosen, scale, goal, cost.guarantee, cost.method)

@@ -13,11 +13,9 @@ from __future__ import annotations
 import doctest
 import json
 import math
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import mpmath
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,71 +42,10 @@ from dp_pipeline.mechanisms import (
     Laplace,
     Staircase,
 )
+from tests.allocation_references import gaussian_optimum, largest_mu, least_scale, pld_epsilon
 
 # ------------------------------------------------------------------------------------------------------
-# independent references
-
-
-def gdp_delta(mu: Any, eps: Any) -> Any:
-    """δ(ε) of μ-GDP: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Dong, Roth & Su 2022, Cor. 2.13), in mpmath."""
-    return mpmath.ncdf(-eps / mu + mu / 2) - mpmath.exp(eps) * mpmath.ncdf(-eps / mu - mu / 2)
-
-
-def largest_mu(epsilon: float, delta: float) -> float:
-    """The largest μ whose μ-GDP is (ε, δ)-DP, by bisection at 40 digits (δ(ε) grows with μ)."""
-    with mpmath.workdps(40):
-        eps, target = mpmath.mpf(epsilon), mpmath.mpf(delta)
-        low, high = mpmath.mpf("1e-6"), mpmath.mpf(1)
-        while gdp_delta(high, eps) <= target:
-            high *= 2
-        for _ in range(200):
-            middle = (low + high) / 2
-            low, high = (middle, high) if gdp_delta(middle, eps) <= target else (low, middle)
-        return float(low)
-
-
-def gaussian_optimum(sensitivities: Sequence[float], weights: Sequence[float], mu: float) -> list[float]:
-    """σᵢ = s/√wᵢ with Σ(Δᵢ/σᵢ)² = μ², i.e. s = √(ΣΔᵢ²wᵢ)/μ."""
-    s = math.sqrt(math.fsum(d * d * w for d, w in zip(sensitivities, weights, strict=True))) / mu
-    return [s / math.sqrt(w) for w in weights]
-
-
-def pld_epsilon(
-    laplace_scales: dict[float, int], gaussian_sigmas: dict[float, int], delta: float, *, pessimistic: bool
-) -> float:
-    """ε at δ of Laplace noise of the given scales and Gaussian noise of the given σ (sensitivity 1; value →
-    how many), composed by dp-accounting's PLD directly (interval 1e-4): an upper bound (pessimistic,
-    connect-the-dots) or a lower bound (optimistic privacy buckets)."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
-    builders = [(pld.from_laplace_mechanism, laplace_scales), (pld.from_gaussian_mechanism, gaussian_sigmas)]
-    parts = []
-    for build, noise in builders:
-        for parameter, count in noise.items():
-            one = build(
-                parameter,
-                value_discretization_interval=1e-4,
-                pessimistic_estimate=pessimistic,
-                use_connect_dots=pessimistic,
-            )
-            parts.append(one.self_compose(count) if count > 1 else one)
-    composed = parts[0]
-    for part in parts[1:]:
-        composed = composed.compose(part)
-    return float(composed.get_epsilon_for_delta(delta))
-
-
-def least_scale(fits: Callable[[float], bool], start: float) -> float:
-    """The least t where the monotone ``fits`` holds, by doubling then 40 bisections."""
-    low, high = start, start
-    while fits(low):
-        low /= 2
-    while not fits(high):
-        high *= 2
-    for _ in range(40):
-        middle = (low + high) / 2
-        low, high = (low, middle) if fits(middle) else (middle, high)
-    return high
+# independent references (the μ-GDP and PLD searches are shared with the Airflow tests)
 
 
 def rr_std_formula(epsilon: float, k: int) -> float:
@@ -427,6 +364,53 @@ def test_plans_that_cannot_fit() -> None:
         allocate([PlannedRelease("gaussian", sensitivity=1.0)], target=PureDP(1.0))
     with pytest.raises(UnknownDatasetError):
         allocate([PlannedRelease("gaussian", sensitivity=1.0)], accountant=acct, dataset="other")
+
+
+def test_fixed_releases_get_their_share_first() -> None:
+    """A fixed μ = 0.6 Gaussian and two free ones of weight 1 on GaussianDP(1): the free ones get what is
+    left, Σμ² = 1 − 0.36, each μ = √(0.32) (closed form); the cost counts all three."""
+    fixed = Gaussian.from_mu(mu=0.6, sensitivity=1.0)
+    free = [PlannedRelease("gaussian", sensitivity=1.0)] * 2
+    allocation = allocate(free, target=GaussianDP(1.0), fixed=[fixed])
+    mu_fixed = 1.0 / fixed.sigma
+    best = math.sqrt(2.0 / (1.0 - mu_fixed**2))  # σ = 1/μ with 2μ² = 1 − μ_fixed²
+    for release in allocation:
+        assert best * (1 - 1e-12) <= release.mechanism.sigma <= best * 1.005
+    mus = [mu_fixed, *(1.0 / r.mechanism.sigma for r in allocation)]
+    assert math.sqrt(math.fsum(m * m for m in mus)) <= 1.0 * (1 + 1e-12)
+    assert allocation.cost.mu == pytest.approx(1.0, rel=1e-5)  # type: ignore[union-attr]
+    acct = memory(GaussianDP(1.0))
+    acct.spend_plan("d", [fixed, *allocation])  # the ledger takes the fixed and the calibrated together
+
+
+def test_fixed_releases_that_leave_nothing_or_are_not_releases_are_refused() -> None:
+    with pytest.raises(BudgetExceededError, match="beside the fixed releases"):
+        allocate(
+            [PlannedRelease("laplace", sensitivity=1.0)],
+            target=PureDP(1.0),
+            fixed=[Laplace(epsilon=1.0, sensitivity=1.0)],
+        )
+    for fixed, match in [("laplace", "list"), ([0.5], r"fixed\[0\]"), ({"a": PureDP(1.0)}, "list")]:
+        with pytest.raises(InvalidParameterError, match=match):
+            allocate([PlannedRelease("laplace", sensitivity=1.0)], target=PureDP(1.0), fixed=fixed)  # type: ignore[arg-type]
+
+
+def test_a_release_rebuilt_at_the_allocation_scale_is_the_one_allocated() -> None:
+    """``at_scale`` rebuilds each calibrated mechanism from the common scale alone (what a run's task does
+    with its run's published scale): the same event and noise."""
+    releases = [
+        PlannedRelease("laplace", sensitivity=2.0, weight=3.0),
+        PlannedRelease("gaussian", sensitivity=1.0, weight=0.5, group_size=2),
+        PlannedRelease("randomized_response", categories=4),
+    ]
+    allocation = allocate(releases, target=ApproxDP(1.0, 1e-6))
+    for release, allocated in zip(releases, allocation, strict=True):
+        again = release.check().at_scale(allocation.scale)
+        assert again.event == allocated.event and again.std == allocated.std
+    with pytest.raises(InvalidParameterError, match="'scale' must be > 0"):
+        releases[0].at_scale(0.0)
+    with pytest.raises(InvalidParameterError, match="'sensitivity' is required"):
+        PlannedRelease("gaussian").check()
 
 
 def test_from_dict() -> None:

@@ -73,6 +73,7 @@ from dp_pipeline.exceptions import (
     KeyAlreadyUsedError,
     LedgerError,
     UnknownDatasetError,
+    UnsupportedCompositionError,
     printable,
 )
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, guarantee_from_dict
@@ -294,6 +295,12 @@ class PrivacyAccountant:
     closed) until an operator calls :meth:`cancel` with a reason, which is recorded. Idempotency keys: a
     key pays for exactly one release per dataset; any later spend or reservation with it is refused with
     :class:`~dp_pipeline.exceptions.KeyAlreadyUsedError` and charges nothing (see :meth:`spend`).
+
+    **Paying from a reservation.** A :class:`Reservation` is a budget the work it covers spends from:
+    :meth:`Reservation.spend` pays a release from it (a ``pay`` record, adding nothing to the dataset's
+    totals), :meth:`reservation` reopens one by key in another process, :meth:`shrink` lowers one to a
+    sub-plan of what it declared, and inside :func:`~dp_pipeline.accounting.scope.paying_from` this
+    accountant refuses to charge the reservation's dataset again.
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
     charges land in the one ledger configured. Pickling carries the URL (an SQL ledger reopens the same
@@ -724,7 +731,7 @@ class PrivacyAccountant:
     def plans_fit(
         self,
         dataset: str,
-        plans: Sequence[tuple[Sequence[Any], int, str | Sequence[str] | None]],
+        plans: Sequence[tuple[Any, ...]],
         *,
         delta: float | None = None,
         against: Against = "remaining",
@@ -741,18 +748,18 @@ class PrivacyAccountant:
         Parameters
         ----------
         dataset : str
-        plans : list of (costs, group_size, partition)
-            Each plan's releases (mechanisms, events or guarantees), its group size, and the partitions it
-            reads (a name, a list, or None for the whole dataset).
+        plans : list of (costs, group_size, partition) or (costs, group_size, partition, delta)
+            Each plan's releases (mechanisms, events or guarantees), its group size, the partitions it
+            reads (a name, a list, or None for the whole dataset), and optionally the δ it is read at.
         delta : float, optional
-            As for :meth:`plan_cost`, for every plan.
+            As for :meth:`plan_cost`: the δ of the plans that give none.
         against : {"remaining", "budget"}, default "remaining"
             After everything spent so far, or on the whole budget as if nothing had been spent.
 
         Raises
         ------
         InvalidParameterError
-            ``plans`` is not a non-empty list of ``(costs, group_size, partition)``, or as :meth:`plan_fits`.
+            ``plans`` is not a non-empty list of such tuples, or as :meth:`plan_fits`.
         UnsupportedCompositionError
             A plan cannot be charged to the budget at all.
         """
@@ -777,18 +784,17 @@ class PrivacyAccountant:
     ) -> tuple[DatasetBudget, Totals, list[tuple[list[PrivacyEvent], int, float | None, tuple[str, ...]]]]:
         """The budget, the totals a plan check starts from (none with ``against="budget"``) and the checked
         plans as ``(events, group size, δ, partitions)``."""
+        shape = "(costs, group_size, partition) or (costs, group_size, partition, delta)"
         if isinstance(plans, (str, bytes, Mapping)) or not isinstance(plans, Sequence) or not plans:
-            raise InvalidParameterError(
-                "'plans' must be a non-empty list of (costs, group_size, partition)", "plans"
-            )
-        if not all(isinstance(plan, (tuple, list)) and len(plan) == 3 for plan in plans):
-            raise InvalidParameterError("each plan must be a (costs, group_size, partition) triple", "plans")
+            raise InvalidParameterError(f"'plans' must be a non-empty list of {shape}", "plans")
+        if not all(isinstance(plan, (tuple, list)) and len(plan) in (3, 4) for plan in plans):
+            raise InvalidParameterError(f"each plan must be {shape}", "plans")
         checked = [
-            (_to_events(costs), check_positive_int(k, "group_size"), _check_partitions(partition))
-            for costs, k, partition in plans
+            (_to_events(plan[0]), check_positive_int(plan[1], "group_size"), _check_partitions(plan[2]))
+            for plan in plans
         ]
-        plan_delta = self._check_plan_delta(delta)
-        parsed = [(events, k, plan_delta, partitions) for events, k, partitions in checked]
+        deltas = [self._check_plan_delta(plan[3] if len(plan) == 4 else delta) for plan in plans]
+        parsed = [(*plan[:2], plan_delta, plan[2]) for plan, plan_delta in zip(checked, deltas, strict=True)]
         if against not in ("remaining", "budget"):
             raise InvalidParameterError(
                 f"'against' must be 'remaining' or 'budget', got {printable(against)!r}", "against"
@@ -961,7 +967,20 @@ class PrivacyAccountant:
                 dataset, key, partitions_of(found.reserve.body, f"dataset {dataset!r}"), partitions
             )
             rule = current.rule
-            price = pricing.price(current, [event], k, False, None, totals)
+            plan_delta = _plan_payment_delta(held)
+            try:
+                price = pricing.price(current, [event], k, False, None, totals)
+                plan_delta = None
+            except UnsupportedCompositionError as alone:
+                if plan_delta is None:
+                    raise
+                # The rule prices this release only inside a plan (a μ-GDP release under basic
+                # composition has no single (ε, δ)): priced as a plan of one release at the δ the
+                # reservation's plan was read at, it can be paid as one of the releases the plan declared.
+                try:
+                    price = pricing.price(current, [event], k, True, plan_delta, current.composed(totals))
+                except UnsupportedCompositionError:
+                    raise alone from None
             stated = [_stated(event, current.relation).to_dict()]
             now = paid.plus(price.charge, stated, k)
             way = route(rule, held, now)
@@ -970,8 +989,8 @@ class PrivacyAccountant:
             release = ReserveBody(
                 label,
                 k,
-                False,
-                None,
+                plan_delta is not None,
+                plan_delta,
                 current.relation,
                 stated,
                 price.cost,
@@ -1448,6 +1467,17 @@ def _open_reservation(
     totals = budget.rule.read_totals(head.state.totals, where)
     held, paid = read_reservation(found, budget.rule, where)
     return head, found, budget, totals, held, paid
+
+
+def _plan_payment_delta(held: Holding) -> float | None:
+    """The δ at which a release paid from a plan reservation is priced when its rule cannot price it on its
+    own: the δ the plan was read at (asked for, or that of its (ε, δ) cost); None for a reservation that
+    is not a plan, or whose cost has no δ."""
+    if not held.plan:
+        return None
+    if held.delta is not None:
+        return held.delta
+    return held.cost.delta if isinstance(held.cost, ApproxDP) else None
 
 
 def _paid_cost(budget: DatasetBudget, held: Holding, paid: Paid) -> Guarantee:

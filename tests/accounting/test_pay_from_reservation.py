@@ -205,6 +205,37 @@ def test_a_plan_pays_its_declared_releases_at_its_tight_total() -> None:
     acct.verify()
 
 
+@pytest.mark.parametrize("asked", [1e-6, None])
+def test_a_plan_of_gaussian_releases_stated_in_mu_gdp_pays_them_under_basic_composition(
+    asked: float | None,
+) -> None:
+    """Gaussian noise stated as μ-GDP (``Gaussian.from_mu``, and every Gaussian release ``allocate``
+    calibrates) has no single (ε, δ), so basic composition cannot charge it as a spend of its own. Paid from
+    a plan that declared it, it is priced as a plan of one release at the δ the plan was read at (asked for,
+    or that of its cost) and paid by the plan route; it was refused (UnsupportedCompositionError) before."""
+    import mpmath
+
+    from tests.allocation_references import gdp_delta
+
+    acct = _acct(ApproxDP(5.0, 1e-5))
+    declared = [gaussian_event(0.4) for _ in range(3)]
+    plan = acct.spend_plan("d", declared, key="run", delta=asked)
+    read_at = plan.cost.delta  # type: ignore[union-attr]
+    assert read_at == (asked if asked is not None else 1e-5)
+    mu = mpmath.mpf(declared[0].guarantee.mu)  # type: ignore[union-attr]
+    for e in declared:
+        entry = plan.spend("d", e, label="a declared task")
+        assert entry.cost.delta == read_at  # type: ignore[union-attr]
+        epsilon = mpmath.mpf(entry.cost.epsilon)  # type: ignore[union-attr]
+        with mpmath.workdps(40):  # its ε is (about) the least at which the release meets the plan's δ
+            assert gdp_delta(mu, epsilon) <= read_at < gdp_delta(mu, epsilon * (1 - mpmath.mpf("1e-6")))
+    routes = [r.body["route"] for r in acct.store.records("d") if r.kind == "pay"]
+    assert routes[1:] == ["plan", "plan"]  # the first fits on its own (ε, δ); with it, the others do not
+    _refused_writes_nothing(acct, plan, declared[0])  # a fourth copy was not declared
+    assert acct.spent("d").epsilon == plan.cost.epsilon  # payments charge the dataset nothing more
+    acct.verify()  # replays each payment at the δ it recorded
+
+
 def test_shrink_hands_back_what_never_ran() -> None:
     acct = _acct(PureDP(4.0))
     tasks = [PureDP(0.5), PureDP(0.25), PureDP(1.0)]

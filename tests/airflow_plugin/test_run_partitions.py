@@ -316,3 +316,41 @@ def test_code_inside_a_task_pays_from_its_partition_by_the_rendered_name(any_led
     assert ledger.spent("visits").epsilon == pytest.approx(0.5)  # charged once
     assert _epsilons(ledger.partitions("visits")) == pytest.approx({"2026-11-23": 0.5})
     assert Fraction(ledger.reservation("visits", task.key).spent().epsilon) == Fraction(1, 2)
+
+
+def test_a_run_share_calibrates_a_free_task_on_its_day_partition(any_ledger, tmp_path) -> None:
+    """``run_budget(dag, share=PureDP(0.5))`` and a task on ``visits/{{ ds }}`` whose Laplace noise is left
+    free: the setup calibrates it to the share on the day's part and reserves it on that partition; the task
+    receives Laplace noise of scale b = Δ/ε = 2 (computed here: ε = 0.5 is the whole share of one pure
+    release), pays it from the day's reservation, and the day holds what the share allows, not more."""
+    from airflow.sdk import DAG
+
+    from airflow_plugin import dp_task, run_budget
+    from dp_pipeline import PlannedRelease, PureDP
+
+    ledger = any_ledger
+    ledger.set_budget("visits", PureDP(1.0), partitions=1)
+    seen = tmp_path / "scale.txt"
+
+    with DAG("dp_share_day", schedule="@daily", start_date=START, catchup=False) as dag:
+
+        @dp_task(dataset="visits/{{ ds }}", mechanism=PlannedRelease("laplace", sensitivity=1.0))
+        def count(mechanism: Any) -> float:
+            seen.write_text(repr(mechanism.scale))
+            return float(mechanism.randomize(10.0))
+
+        count()
+    run_budget(dag, share=PureDP(0.5))
+
+    dag_run = run_dag(dag, logical_date=MONDAY)
+
+    assert states(dag_run) == {"dp_reserve_run": "success", "count": "success", "dp_settle_run": "success"}
+    scale = float(seen.read_text())
+    assert 2.0 <= scale <= 2.0 * 1.0001  # never less noise than the share allows
+    (run,) = [e for e in ledger.history("visits") if e.paid_from is None]
+    assert run.key == f"run/dp_share_day/{dag_run.run_id}/2026-11-23" and run.partitions == ("2026-11-23",)
+    assert "share ε=0.5" in run.label
+    (paid,) = [e for e in ledger.history("visits") if e.paid_from == run.key]
+    assert paid.partitions == ("2026-11-23",) and paid.cost.epsilon == pytest.approx(1.0 / scale)
+    assert ledger.partitions("visits")["2026-11-23"].epsilon <= 0.5
+    assert ledger.spent("visits").epsilon == pytest.approx(0.5, rel=1e-3)

@@ -1,0 +1,486 @@
+"""A run's budget share calibrates the noise of its DP tasks (see :func:`airflow_plugin.runs.run_budget`).
+
+A DAG that reserves per run can give each run a **share** of a dataset's budget, and leave the noise of its
+DP tasks **free**: a task declares a :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity,
+weight, group size) instead of a mechanism::
+
+    with DAG("weekly_counts", ...) as dag:
+        @dp_task(dataset="patients", mechanism=PlannedRelease("gaussian", sensitivity=1.0, weight=4))
+        def total(mechanism):                       # receives its calibrated Gaussian
+            return mechanism.randomize(exact_total())
+        ...
+    run_budget(dag, share={"patients": ApproxDP(1.0, 1e-6)})   # or one guarantee for every dataset
+
+The setup task calibrates, per dataset with a share, the free tasks together with
+:func:`dp_pipeline.allocate`: every attempt a task's retries allow and every map index up to its bound is one
+release of the plan (each is charged), the tasks with a fixed cost on the dataset are fixed releases of the
+same plan, and the target is the share, priced under the dataset's own rule and neighbouring relation
+exactly as ``spend_plan`` prices it. So the free tasks get what the share leaves after the fixed ones, and
+release i of weight wᵢ gets noise of standard deviation t/√wᵢ for the least common scale t that fits. The
+setup then reserves that plan, read at the δ the share was priced at (so the run is charged at most its
+share), in the transaction path of every run reservation, and publishes the scale (an XCom). Each free
+task rebuilds its mechanism from the scale (:meth:`PlannedRelease.at_scale
+<dp_pipeline.allocation.PlannedRelease.at_scale>`), checks that it is the one reserved, receives it as
+``mechanism`` and pays its event from the run's reservation when its code starts. The DAG check
+(:func:`airflow_plugin.planning.check_dag`) calibrates the same way and reports each free task's noise.
+
+A share caps what the run charges the dataset; it is not set aside for it. The run is refused before any
+task reads data (nothing charged) when the calibrated plan, which costs the share or less, does not fit what
+remains of the budget, and when the fixed tasks alone exceed the share. A free task outside a run budget
+(no :func:`~airflow_plugin.runs.run_budget`, or no share for its dataset) is refused by the DAG check and
+at run time, never calibrated against the whole budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_plugin._attempts import role_task
+from airflow_plugin._runtime import task_name
+from airflow_plugin.exceptions import PrivacyCostError
+from airflow_plugin.reports import format_guarantee
+from dp_pipeline.accounting.accountant import PrivacyAccountant
+from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
+from dp_pipeline.accounting.rules import stored_rule
+from dp_pipeline.allocation import AllocatedRelease, Allocation, PlannedRelease, allocate
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, LedgerError, printable
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
+from dp_pipeline.mechanisms import Mechanism
+
+if TYPE_CHECKING:
+    from airflow_plugin.costs import DPCost
+    from airflow_plugin.planning import DagPlan, PlannedTask
+    from dp_pipeline.accounting.reports import BudgetReport
+
+__all__ = [
+    "CALIBRATED_XCOM_KEY",
+    "RunPart",
+    "Share",
+    "calibrated_cost",
+    "check_share",
+    "dag_share",
+    "describe_noise",
+    "noise_parameters",
+    "publish",
+    "published_plan",
+    "run_part",
+]
+
+Share = Guarantee | Mapping[str, Guarantee]
+"""A run's budget share: one guarantee for every dataset the run charges, or one per dataset name (the
+rendered name, or the template a task declares, e.g. ``"visits/{{ ds }}"``)."""
+
+CALIBRATED_XCOM_KEY = "dp_pipeline_calibrated"
+"""The setup's XCom with each free task's calibration: task id → ``{"dataset", "scale", "event"}``."""
+
+_SHARE = "share"  # the dataset holding a share in the private in-memory ledger that prices it
+_MAX_LABEL = 2000  # the ledger's longest label
+
+
+def check_share(share: Any) -> Share | None:
+    """Validate a run's share at DAG-definition time: None, a guarantee, or a mapping of dataset names to
+    guarantees.
+
+    Raises
+    ------
+    InvalidParameterError
+        Anything else (an empty name, a value that is not a guarantee).
+    """
+    guarantees = (PureDP, ApproxDP, GaussianDP)
+    if share is None or isinstance(share, guarantees):
+        return share
+    if not isinstance(share, Mapping):
+        raise InvalidParameterError(
+            "'share' must be a guarantee (PureDP, ApproxDP, GaussianDP) or a mapping of dataset names to "
+            f"guarantees, got {type(share).__name__}",
+            "share",
+        )
+    for name, value in share.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidParameterError(
+                "'share' maps dataset names (non-empty strings) to guarantees", "share"
+            )
+        if not isinstance(value, guarantees):
+            raise InvalidParameterError(
+                f"the share of {name!r} must be a PureDP, ApproxDP or GaussianDP guarantee, got "
+                f"{type(value).__name__}",
+                "share",
+            )
+    return dict(share)
+
+
+def dag_share(dag: Any) -> tuple[bool, Share | None]:
+    """Whether ``dag`` reserves per run, and the share its runs have (None: no share)."""
+    setup = role_task(dag, "setup")
+    if setup is None:
+        return False, None
+    return True, check_share(getattr(setup, "share", None))
+
+
+def _share_of(
+    share: Share | None, dataset: str, partition: str | None, tasks: Sequence[PlannedTask]
+) -> Guarantee | None:
+    """The share of one part of a run (a dataset, or one of its partitions): the one guarantee, or the
+    mapping's entry for the rendered name (the dataset, or ``visits/2026-11-24`` for a partition), the
+    templates the tasks declare, or the dataset."""
+    if share is None or isinstance(share, Guarantee):
+        return share
+    first = dataset if partition is None else f"{dataset}{PARTITION_SEPARATOR}{partition}"
+    for name in (first, *(t.template for t in tasks if t.template), dataset):
+        if name in share:
+            return share[name]
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------
+# describing a calibrated release
+
+
+def noise_parameters(allocated: AllocatedRelease) -> dict[str, Any]:
+    """A calibrated release as JSON-ready data: its mechanism's class, its noise standard deviation, its
+    noise parameter (``sigma`` of Gaussian noise, ``scale`` b of Laplace noise) and its event."""
+    mechanism = allocated.mechanism
+    data: dict[str, Any] = {"mechanism": type(mechanism).__name__, "std": allocated.std}
+    for name in ("sigma", "scale"):
+        value = getattr(mechanism, name, None)
+        if isinstance(value, float):
+            data[name] = value
+    data["event"] = allocated.event.to_dict()
+    return data
+
+
+def describe_noise(allocated: AllocatedRelease) -> str:
+    """``Gaussian σ=1.93``, ``Laplace b=2.5`` or ``BinaryRandomizedResponse ε=0.8``."""
+    mechanism = allocated.mechanism
+    name = type(mechanism).__name__
+    if isinstance(getattr(mechanism, "sigma", None), float):
+        return f"{name} σ={mechanism.sigma:.6g}"
+    if isinstance(getattr(mechanism, "scale", None), float):
+        return f"{name} b={mechanism.scale:.6g}"
+    return f"{name} {format_guarantee(allocated.event.guarantee)}"
+
+
+# ------------------------------------------------------------------------------------------------------
+# one dataset's part of a run's plan
+
+
+@dataclass(frozen=True)
+class RunPart:
+    """One part of a DAG run's plan, on a dataset or on one of its partitions, as its setup reserves it.
+
+    Attributes
+    ----------
+    dataset : str
+    tasks : list of PlannedTask
+        The tasks charging the dataset, each free task's cost replaced by its calibrated mechanism.
+    events : list of PrivacyEvent
+    group_size : int
+        The plan as the accountant's plan methods take it (``spend_plan``, ``plan_cost``, ``plan_fits``).
+    delta : float or None
+        The δ the plan is read at: the δ its share was priced at (None: the rule's default).
+    share : Guarantee or None
+        The run's share of the dataset.
+    allocation : Allocation or None
+        The calibration of the free tasks (one release per attempt and map index).
+    calibrated : dict
+        Task id → its calibrated release (:class:`~dp_pipeline.allocation.AllocatedRelease`).
+    partition : str or None
+        The partition of the dataset the part is on (None: the whole dataset).
+    """
+
+    dataset: str
+    tasks: list[PlannedTask]
+    events: list[PrivacyEvent]
+    group_size: int
+    delta: float | None = None
+    share: Guarantee | None = None
+    allocation: Allocation | None = None
+    calibrated: dict[str, AllocatedRelease] = field(default_factory=dict)
+    partition: str | None = None
+
+    def cost(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> BudgetReport:
+        """The plan's tight total (``plan_cost``), as its reservation will be charged."""
+        return accountant.plan_cost(
+            self.dataset,
+            self.events,
+            self.group_size,
+            delta=self.delta,
+            against=against,
+            partition=self.partition,
+        )
+
+    def fits(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> bool:
+        """Whether ``spend_plan`` would accept the plan (``plan_fits``)."""
+        return accountant.plan_fits(
+            self.dataset,
+            self.events,
+            self.group_size,
+            delta=self.delta,
+            against=against,
+            partition=self.partition,
+        )
+
+    @property
+    def plan(self) -> tuple[list[PrivacyEvent], int, str | None, float | None]:
+        """The part as one plan of :meth:`~dp_pipeline.PrivacyAccountant.plans_fit`."""
+        return self.events, self.group_size, self.partition, self.delta
+
+    def label(self, run_id: str) -> str:
+        """The run reservation's ledger label: the run, and with a share the share and each free task's
+        calibrated noise (cut to the ledger's 2000 characters)."""
+        text = f"run {run_id}"
+        if self.share is None:
+            return text
+        text += f" · share {format_guarantee(self.share)}"
+        if self.calibrated:
+            text += " · " + "; ".join(f"{task}: {describe_noise(a)}" for task, a in self.calibrated.items())
+        return text if len(text) <= _MAX_LABEL else text[: _MAX_LABEL - 1] + "…"
+
+
+def run_part(
+    plan: DagPlan, dataset: str, accountant: PrivacyAccountant, partition: str | None = None
+) -> RunPart:
+    """The part of ``plan`` on ``dataset`` (on its ``partition``, or the whole dataset's), its free tasks
+    calibrated to the run's share.
+
+    A part without share nor free task is planned as before (:meth:`DagPlan.for_accountant`). With a
+    share, the plan is priced in a private in-memory ledger whose budget is the share, under the dataset's
+    rule and relation, and read at the δ it was priced at there. On a partitioned dataset the share caps
+    each part of the run (each partition it reads, and its releases on the whole dataset).
+
+    Raises
+    ------
+    PrivacyCostError
+        A free task outside a run budget or without a share for the dataset; a share in another currency
+        than the budget; the fixed tasks alone exceed the share; the plan cannot be charged to the dataset
+        at all; the dataset has no budget.
+    """
+    tasks = plan.groups()[(dataset, partition)]
+    free = [t for t in tasks if t.cost.free is not None]
+    share = _share_of(plan.share, dataset, partition, tasks)
+    if share is None and not free:
+        events, group_size = plan.for_accountant(dataset, partition)
+        return RunPart(dataset, tasks, events, group_size, partition=partition)
+    names = ", ".join(repr(t.task_id) for t in free)
+    if free and not plan.run_budget:
+        raise PrivacyCostError(
+            f"DAG {plan.dag_id!r}: task(s) {names} leave their noise free on {dataset!r}, which only a run's "
+            "budget share calibrates; add run_budget(dag, share=...) or declare a mechanism. Refused: "
+            "nothing was charged."
+        )
+    if share is None:
+        raise PrivacyCostError(
+            f"DAG {plan.dag_id!r}: task(s) {names} leave their noise free on {dataset!r}, but the run has no "
+            "share of that dataset: give one in run_budget(dag, share={...}). Refused: nothing was charged."
+        )
+    try:
+        return _calibrate(plan, dataset, partition, tasks, free, share, accountant)
+    except PrivacyCostError:
+        raise
+    except (BudgetExceededError, InvalidParameterError, LedgerError, ValueError) as exc:
+        raise PrivacyCostError(
+            f"DAG {plan.dag_id!r}: the run's share {format_guarantee(share)} of {dataset!r} cannot hold its "
+            f"plan: {printable(str(exc).rstrip('.'))}. Raise the share, or lower the fixed tasks' costs. "
+            "Refused: nothing was charged."
+        ) from exc
+
+
+def _share_terms(accountant: PrivacyAccountant, dataset: str, share: Guarantee) -> tuple[str, str]:
+    """The rule (a name ``set_budget`` takes) and the neighbouring relation under which the dataset prices
+    its share."""
+    report = accountant.budget(dataset)
+    rule = stored_rule(report.method, report.guarantee, f"dataset {dataset!r}")
+    if isinstance(share, GaussianDP) != isinstance(report.guarantee, GaussianDP):
+        wanted = "GaussianDP" if isinstance(report.guarantee, GaussianDP) else "PureDP or ApproxDP"
+        raise PrivacyCostError(
+            f"the run's share {format_guarantee(share)} of {dataset!r} is not in the currency of its budget "
+            f"{format_guarantee(report.guarantee)}: give a {wanted} share"
+        )
+    return rule.names[0], accountant.relation(dataset)
+
+
+def _share_ledger(share: PureDP | ApproxDP | GaussianDP, rule: str, relation: str) -> PrivacyAccountant:
+    """A private in-memory ledger whose one dataset has the share as budget, under the dataset's rule and
+    neighbouring relation (partitions do not change the price of one plan against an empty budget)."""
+    holder = PrivacyAccountant("memory://")
+    holder.set_budget(_SHARE, share, rule=rule, relation=relation)
+    return holder
+
+
+def _fresh_allocation(
+    releases: tuple[PlannedRelease, ...],
+    fixed: tuple[str, ...],
+    share: PureDP | ApproxDP | GaussianDP,
+    rule: str,
+    relation: str,
+) -> Allocation:
+    """:func:`allocate` of the free releases, beside the fixed ones (canonical JSON events), against the
+    share under the dataset's rule and relation."""
+    decided = [PrivacyEvent.from_dict(json.loads(event)) for event in fixed]
+    holder = _share_ledger(share, rule, relation)
+    return allocate(list(releases), accountant=holder, dataset=_SHARE, against="budget", fixed=decided)
+
+
+_cached_allocation = functools.lru_cache(maxsize=32)(_fresh_allocation)
+"""Calibrations remembered: the DAG check, the DAG policy at every parse and the run's setup calibrate the
+same plan (a mixed plan takes seconds); refusals are not remembered."""
+
+
+def _allocation(
+    releases: list[PlannedRelease],
+    fixed: list[PrivacyEvent],
+    share: PureDP | ApproxDP | GaussianDP,
+    rule: str,
+    relation: str,
+) -> Allocation:
+    events = tuple(json.dumps(e.to_dict(), sort_keys=True) for e in fixed)
+    key = (tuple(releases), events, share, rule, relation)
+    try:
+        hash(key)
+    except TypeError:  # a release that cannot be a key (a list of categories): calibrated anew
+        return _fresh_allocation(*key)
+    return _cached_allocation(*key)
+
+
+def _calibrate(
+    plan: DagPlan,
+    dataset: str,
+    partition: str | None,
+    tasks: list[PlannedTask],
+    free: list[PlannedTask],
+    share: Guarantee,
+    accountant: PrivacyAccountant,
+) -> RunPart:
+    assert isinstance(share, (PureDP, ApproxDP, GaussianDP))
+    rule, relation = _share_terms(accountant, dataset, share)
+    fixed = [
+        group_event(t.cost.event, t.cost.group_size)
+        for t in tasks
+        if t.cost.free is None
+        for _ in range(t.releases)
+    ]
+    allocation = None
+    calibrated: dict[str, AllocatedRelease] = {}
+    if free:
+        releases = [release for t in free if (release := t.cost.free) for _ in range(t.releases)]
+        allocation = _allocation(releases, fixed, share, rule, relation)
+        start = 0
+        for t in free:
+            calibrated[t.task_id] = allocation[start]
+            start += t.releases
+        cost = allocation.cost
+    else:
+        holder = _share_ledger(share, rule, relation)
+        if not holder.plan_fits(_SHARE, fixed, against="budget"):
+            needs = holder.plan_cost(_SHARE, fixed, against="budget").guarantee
+            raise PrivacyCostError(
+                f"DAG {plan.dag_id!r}: the tasks on {dataset!r} need {format_guarantee(needs)}, more than "
+                f"the run's share {format_guarantee(share)}. Raise the share or lower their costs. Refused: "
+                "nothing was charged."
+            )
+        cost = holder.plan_cost(_SHARE, fixed, against="budget").guarantee
+    events = [*fixed, *(a.event for a in allocation or ())]
+    delta = cost.delta if isinstance(cost, ApproxDP) else None
+    replaced = [
+        dataclasses.replace(t, cost=_fixed_cost(t.cost, calibrated[t.task_id]))
+        if t.task_id in calibrated
+        else t
+        for t in tasks
+    ]
+    return RunPart(dataset, replaced, events, 1, delta, share, allocation, calibrated, partition)
+
+
+def _fixed_cost(cost: DPCost, allocated: AllocatedRelease) -> DPCost:
+    """A free task's cost once calibrated: its mechanism (its event for a mechanism of another kind), for
+    groups of the release's size."""
+    mechanism = allocated.mechanism
+    declared = mechanism if isinstance(mechanism, Mechanism) else mechanism.event
+    return dataclasses.replace(cost, cost=declared, group_size=allocated.release.group_size)
+
+
+# ------------------------------------------------------------------------------------------------------
+# publishing the calibration and finding it again
+
+
+def publish(context: Mapping[str, Any], parts: Mapping[Any, RunPart]) -> None:
+    """Publish each free task's calibration (the common scale and the event reserved) as the setup's
+    :data:`CALIBRATED_XCOM_KEY` XCom."""
+    published = {
+        task_id: {"dataset": part.dataset, "scale": part.allocation.scale, "event": allocated.event.to_dict()}
+        for part in parts.values()
+        if part.allocation is not None
+        for task_id, allocated in part.calibrated.items()
+    }
+    context["ti"].xcom_push(CALIBRATED_XCOM_KEY, published)
+
+
+def _published(context: Mapping[str, Any], setup: Any) -> Mapping[str, Any]:
+    found = context["ti"].xcom_pull(task_ids=setup.task_id, key=CALIBRATED_XCOM_KEY, default=None)
+    return found if isinstance(found, Mapping) else {}
+
+
+def _rebuilt(cost: DPCost, entry: Any, task: str) -> tuple[DPCost, Any]:
+    """A free cost rebuilt at its published scale, checked against the event its run reserved."""
+    release = cost.free
+    assert release is not None
+    try:
+        allocated = release.at_scale(float(entry["scale"]))
+        same = entry["dataset"] == cost.dataset and allocated.event == PrivacyEvent.from_dict(entry["event"])
+    except (KeyError, TypeError, ValueError) as exc:  # incl. InvalidParameterError: a malformed XCom
+        raise PrivacyCostError(f"Task {task}: its run's published calibration cannot be read: {exc}") from exc
+    if not same:
+        raise PrivacyCostError(
+            f"Task {task}: its noise, rebuilt from the run's calibration, is not the one its run reserved "
+            f"on {cost.dataset!r} (the DAG changed since the run started?); it does not run. Trigger a new "
+            "run."
+        )
+    return _fixed_cost(cost, allocated), allocated.mechanism
+
+
+def calibrated_cost(cost: DPCost, context: Mapping[str, Any]) -> tuple[DPCost, Any]:
+    """A task attempt's cost: as declared, or for a free task its calibrated mechanism's, with that
+    mechanism (None for a fixed cost).
+
+    Raises
+    ------
+    PrivacyCostError
+        A free task outside a run budget, or one its run's setup did not calibrate (no share for its
+        dataset), or whose calibration is not the one reserved; nothing is charged.
+    """
+    if cost.free is None:
+        return cost, None
+    name = task_name(context)
+    setup = role_task(context["dag"], "setup")
+    if setup is None:
+        raise PrivacyCostError(
+            f"Task {name} leaves its noise free ({cost.describe()}), which only a run's budget share "
+            "calibrates: add run_budget(dag, share=...) or declare a mechanism. Refused: nothing was charged."
+        )
+    entry = _published(context, setup).get(context["ti"].task_id)
+    if entry is None:
+        raise PrivacyCostError(
+            f"Task {name} leaves its noise free, but its run's setup {setup.task_id!r} calibrated none for "
+            f"it (no share of {cost.dataset!r}?). Refused: nothing was charged."
+        )
+    return _rebuilt(cost, entry, name)
+
+
+def published_plan(plan: DagPlan, context: Mapping[str, Any]) -> DagPlan:
+    """``plan`` with each free task's cost replaced by the calibration its run published (a free task
+    its setup did not calibrate stays free)."""
+    setup = role_task(context["dag"], "setup")
+    found = {} if setup is None else _published(context, setup)
+    tasks = [
+        dataclasses.replace(t, cost=_rebuilt(t.cost, found[t.task_id], t.task_id)[0])
+        if t.cost.free is not None and t.task_id in found
+        else t
+        for t in plan.tasks
+    ]
+    return dataclasses.replace(plan, tasks=tasks)
