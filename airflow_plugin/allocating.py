@@ -207,25 +207,14 @@ class RunPart:
 
     def cost(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> BudgetReport:
         """The plan's tight total (``plan_cost``), as its reservation will be charged."""
-        return accountant.plan_cost(
-            self.dataset,
-            self.events,
-            self.group_size,
-            delta=self.delta,
-            against=against,
-            partition=self.partition,
-        )
+        return accountant.plan_cost(self.dataset, self.events, self.group_size, **self._options(against))
 
     def fits(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> bool:
         """Whether ``spend_plan`` would accept the plan (``plan_fits``)."""
-        return accountant.plan_fits(
-            self.dataset,
-            self.events,
-            self.group_size,
-            delta=self.delta,
-            against=against,
-            partition=self.partition,
-        )
+        return accountant.plan_fits(self.dataset, self.events, self.group_size, **self._options(against))
+
+    def _options(self, against: Literal["remaining", "budget"]) -> dict[str, Any]:
+        return {"delta": self.delta, "against": against, "partition": self.partition}
 
     @property
     def plan(self) -> tuple[list[PrivacyEvent], int, str | None, float | None]:
