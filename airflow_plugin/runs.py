@@ -23,12 +23,14 @@ releases from it; an attempt whose code cannot (a guarded operator without a Pyt
 without ``dp``) pays its declared cost when it starts. Before its code starts, the attempt records its try
 number (an XCom), which is how the teardown knows it started.
 
-The **teardown task** (:class:`RunBudgetTeardownOperator`, which Airflow runs even when tasks failed)
-shrinks each part's reservation to the declared costs of the attempts that started (``acct.shrink``): the
-share of a task that never started (an upstream failure, a branch not taken) goes back to the budget; an
-attempt that started stays charged its whole declared cost, even the part its code did not pay for, since it
-may have released data by other means. A task instance whose start was not recorded but that ran keeps every
-attempt its retries allow. When what was paid does not fit the shrunk plan, the whole reservation stays.
+The **teardown task** (:class:`RunBudgetTeardownOperator`, downstream of every task, which Airflow runs
+once they are all done, even when some failed) shrinks each part's reservation to the declared costs of the
+attempts that started (``acct.shrink``): the share of a task that never started (an upstream failure, a
+branch not taken) goes back to the budget; an attempt that started stays charged its whole declared cost,
+even the part its code did not pay for, since it may have released data by other means. An attempt that
+recorded its start keeps its share whatever its task instance's state; a task instance whose start was not
+recorded keeps every attempt its retries allow unless it certainly never ran (upstream failed, removed, or
+skipped before it started). When what was paid does not fit the shrunk plan, the whole reservation stays.
 
 Retries: each attempt has its share, as outside a run (the setup reserves ``retries + 1`` attempts per task
 instance, and the teardown keeps the attempts that started). An attempt beyond them (a task cleared by hand)
@@ -288,20 +290,20 @@ def _share_note(part: RunPart) -> str:
 
 
 def _ran(context: Mapping[str, Any]) -> dict[tuple[str, int], bool]:
-    """(task id, map index) → whether a try of it ran, for the run's finished task instances.
+    """(task id, map index) → whether a try of it may have run, for the run's task instances.
 
-    A task instance that succeeded or failed ran; one stopped by an upstream failure (or removed) never did;
-    a skipped one ran only when it has a duration (a skip raised by its own code, after it started), not
-    when a branch skipped it.
+    Only a task instance stopped by an upstream failure, removed, or skipped before it started (a branch
+    not taken: no duration) certainly never ran. Any other state counts as run: succeeded or failed, and,
+    to be safe, one not finished (running, queued, up for retry), which may still release data.
     """
     ti = context["ti"]
     found = {}
     for row in ti.get_task_breadcrumbs(ti.dag_id, ti.run_id):
         state, duration = str(row.get("state")), row.get("duration")
-        ran = state in ("success", "failed") or (
-            state not in ("upstream_failed", "removed") and duration is not None and duration > 0
+        never = state in ("upstream_failed", "removed") or (
+            state == "skipped" and not (duration is not None and duration > 0)
         )
-        found[(str(row["task_id"]), int(row["map_index"]))] = ran
+        found[(str(row["task_id"]), int(row["map_index"]))] = not never
     return found
 
 
@@ -361,16 +363,14 @@ class RunBudgetTeardownOperator(_RunBudgetOperator):
         self, context: Mapping[str, Any], planned: PlannedTask, index: int, has_run: bool
     ) -> int:
         """How many attempts of a task instance may have started its code: the try number its last
-        started attempt recorded, else every attempt its retries allow when a try of it ran at all (an
-        earlier attempt may have started before the last one failed early), else none."""
-        if not has_run:
-            return 0
+        started attempt recorded, whatever its state, else every attempt its retries allow when a try of it
+        may have run (an earlier attempt may have started before the last one failed early), else none."""
         recorded = context["ti"].xcom_pull(
             task_ids=planned.task_id, key=ATTEMPT_XCOM_KEY, map_indexes=index, default=None
         )
         if isinstance(recorded, int) and recorded > 0:
             return min(recorded, planned.attempts)
-        return planned.attempts
+        return planned.attempts if has_run else 0
 
     def _shrink(
         self,
@@ -410,7 +410,7 @@ def run_budget(
 
     Call it once the DAG's tasks are defined (in the DAG file, after the ``with DAG(...)`` block or at its
     end). It adds a setup task upstream of every task without upstream and a teardown task downstream of
-    every task without downstream (see the module docstring).
+    every task, so that no task still runs when the teardown settles the run (see the module docstring).
 
     Parameters
     ----------
@@ -441,14 +441,14 @@ def run_budget(
     checked = check_share(share)
     if role_task(dag, "setup") is not None:
         raise InvalidParameterError(f"DAG {dag.dag_id!r} already reserves its plan per run", "dag")
-    roots, leaves = list(dag.roots), list(dag.leaves)
+    roots, tasks = list(dag.roots), list(dag.tasks)
     if not roots:
         raise InvalidParameterError(f"DAG {dag.dag_id!r} has no task to reserve for", "dag")
     options = {"ledger_conn_id": ledger_conn_id, "on_exhausted": on_exhausted, "dag": dag}
     setup = RunBudgetSetupOperator(task_id=setup_task_id, retries=0, share=checked, **options)
     teardown = RunBudgetTeardownOperator(task_id=teardown_task_id, retries=0, **options)
     setup >> roots
-    leaves >> teardown
+    tasks >> teardown  # every task, not just the leaves: none may still run when the run is settled
     setup.as_setup()
     teardown.as_teardown(setups=setup)
     return setup, teardown

@@ -903,7 +903,9 @@ class PrivacyAccountant:
         BudgetExceededError
             What was already paid from the reservation does not fit the sub-plan's total; nothing changed.
         LedgerError
-            No such reservation, or it was cancelled.
+            No such reservation, it was cancelled, or it is one release (not a plan) that was committed
+            (``spend``, or a ``reserve`` whose attempt committed: it may have read data; an open one can be
+            shrunk to nothing, like :meth:`cancel`).
 
         Notes
         -----
@@ -920,6 +922,12 @@ class PrivacyAccountant:
 
         def run(tx: LedgerTransaction) -> ReservationRecords:
             head, found, current, totals, held, paid = _open_reservation(tx, dataset, key)
+            if not held.plan and found.status == "committed":
+                raise LedgerError(
+                    f"the reservation with key {key!r} on dataset {dataset!r} is one release, not a plan, "
+                    "and is committed (its attempt may have read data): it cannot be shrunk. A shrink hands "
+                    "back the share of a plan's (spend_plan) releases that never started"
+                )
             rule = current.rule
             stated = [_stated(e, current.relation).to_dict() for e in events]
             if event_keys(stated) - event_keys(held.events):
@@ -962,6 +970,12 @@ class PrivacyAccountant:
 
         def run(tx: LedgerTransaction) -> LedgerRecord:
             head, found, current, totals, held, paid = _open_reservation(tx, dataset, key)
+            if found.reserve.body.get("spend"):
+                raise LedgerError(
+                    f"the reservation with key {key!r} on dataset {dataset!r} is the charge of the release "
+                    "that spend() made: it holds nothing to pay from. Pay from a budget reserved for the "
+                    "work: acct.reserve(...) or acct.spend_plan(...)"
+                )
             _check_partitioned(dataset, current, partitions)
             _check_covered(
                 dataset, key, partitions_of(found.reserve.body, f"dataset {dataset!r}"), partitions
@@ -1252,7 +1266,18 @@ class PrivacyAccountant:
                     single=single,
                 )
             body = ReserveBody(
-                label, k, plan, plan_delta, relation, stated, p.cost, p.method, p.charge, after, partitions
+                label,
+                k,
+                plan,
+                plan_delta,
+                relation,
+                stated,
+                p.cost,
+                p.method,
+                p.charge,
+                after,
+                partitions,
+                spend=commit and not plan,  # spend(): the charge of its own release
             )
             record = append(tx, body, with_totals(head.state, after), key=key)
             end = append_commit(tx, head.state, after, key, record.seq) if commit else None

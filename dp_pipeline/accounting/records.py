@@ -166,7 +166,8 @@ class BudgetBody:
 @dataclass(frozen=True)
 class ReserveBody:
     """A reservation: the request as stated (events, group size, plan, δ), what it was charged and the totals
-    after it."""
+    after it. ``spend``: the charge of one release made by ``spend`` (its own release, so that nothing can
+    be paid from it; recorded only when true)."""
 
     kind: ClassVar[RecordKind] = "reserve"
     label: str | None
@@ -180,6 +181,7 @@ class ReserveBody:
     charge: Charge
     totals: Totals
     partitions: tuple[str, ...] = ()
+    spend: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -190,6 +192,7 @@ class ReserveBody:
             "composition": self.composition,
             "charge": self.charge.to_json(),
             "totals": self.totals.to_json(self.partitions),
+            **({"spend": True} if self.spend else {}),  # absent when false: as ledgers before
         }
 
 

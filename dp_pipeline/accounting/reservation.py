@@ -35,7 +35,8 @@ class Reservation:
 
     Obtained from :meth:`PrivacyAccountant.reserve` (open), or from :meth:`~PrivacyAccountant.spend` and
     :meth:`~PrivacyAccountant.spend_plan` (committed); :meth:`PrivacyAccountant.reservation` reopens one
-    by its key (in another process, say). As a context manager it commits when the block ends, **also
+    by its key (in another process, say). The one ``spend`` returns is the charge of the release that
+    ``spend`` made, and pays for nothing more. As a context manager it commits when the block ends, **also
     when the block raises**: once inside the block the attempt may have read data, and an error afterwards
     does not take back what the data revealed. An attempt that certainly never read data calls
     :meth:`cancel` with a reason; then nothing is committed.
@@ -141,7 +142,9 @@ class Reservation:
             The payments would exceed what the reservation holds (``reservation`` names it); nothing was
             paid.
         LedgerError
-            The reservation was cancelled, or the ledger cannot be written.
+            The reservation was cancelled, or is the charge of a release that
+            :meth:`PrivacyAccountant.spend` made (it holds nothing to pay from), or the ledger cannot be
+            written.
         """
         _, named = self.locate(dataset, partition)
         return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None, named or None)

@@ -52,7 +52,8 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     a reservation is re-priced too, its running sum recomputed, and the payments so far must fit what the
     reservation held (an over-payment, or a forged payment that understates its cost, is found); a shrink
     must keep a sub-plan that costs no more and still covers the payments; a reservation that paid for a
-    release cannot have been cancelled.
+    release cannot have been cancelled; nothing is paid from a spend's own charge, and one release (not a
+    plan) that was committed is not shrunk.
     """
     totals: Totals | None = None
     budget: DatasetBudget | None = None
@@ -60,6 +61,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     held: dict[int, Holding] = {}
     paid: dict[int, Paid] = {}
     named: dict[int, tuple[str, ...]] = {}
+    spends: set[int] = set()
     ended: dict[int, str] = {}
     keys: dict[str, int] = {}
     try:
@@ -94,6 +96,8 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                 held[record.seq] = Holding.of(body, budget.rule, where)
                 paid[record.seq] = Paid()
                 named[record.seq] = touched
+                if body.get("spend"):
+                    spends.add(record.seq)
                 totals = budget.rule.add(totals, charge, touched)
                 if not budget.fits(totals):
                     return (
@@ -110,6 +114,10 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                         return f"{where}: the {record.kind} names seq={target} but carries another key"
                     if ended.get(target) == "release":
                         return f"{where}: a {record.kind} from reservation seq={target}, which was cancelled"
+                    if record.kind == "pay" and target in spends:
+                        return f"{where}: a payment from seq={target}, a spend that holds nothing to pay from"
+                    if record.kind == "shrink" and not held[target].plan and ended.get(target) == "commit":
+                        return f"{where}: a shrink of seq={target}, one committed release (not a plan)"
                     # a payment stores the parts it names (unchanged), a shrink those of its reservation
                     touched = partitions_of(body, where) if record.kind == "pay" else named[target]
                     if record.kind == "pay" and named[target] and not set(touched) <= set(named[target]):
