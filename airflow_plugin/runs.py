@@ -15,7 +15,7 @@ located on the ledger (``visits/{{ ds }}`` on a dataset ``visits`` declared part
 partition of ``visits``; see :mod:`airflow_plugin.planning`). If a part does not fit, the run fails before
 any task reads data and nothing is charged: every part is checked first (the parts of one dataset also
 together, ``plans_fit``), and a reservation made before another part was refused (a concurrent spend in
-between) is shrunk back to nothing.
+between, or a key the ledger cannot take: longer than 512 characters) is shrunk back to nothing.
 
 Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
 :mod:`airflow_plugin.operators` and :mod:`airflow_plugin.guards`): code that takes ``dp`` pays each of its
@@ -195,7 +195,7 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
         self._check_together(accountant, parts.values(), context)
         reserved: dict[tuple[str, str | None], Any] = {}
         for (dataset, partition), part in parts.items():
-            key = run_key(dag_id, run_id, partition)
+            key, where = run_key(dag_id, run_id, partition), part_name(dataset, partition)
             try:
                 reservation = accountant.spend_plan(
                     dataset,
@@ -209,13 +209,19 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
             except KeyAlreadyUsedError:  # this setup already reserved (a retry or a second delivery)
                 reservation = accountant.reservation(dataset, key)
             except BudgetExceededError as exc:  # another process spent in between
-                self._undo(accountant, dag_id, run_id, reserved, part_name(dataset, partition))
+                self._undo(accountant, dag_id, run_id, reserved, f"the run's plan on {where!r} did not fit")
                 raise refusal(exc, task_name(context), self.on_exhausted) from exc
+            except (InvalidParameterError, LedgerError) as exc:  # e.g. a key beyond the ledger's length
+                self._undo(accountant, dag_id, run_id, reserved, f"the run's plan on {where!r} was refused")
+                raise PrivacyCostError(
+                    f"the run's plan on {where!r} cannot be reserved: {printable(str(exc).rstrip('.'))}. "
+                    "The run's reservations are given back; nothing was charged."
+                ) from exc
             reserved[(dataset, partition)] = reservation.cost.to_dict()
             self.log.info(
                 "reserved %s for the run on %r (key %s)",
                 reservation.cost,
-                part_name(dataset, partition),
+                where,
                 printable(key),
             )
         publish(context, parts)
@@ -276,11 +282,10 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
         dag_id: str,
         run_id: str,
         reserved: Mapping[tuple[str, str | None], Any],
-        refused: str,
+        reason: str,
     ) -> None:
         for dataset, partition in reserved:  # nothing read data yet: each reservation goes back whole
-            key = run_key(dag_id, run_id, partition)
-            accountant.shrink(dataset, key, [], reason=f"the run's plan on {refused!r} did not fit")
+            accountant.shrink(dataset, run_key(dag_id, run_id, partition), [], reason=reason)
 
 
 def _share_note(part: RunPart) -> str:

@@ -354,3 +354,45 @@ def test_a_run_share_calibrates_a_free_task_on_its_day_partition(any_ledger, tmp
     assert paid.partitions == ("2026-11-23",) and paid.cost.epsilon == pytest.approx(1.0 / scale)
     assert ledger.partitions("visits")["2026-11-23"].epsilon <= 0.5
     assert ledger.spent("visits").epsilon == pytest.approx(0.5, rel=1e-3)
+
+
+def test_a_setup_that_cannot_reserve_a_later_part_gives_back_the_parts_it_reserved(ledger, tmp_path) -> None:
+    """A run whose second part cannot be reserved at all (its key, ``run/<dag>/<run>/<partition>``, is longer
+    than the ledger's 512 characters: a long DAG id and a long partition name) fails in its setup before any
+    task reads data, and the part it had already reserved on another dataset goes back whole: nothing stays
+    charged."""
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyCostError, dp_task, run_budget
+    from dp_pipeline import PureDP
+    from dp_pipeline.mechanisms import Laplace
+
+    ledger.set_budget("counts", PureDP(1.0))
+    ledger.set_budget("visits", PureDP(1.0), partitions=1)
+    marker = tmp_path / "started.txt"
+    failures = FailureLog()
+    with DAG("d" * 240, schedule=None, start_date=START) as dag:
+
+        @dp_task(dataset="counts", mechanism=Laplace(epsilon=0.4, sensitivity=1.0))
+        def first(mechanism: Laplace) -> float:
+            marker.write_text("started")
+            return float(mechanism.randomize(1.0))
+
+        @dp_task(dataset="visits/" + "p" * 250, mechanism=Laplace(epsilon=0.4, sensitivity=1.0))
+        def second(mechanism: Laplace) -> float:
+            marker.write_text("started")
+            return float(mechanism.randomize(1.0))
+
+        first() >> second()
+    run_budget(dag)
+    dag.get_task("dp_reserve_run").on_failure_callback = [failures]
+
+    dag_run = run_dag(dag)
+
+    assert states(dag_run)["dp_reserve_run"] == "failed"
+    assert {states(dag_run)[t] for t in ("first", "second")} == {"upstream_failed"}
+    error = failures.errors["dp_reserve_run"]
+    assert isinstance(error, PrivacyCostError) and "nothing was charged" in str(error)
+    assert not marker.exists()
+    assert ledger.spent("counts").epsilon == 0.0
+    assert ledger.spent("visits").epsilon == 0.0
