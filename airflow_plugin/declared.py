@@ -20,14 +20,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_plugin.costs import DPCost
+from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["DEFAULT_CONN_ID", "GUARD_KEYS", "operator_cost", "params_spec", "spec_to_cost"]
+__all__ = [
+    "COST_ARGUMENTS",
+    "DEFAULT_CONN_ID",
+    "GUARD_KEYS",
+    "expand_value",
+    "operator_cost",
+    "params_spec",
+    "spec_to_cost",
+]
 
 DEFAULT_CONN_ID = "dp_ledger_default"
 """The Airflow Connection of the ledger when a task, a hook, the DAG check or the dashboard names none."""
 
 GUARD_KEYS = ("ledger_conn_id", "on_exhausted")
 """Keys of a ``params["dp_cost"]`` spec that configure the guard rather than the cost."""
+
+COST_ARGUMENTS = ("dataset", "mechanism", "group_size", "max_map_length")
+"""The arguments of a DP operator that make its cost: a mapped one may not map over them."""
 
 
 def params_spec(task: Any) -> Mapping[str, Any] | None:
@@ -54,13 +66,38 @@ def spec_to_cost(spec: Mapping[str, Any]) -> DPCost:
     return DPCost.from_spec({key: value for key, value in spec.items() if key not in GUARD_KEYS})
 
 
+def expand_value(node: Any) -> Any:
+    """What a mapped task (or task group) maps over: the mapping of ``expand(**kwargs)``, the list (or
+    XCom) of ``expand_kwargs(...)``; None for anything else."""
+    getter = getattr(node, "_get_specified_expand_input", None)
+    expand_input = getter() if getter is not None else getattr(node, "_expand_input", None)
+    return getattr(expand_input, "value", None)
+
+
+def _mapped_arguments(task: Any) -> set[str]:
+    """The arguments a mapped task maps over, as far as they are known when the DAG is parsed (none for a
+    list of argument mappings only known at run time)."""
+    value = expand_value(task)
+    if isinstance(value, Mapping):  # expand(**kwargs)
+        return {str(name) for name in value}
+    if isinstance(value, list):  # expand_kwargs([...]): the keys of its literal mappings
+        return {str(name) for item in value if isinstance(item, Mapping) for name in item}
+    return set()
+
+
 def operator_cost(task: Any) -> DPCost | None:
     """The cost a task declares as its own, or None.
 
     A :class:`~airflow_plugin.operators.PrivacyBudgetOperator` (or ``@dp_task``) holds its cost as
     ``dp_cost``. Mapped (``.partial(...).expand(...)``), the operator is not built until it runs: its cost
-    is read from the partial kwargs of an operator class that sets ``declares_dp_cost`` (when ``dataset``
-    and ``mechanism`` are among them).
+    is read from the partial kwargs of an operator class that sets ``declares_dp_cost``.
+
+    Raises
+    ------
+    InvalidParameterError
+        A mapped DP operator whose cost is not in its partial kwargs: ``dataset`` or ``mechanism`` missing
+        there, or one of :data:`COST_ARGUMENTS` among the arguments it maps over (so far as they are known
+        when the DAG is parsed): its map indexes could each cost something else, which no plan counts.
     """
     cost = getattr(task, "dp_cost", None)
     if isinstance(cost, DPCost):
@@ -69,8 +106,15 @@ def operator_cost(task: Any) -> DPCost | None:
     operator_class = getattr(task, "operator_class", None)
     if not (isinstance(kwargs, Mapping) and getattr(operator_class, "declares_dp_cost", False) is True):
         return None
-    if "dataset" not in kwargs or "mechanism" not in kwargs:
-        return None
+    mapped = sorted(_mapped_arguments(task) & set(COST_ARGUMENTS))
+    missing = [name for name in ("dataset", "mechanism") if name not in kwargs]
+    if mapped or missing:
+        raise InvalidParameterError(
+            f"task {getattr(task, 'task_id', '?')!r} maps its privacy cost (over "
+            f"{', '.join(mapped or missing)}), so no plan can count it: give dataset, mechanism, group_size "
+            "and max_map_length in .partial() and map over the callable's arguments",
+            "expand",
+        )
     return DPCost(
         dataset=kwargs["dataset"],
         cost=kwargs["mechanism"],

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_plugin._runtime import airflow_max_map_length
 from airflow_plugin.allocating import RunPart, Share, dag_share, describe_noise, run_part
 from airflow_plugin.costs import DPCost
-from airflow_plugin.declared import operator_cost, params_spec, spec_to_cost
+from airflow_plugin.declared import expand_value, operator_cost, params_spec, spec_to_cost
 from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import dataset_budget, format_guarantee
@@ -317,9 +317,7 @@ def _is_mapped(node: Any) -> bool:
 
 
 def _expand_input_count(node: Any) -> int | None:
-    getter = getattr(node, "_get_specified_expand_input", None)
-    expand_input = getter() if getter is not None else getattr(node, "_expand_input", None)
-    value = getattr(expand_input, "value", None)
+    value = expand_value(node)
     if isinstance(value, Mapping):  # expand(**kwargs): the cross product of the lists
         count = 1
         for item in value.values():

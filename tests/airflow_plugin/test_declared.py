@@ -173,6 +173,43 @@ def test_operator_cost_of_plain_and_mapped_dp_tasks_and_of_other_operators() -> 
     attach_guard(other, dp_guard("d", PureDP(0.1)))
 
 
+def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledger) -> None:
+    """A PrivacyBudgetOperator mapped over an argument of its cost (its mechanism, its group size, its
+    dataset) has no one cost the DAG check could count: the plan refuses it, naming the task and the
+    argument, rather than checking the DAG without it (no check at all) or with the default group size of 1
+    (a fifth of what its second map index costs). Mapping over the callable's arguments stays planned."""
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyBudgetOperator, check_dag
+    from airflow_plugin.planning import plan_dag
+    from dp_pipeline import PureDP
+    from dp_pipeline.exceptions import InvalidParameterError
+    from dp_pipeline.mechanisms import Laplace
+
+    ledger.set_budget("visits", PureDP(1.0))
+    mechanism = Laplace(epsilon=0.4, sensitivity=1.0)
+    mapped = {
+        "mechanism": ({"dataset": "visits"}, {"mechanism": [mechanism, mechanism]}),
+        "group_size": ({"dataset": "visits", "mechanism": mechanism}, {"group_size": [1, 5]}),
+        "dataset": ({"mechanism": mechanism}, [{"dataset": "visits"}, {"dataset": "visits"}]),
+    }
+    for argument, (partial, expanded) in mapped.items():
+        with DAG(f"dp_mapped_{argument}", schedule=None, start_date=START) as dag:
+            task = PrivacyBudgetOperator.partial(task_id="count", python_callable=len, **partial)
+            task.expand(**expanded) if isinstance(expanded, dict) else task.expand_kwargs(expanded)
+        refused = f"'count' maps its privacy cost.*{argument}"
+        with pytest.raises(InvalidParameterError, match=refused):
+            plan_dag(dag)
+        with pytest.raises(InvalidParameterError, match=refused):
+            check_dag(dag, ledger)
+    with DAG("dp_mapped_callable", schedule=None, start_date=START) as dag:
+        PrivacyBudgetOperator.partial(
+            task_id="count", dataset="visits", mechanism=mechanism, python_callable=len
+        ).expand(op_args=[[1], [2]])
+    (check,) = check_dag(dag, ledger)
+    assert check.total is not None and check.total.epsilon == pytest.approx(0.8)
+
+
 def test_every_default_ledger_connection_is_the_one_constant(ledger, monkeypatch, capsys) -> None:
     import inspect
 
