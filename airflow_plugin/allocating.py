@@ -24,11 +24,13 @@ task rebuilds its mechanism from the scale (:meth:`PlannedRelease.at_scale
 ``mechanism`` and pays its event from the run's reservation when its code starts. The DAG check
 (:func:`airflow_plugin.planning.check_dag`) calibrates the same way and reports each free task's noise.
 
-A share caps what the run charges the dataset; it is not set aside for it. The run is refused before any
-task reads data (nothing charged) when the calibrated plan, which costs the share or less, does not fit what
-remains of the budget, and when the fixed tasks alone exceed the share. A free task outside a run budget
-(no :func:`~airflow_plugin.runs.run_budget`, or no share for its dataset) is refused by the DAG check and
-at run time, never calibrated against the whole budget.
+A share caps what the run charges each part of the run: the dataset, or each partition the run reads of a
+partitioned dataset (a run reading two day partitions under L ≥ 2 may add up to two shares to the
+dataset's composed total, which the dataset's own budget still bounds). It is not set aside for the run.
+The run is refused before any task reads data (nothing charged) when the calibrated plan, which costs the
+share or less, does not fit what remains of the budget, and when the fixed tasks alone exceed the share.
+A free task outside a run budget (no :func:`~airflow_plugin.runs.run_budget`, or no share for its dataset)
+is refused by the DAG check and at run time, never calibrated against the whole budget.
 """
 
 from __future__ import annotations
