@@ -90,11 +90,17 @@ def render_dataset(task: Any, text: str, context: Mapping[str, Any]) -> str:
     """
     if not is_template(task, text):
         return text
+    from jinja2 import TemplateError
+
     try:
         rendered = _environment(task).from_string(text).render(**context)
     except Exception as exc:  # jinja2 errors, and whatever a filter or macro raises
+        # Jinja's own errors are about the template; another error's message may quote a value the
+        # template read (a Variable, a parameter), so only its type is shown.
+        hidden = " (its message is not shown: it may quote a value)"
+        detail = f": {exc}" if isinstance(exc, TemplateError) else hidden
         raise InvalidParameterError(
-            f"the dataset name template {text!r} cannot be rendered: {type(exc).__name__}: {exc}", "dataset"
+            f"the dataset name template {text!r} cannot be rendered: {type(exc).__name__}{detail}", "dataset"
         ) from exc
     if not isinstance(rendered, str) or not rendered:
         raise InvalidParameterError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -351,3 +352,26 @@ def test_the_check_renders_a_name_as_the_task_runner_does(ledger) -> None:
     assert charged.endswith("/2026-02-23")
     (check,) = [c for c in check_dag(plan, ledger) if c.checked]
     assert check.dataset == charged and check.ok
+
+
+def test_a_template_that_fails_on_a_value_does_not_quote_it() -> None:
+    """A dataset template whose macro raises on the value it read (a parameter, a Variable) names the error's
+    type, never its message, which would quote the value; Jinja's own errors (about the template) are
+    shown whole."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin.templating import render_dataset
+    from dp_pipeline.exceptions import InvalidParameterError
+
+    with DAG("dp_template_secret", schedule=None, start_date=START):
+        task = EmptyOperator(task_id="t")
+    secret = "s3cr3t-api-token"
+    context = {"params": {"code": secret}, "macros": SimpleNamespace(datetime=dt.datetime)}
+    template = "visits/{{ macros.datetime.strptime(params.code, '%Y') }}"
+    with pytest.raises(InvalidParameterError) as refused:
+        render_dataset(task, template, context)
+    assert "ValueError" in str(refused.value) and secret not in str(refused.value)
+    assert refused.value.__cause__ is not None and secret in str(refused.value.__cause__)  # it did read it
+    with pytest.raises(InvalidParameterError, match="is undefined"):
+        render_dataset(task, "visits/{{ missing.day }}", context)
