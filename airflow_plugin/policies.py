@@ -41,7 +41,7 @@ from airflow.policies import hookimpl
 
 from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost, params_spec, spec_to_cost
 from dp_pipeline.accounting.ledger.urls import redact_text
-from dp_pipeline.exceptions import printable
+from dp_pipeline.exceptions import InvalidParameterError, printable
 
 if TYPE_CHECKING:
     from airflow_plugin.planning import DatasetCheck
@@ -128,7 +128,14 @@ def make_dag_policy(
         from airflow_plugin.planning import check_dag, plan_dag
 
         # Airflow runs the DAG policy before the task policies, so params costs carry no guard yet
-        plan = plan_dag(dag, params_enforced=task_policy_active())
+        try:
+            plan = plan_dag(dag, params_enforced=task_policy_active())
+        except InvalidParameterError as exc:  # a task whose cost cannot be planned (mapped over it)
+            message = printable(f"DAG {dag.dag_id!r}: its privacy plan cannot be made: {exc}")
+            if mode == "refuse":
+                raise AirflowClusterPolicyViolation(message) from exc
+            log.warning(message)
+            return
         if not plan.tasks:
             return
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,15 +175,17 @@ def test_operator_cost_of_plain_and_mapped_dp_tasks_and_of_other_operators() -> 
     attach_guard(other, dp_guard("d", PureDP(0.1)))
 
 
-def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledger) -> None:
+def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledger, caplog) -> None:
     """A PrivacyBudgetOperator mapped over an argument of its cost (its mechanism, its group size, its
     dataset) has no one cost the DAG check could count: the plan refuses it, naming the task and the
     argument, rather than checking the DAG without it (no check at all) or with the default group size of 1
     (a fifth of what its second map index costs). Mapping over the callable's arguments stays planned."""
+    from airflow.exceptions import AirflowClusterPolicyViolation
     from airflow.sdk import DAG
 
     from airflow_plugin import PrivacyBudgetOperator, check_dag
     from airflow_plugin.planning import plan_dag
+    from airflow_plugin.policies import make_dag_policy
     from dp_pipeline import PureDP
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.mechanisms import Laplace
@@ -202,6 +206,12 @@ def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledg
             plan_dag(dag)
         with pytest.raises(InvalidParameterError, match=refused):
             check_dag(dag, ledger)
+        with pytest.raises(AirflowClusterPolicyViolation, match=refused):  # the policy refuses it as a DAG
+            make_dag_policy(mode="refuse")(dag)
+        with caplog.at_level(logging.WARNING, logger="airflow_plugin.policies"):
+            make_dag_policy(mode="warn")(dag)  # only logs: the DAG still loads
+        assert re.search(refused, caplog.text)
+        caplog.clear()
     with DAG("dp_mapped_callable", schedule=None, start_date=START) as dag:
         PrivacyBudgetOperator.partial(
             task_id="count", dataset="visits", mechanism=mechanism, python_callable=len
