@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_plugin.costs import DPCost
+from airflow_plugin.declared import operator_cost
 from airflow_plugin.exceptions import (
     AttemptAlreadyChargedError,
     PrivacyBudgetExhausted,
@@ -35,6 +36,7 @@ __all__ = [
     "attempt_label",
     "charged_cost",
     "check_map_index",
+    "check_mapped_cost",
     "check_on_exhausted",
     "refusal",
     "reserve_or_refuse",
@@ -166,6 +168,45 @@ def check_map_index(cost: DPCost, context: Mapping[str, Any]) -> None:
             f"Task {task_name(context)}: map index {index} is beyond {where} ({bound}), the number of map "
             "indexes the DAG's privacy plan counts; it is refused before it reads data. Raise the bound "
             "(and check the plan again) to map over more values."
+        )
+
+
+def check_mapped_cost(cost: DPCost, context: Mapping[str, Any]) -> None:
+    """Refuse a map index whose own cost is not the cost its mapped task declares, before anything is
+    reserved.
+
+    The DAG check reads a mapped DP operator's cost from its ``.partial()`` arguments. A mapping known only at
+    run time (``expand_kwargs`` over an upstream result) could still set ``group_size`` or, with
+    ``strict=False``, override ``dataset``, ``mechanism`` or ``max_map_length``: that map index would cost
+    what no plan counted. ``cost`` is the operator's declared cost before its dataset is rendered.
+
+    Raises
+    ------
+    PrivacyCostError
+        The map index's dataset, cost, group size or map bound differs from its ``.partial()`` arguments,
+        or these do not declare a cost a plan can count.
+    """
+    ti = context["ti"]
+    if ti.map_index is None or ti.map_index < 0:
+        return
+    task = getattr(context.get("dag"), "task_dict", {}).get(ti.task_id)
+    if task is None or not hasattr(task, "partial_kwargs"):  # in a mapped task group: one definition
+        return
+    name = task_name(context)
+    try:
+        declared = operator_cost(task)
+    except InvalidParameterError as exc:
+        raise PrivacyCostError(f"Task {name}: {exc}; it is refused before it reads data.") from exc
+    own = (cost.dataset, cost.cost, cost.group_size, cost.max_map_length)
+    if declared is None or own != (
+        declared.dataset, declared.cost, declared.group_size, declared.max_map_length
+    ):
+        planned = "no cost" if declared is None else declared.describe()
+        raise PrivacyCostError(
+            f"Task {name} costs {cost.describe()}, but its .partial() arguments declare {planned}, the cost "
+            "the DAG's privacy plan counts for each map index: an upstream result mapped over dataset, "
+            "mechanism, group_size or max_map_length. It is refused before it reads data; give them in "
+            ".partial() and map over the callable's arguments only."
         )
 
 

@@ -31,7 +31,9 @@ Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/t
 
 Mapped tasks (``.partial(...).expand(...)``) are charged once per map index, up to ``max_map_length``
 (Airflow's ``[core] max_map_length`` when not declared): a map index beyond it is refused before it reads
-data, so that a run never charges more than the DAG check counted.
+data, so that a run never charges more than the DAG check counted. A map index whose cost differs from its
+``.partial()`` arguments (an upstream result mapped over ``group_size``, or over ``dataset`` with
+``expand_kwargs(..., strict=False)``) fails the same way: the check counted the ``.partial()`` cost.
 
 ``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run. On a
 dataset ``visits`` declared partitioned (``set_budget("visits", ..., partitions=L)``) the rendered name
@@ -64,6 +66,7 @@ from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
     charged_cost,
+    check_mapped_cost,
     check_on_exhausted,
     reserve_or_refuse,
     task_name,
@@ -175,6 +178,7 @@ class PrivacyBudgetOperator(PythonOperator):
     def execute(self, context: Any) -> Any:
         """Reserve the cost (or find the run's reservation), run the callable paying from it, then commit
         (or cancel if the callable never ran)."""
+        check_mapped_cost(self.dp_cost, context)
         accountant = self.get_accountant()
         declared = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
         cost, calibrated = calibrated_cost(declared, context)

@@ -172,6 +172,87 @@ def test_a_mapped_task_is_counted_and_charged_up_to_its_map_bound(ledger, monkey
     assert ledger.spent("sites").epsilon == pytest.approx(check.total.epsilon)
 
 
+def test_a_map_index_whose_cost_an_upstream_result_sets_is_refused_before_it_reads_data(any_ledger) -> None:
+    """``expand_kwargs`` over an upstream result is only known at run time, so the check counts each map
+    index at the cost its ``.partial()`` declares. A mapping that also sets ``group_size`` (or, with
+    ``strict=False``, overrides the dataset) would charge what the plan never counted: each such map index
+    is refused before its code runs and charges nothing, on either dataset; a mapping over the callable's
+    arguments alone runs and charges exactly what the check counted."""
+    ledger = any_ledger
+    from airflow.sdk import DAG, task
+
+    from airflow_plugin import PrivacyBudgetOperator, check_dag
+    from airflow_plugin.exceptions import PrivacyCostError
+    from dp_pipeline import PureDP
+    from dp_pipeline.mechanisms import Laplace
+
+    failures: dict[str, BaseException] = {}
+    ran: list[int] = []
+
+    def keep(context: Any) -> None:
+        failures[f"{context['ti'].task_id}[{context['ti'].map_index}]"] = context["exception"]
+
+    def read(site: int) -> int:
+        ran.append(site)
+        return site
+
+    with DAG("dp_mapped_from_upstream", schedule=None, start_date=START, catchup=False) as dag:
+
+        @task
+        def plain() -> list[dict[str, Any]]:
+            return [{"op_args": [1]}, {"op_args": [2]}]
+
+        @task
+        def grouped() -> list[dict[str, Any]]:
+            return [{"op_args": [3], "group_size": 3}, {"op_args": [4]}]
+
+        @task
+        def redirected() -> list[dict[str, Any]]:
+            return [{"op_args": [5], "dataset": "elsewhere"}]
+
+        for task_id, upstream, strict in (
+            ("per_site", plain(), True),
+            ("per_group", grouped(), True),
+            ("per_other", redirected(), False),
+        ):
+            PrivacyBudgetOperator.partial(
+                task_id=task_id,
+                dataset="sites",
+                mechanism=Laplace(epsilon=0.1, sensitivity=1.0),
+                python_callable=read,
+                max_map_length=2,
+                on_failure_callback=keep,
+            ).expand_kwargs(upstream, strict=strict)
+
+    ledger.set_budget("sites", PureDP(5.0))
+    ledger.set_budget("elsewhere", PureDP(5.0))
+    (check,) = check_dag(dag, ledger)
+    assert check.ok and check.total.epsilon == pytest.approx(3 * 2 * 0.1)
+
+    dag_run = run_dag(dag)
+
+    assert {name: state for name, state in states(dag_run).items() if name.startswith("per_")} == {
+        "per_site[0]": "success",
+        "per_site[1]": "success",
+        "per_group[0]": "failed",
+        "per_group[1]": "success",
+        "per_other[0]": "failed",
+    }
+    assert sorted(ran) == [1, 2, 4]
+    assert isinstance(failures["per_group[0]"], PrivacyCostError)
+    assert "costs Laplace ε=0.1 (groups of 3) on 'sites'" in str(failures["per_group[0]"])
+    assert "declare Laplace ε=0.1 on 'sites'" in str(failures["per_group[0]"])
+    assert isinstance(failures["per_other[0]"], PrivacyCostError)
+    assert "on 'elsewhere'" in str(failures["per_other[0]"])
+    assert ledger.history("elsewhere") == []
+    assert sorted(key.split("/")[1] + "/" + key.split("/")[3] for key, _ in charges(ledger, "sites")) == [
+        "per_group/1",
+        "per_site/0",
+        "per_site/1",
+    ]
+    assert ledger.spent("sites").epsilon == pytest.approx(3 * 0.1)
+
+
 def _templated_dag() -> Any:
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
