@@ -722,8 +722,9 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
         few pure events, through discretisation), ``Composition(ApproxDP(Σε, Σδ), "basic")`` with
         Σδ ≤ δ; when μ-GDP composition read at δ does (always for plans of Gaussian noise and μ-GDP
         guarantees only, for which it is exact), ``Composition(ApproxDP(ε_GDP, delta), "gdp")``; for a
-        plan of exponential mechanisms that all have the same ε, their optimal composition
-        ``Composition(ApproxDP(ε_BR, delta), "bounded_range")`` (see Notes). An empty plan costs
+        release made of exponential mechanisms that all have the same ε (a composite event, such as
+        several quantiles), their optimal composition ``Composition(ApproxDP(ε_BR, delta),
+        "bounded_range")`` (see Notes). An empty plan costs
         ``Composition(ApproxDP(0, 0), "basic")``.
 
     Raises
@@ -737,9 +738,12 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
 
     Notes
     -----
-    Validity: the PLD is exact for releases that are all fixed before any of them runs (a plan); it is
-    not a valid accounting for releases chosen adaptively from earlier results (Meiser & Mohammadi
-    2018; Koskela et al. 2020).
+    Validity: every event enters through a dominating pair of its mechanism (a pair of output distributions
+    whose hockey-stick curve is at least that of every pair of neighbours), so the composed PLD bounds
+    the plan whatever query each release runs, also a query chosen from earlier releases' results,
+    as long as the releases and their noise are the ones declared (Zhu, Dathathri & Gopi 2022, Thm 10).
+    A plan is not valid for releases whose number or noise is chosen from earlier results (Meiser &
+    Mohammadi 2018; Koskela et al. 2020): those are adaptive spends, composed by the dataset's rule.
 
     Each event contributes the exact PLD of its noise: Laplace and Gaussian noise through dp-accounting's
     builders (``from_laplace_mechanism``, ``from_gaussian_mechanism``); binary and k-ary randomized
@@ -775,23 +779,26 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     **Exponential mechanisms** (events of kind ``"exponential"``) are ε-bounded range (ε-BR): for every
     pair of neighbours the privacy loss lies in [t − ε, t] for some t ∈ [0, ε]. Among other events each is
     composed through the dominating pair of ε-BR (never looser than pure ε, and valid whatever the other
-    events). A plan of k exponential mechanisms of one ε (after group privacy and the relation) is also
-    priced by the optimal non-adaptive composition of k ε-BR mechanisms (Dong, Durfee & Rogers 2020,
-    the homogeneous case):
+    events). One release made of k exponential mechanisms of one ε (a composite event, after group privacy
+    and the relation), whose parts select on the same data independently, is also priced by the optimal
+    non-adaptive composition of k ε-BR mechanisms (Dong, Durfee & Rogers 2020, the homogeneous case):
 
         δ(ε_g) = max over ℓ = 0…k of Σᵢ C(k, i)·p^{k−i}(1 − p)^i·(1 − e^{ε_g − (k·t_ℓ − i·ε)})₊,
         t_ℓ = min(ε, (ε_g + (ℓ + 1)ε)/(k + 1)), p = (e^ε − e^{t_ℓ})/(e^ε − 1),
 
     and ε_BR is the least ε_g with δ(ε_g) ≤ δ, raised by 1e-8 relative like the PLD's. Valid only when
-    none of the k releases is chosen from another's result: a plan, or the parts of one release that
-    select on the same data independently (several quantiles). Adaptive spends keep their pure ε: the
-    adaptive composition of bounded-range mechanisms is strictly worse (Dong, Durfee & Rogers 2020, §6).
+    none of the k selections depends on another's result, which the parts of one release guarantee
+    (several quantiles of one call). A plan of several releases does not: a later release may choose its
+    utility from an earlier result (top-k by peeling), and the adaptive composition of bounded-range
+    mechanisms is strictly worse (Dong, Durfee & Rogers 2020, §6), so such a plan is priced through the
+    dominating pair in the PLD, which holds adaptively. Adaptive spends keep their pure ε.
 
     δ = 0: only pure events have a finite ε, and the ε of a pure plan at δ = 0 is the sum of the
     events' worst-case losses (the sum is attained with positive probability), so the result is the
     basic composition, exact and without discretisation.
     """
-    items = flatten_events(check_events(events))
+    releases = check_events(events)
+    items = flatten_events(releases)
     target = _check_delta(delta)
     losses = [_event_loss(e) for e in items]
     if not items:
@@ -811,7 +818,8 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     routes = (
         _basic_candidate(guarantees, target),
         _gdp_candidate(items, target),
-        _bounded_range_candidate(items, target),
+        # one release's parts only: a plan's releases may be chosen from each other's results
+        _bounded_range_candidate(items, target) if len(releases) == 1 else None,
     )
     candidates = [c for c in routes if c]
     exact_gdp = all(e.kind == "gaussian" or isinstance(e.guarantee, GaussianDP) for e in items)

@@ -9,7 +9,10 @@ A reservation holds the charge it was made with, or the charge of the sub-plan i
   after the other, under the rule's own adaptive composition.
 * ``"plan"``: the reservation is a plan, and the paid releases (their parts, for groups of the plan's k)
   are some of the releases it declared. The plan's tight total covers every sub-multiset of its releases
-  (dropping outputs is post-processing), whichever of them run and in whatever order.
+  (dropping outputs is post-processing), whichever of them run and in whatever order. A plan priced by
+  the bounded-range composition of one release's independent parts (method ``"bounded_range"``) is paid
+  by whole declared releases only: its parts paid one by one could each be chosen from the others'
+  results, which that price does not cover.
 
 Used by the accountant when it pays or shrinks, by the reservation's reports and by verify's replay.
 """
@@ -99,7 +102,8 @@ def route(rule: BudgetRule, held: Holding, paid: Paid) -> str | None:
     if rule.fits_within(paid.total(rule), held.charge):
         return "adaptive"
     same_groups = paid.group_sizes <= {held.group_size}
-    if held.plan and same_groups and not part_keys(paid.events) - part_keys(held.events):
+    keys = event_keys if held.method == "bounded_range" else part_keys
+    if held.plan and same_groups and not keys(paid.events) - keys(held.events):
         return "plan"
     return None
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dp_pipeline.accounting.composition import flatten_events
 from dp_pipeline.accounting.ledger.base import canonical_json
 from dp_pipeline.accounting.records import DatasetBudget
 from dp_pipeline.accounting.relations import to_relation
@@ -55,14 +54,15 @@ def price(
 ) -> Price:
     """The price of a request: one event, or a plan composed as a whole.
 
-    A plan's events are read under the dataset's relation and its composites split into their parts, so
-    that the tight composition sees every part.
+    A plan's events are read under the dataset's relation; the rule sees each composite's parts, and
+    which parts make one release.
     """
     if not plan:
         charge, cost = _event_charge(budget, events[0], k)
         return Price(charge, cost, budget.rule.method_of(charge), budget)
-    parts = flatten_events([to_relation(e, budget.relation) for e in events])
-    planned = budget.rule.charge_plan(parts, k, plan_delta, totals)
+    planned = budget.rule.charge_plan(
+        [to_relation(e, budget.relation) for e in events], k, plan_delta, totals
+    )
     return Price(planned.charge, planned.cost, planned.method, budget, planned.basis)
 
 

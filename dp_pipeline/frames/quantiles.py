@@ -11,9 +11,9 @@ replace-one (the old and new person's rows can fall into two groups).
 
 **Several quantiles** in one call split ε evenly: each quantile is one exponential mechanism with ε/k, and
 the call is charged once, as a composite event of those k pure-ε parts. They select on the same data
-independently, so a plan prices them by the optimal composition of k ε/k-bounded-range mechanisms (Dong,
-Durfee & Rogers 2020), tighter than ε at δ > 0. (The joint exponential mechanism of Gillenwater, Joseph &
-Kulesza 2021, which spends ε once on all k quantiles, is not implemented.)
+independently, so a plan of that one release prices it by the optimal composition of k ε/k-bounded-range
+mechanisms (Dong, Durfee & Rogers 2020), tighter than ε at δ > 0. (The joint exponential mechanism of
+Gillenwater, Joseph & Kulesza 2021, which spends ε once on all k quantiles, is not implemented.)
 
 **Error estimate** (data-independent): ``rank_error`` is the radius ρ = (2Δu/εq)·(ln(K + 1) + ln(1/β)) with
 β = 1 − ``level``: with probability at least ``level`` the released value's rank i is within ρ of the best

@@ -23,6 +23,7 @@ from dp_pipeline import PrivacyAccountant, PrivacyEvent, PureDP
 from dp_pipeline.accounting import composition as comp
 from dp_pipeline.accounting.composition import compose_plan
 from dp_pipeline.accounting.relations import to_relation
+from dp_pipeline.events import composite_event
 from dp_pipeline.mechanisms import Exponential
 
 pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
@@ -30,6 +31,11 @@ pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
 def exponential(epsilon: float) -> PrivacyEvent:
     return Exponential(epsilon=epsilon, sensitivity=1.0).event
+
+
+def one_release(event: PrivacyEvent, k: int) -> PrivacyEvent:
+    """One release of k parts selecting on the same data independently (several quantiles of one call)."""
+    return composite_event([event] * k, event.relation)
 
 
 def pure(epsilon: float) -> PrivacyEvent:
@@ -96,7 +102,7 @@ def test_the_profile_is_the_worst_curve_of_generalised_randomized_response(epsil
 def test_a_plan_of_one_epsilon_is_the_optimal_composition(
     k: int, points: int, epsilon: float, delta: float
 ) -> None:
-    reported = compose_plan([exponential(epsilon)] * k, delta=delta)
+    reported = compose_plan([one_release(exponential(epsilon), k)], delta=delta)
     g = reported.guarantee
     assert (reported.method == "bounded_range" or g.epsilon == 0.0) and g.delta == delta
     # never below the true value: no choice of the t's (not only a common one) exceeds δ at the report
@@ -120,7 +126,7 @@ def test_a_plan_of_one_epsilon_is_the_optimal_composition(
 def test_bounded_range_is_never_below_the_common_t_worst_case_nor_above_pure_composition(
     k: int, epsilon: float, delta: float
 ) -> None:
-    reported = compose_plan([exponential(epsilon)] * k, delta=delta).guarantee
+    reported = compose_plan([one_release(exponential(epsilon), k)], delta=delta).guarantee
     assert common_t_delta(k, epsilon, reported.epsilon) <= delta * (1.0 + 1e-9)
     assert reported.epsilon <= comp.sum_up([epsilon] * k)
     assert reported.epsilon <= compose_plan([pure(epsilon)] * k, delta=delta).guarantee.epsilon
@@ -166,13 +172,50 @@ def test_an_exponential_mechanism_beside_laplace_noise() -> None:
 def test_quantile_plans_are_priced_tighter_and_single_spends_stay_pure() -> None:
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", PureDP(10.0))
-    plan = [exponential(0.1)] * 10
-    cost = acct.plan_cost("d", plan, delta=1e-6)
+    quantiles = one_release(exponential(0.1), 10)  # what dp_quantiles charges for ten quantiles at ε = 1
+    cost = acct.plan_cost("d", [quantiles], delta=1e-6)
     assert cost.method == "bounded_range" and cost.epsilon < 0.65
-    assert acct.plan_cost("d", plan).epsilon == pytest.approx(1.0)  # δ = 0: no gain, basic composition
-    for event in plan[:2]:  # adaptive spends: pure ε each (the adaptive bound is not used)
+    separate = acct.plan_cost("d", [exponential(0.1)] * 10, delta=1e-6)  # ten releases: the PLD
+    assert separate.method == "pld" and cost.epsilon < separate.epsilon < 1.0
+    assert acct.plan_cost("d", [quantiles]).epsilon == pytest.approx(1.0)  # δ = 0: no gain, basic composition
+    for event in [exponential(0.1)] * 2:  # adaptive spends: pure ε each (the adaptive bound is not used)
         acct.spend("d", event)
     assert acct.spent("d").epsilon == pytest.approx(0.2)
+
+
+def adaptive_delta(k: int, epsilon: float, x: float, points: int) -> float:
+    """A lower bound of δ(x) for k ε-BR releases each chosen after the earlier results: by dynamic
+    programming, the adversary picks each release's t ∈ {0, ε/m, …, ε} (m = ``points`` − 1) from the
+    privacy loss accumulated so far, which lies on the lattice of multiples of ε/m."""
+    m = points - 1
+    lattice = np.arange(-k * m, k * m + 1) * (epsilon / m)  # every accumulated loss after k releases
+    value = np.maximum(0.0, -np.expm1(x - lattice))  # the hockey-stick term of a final loss
+    ts = np.arange(points)
+    p = (math.exp(epsilon) - np.exp(ts * epsilon / m)) / math.expm1(epsilon)  # P(loss t) under P
+    for step in range(k, 0, -1):
+        # value[j] belongs to the loss (j − k·m)·ε/m; after step − 1 releases losses span ±(step − 1)·m
+        size = 2 * (step - 1) * m + 1
+        start = (k - step + 1) * m  # index of loss −(step − 1)·m·ε/m
+        index = start + np.arange(size)[:, None] + ts[None, :]  # loss + t
+        best = np.max(p * value[index] + (1.0 - p) * value[index - m], axis=1)  # … and loss + t − ε
+        value = np.zeros_like(value)
+        value[start : start + size] = best
+    return float(value[k * m])
+
+
+def test_a_plan_of_separate_releases_holds_when_each_is_chosen_from_earlier_results() -> None:
+    """Releases of a plan may choose their utility from earlier results (top-k by peeling). An adversary
+    that picks each release's t from the loss so far exceeds δ at the optimal non-adaptive ε (why only
+    one release's independent parts are priced by it), and stays within δ at the plan's reported ε."""
+    k, epsilon, delta = 10, 0.5, 1e-6
+    non_adaptive = compose_plan([one_release(exponential(epsilon), k)], delta=delta).guarantee.epsilon
+    assert adaptive_delta(k, epsilon, non_adaptive, 201) > delta
+    reported = compose_plan([exponential(epsilon)] * k, delta=delta)
+    assert reported.method == "pld" and reported.guarantee.epsilon > non_adaptive
+    assert adaptive_delta(k, epsilon, reported.guarantee.epsilon, 201) <= delta
+    # the dynamic programme is no weaker than the common t it contains
+    common = common_t_delta(k, epsilon, non_adaptive)
+    assert adaptive_delta(k, epsilon, non_adaptive, 201) >= common * (1.0 - 1e-9)
 
 
 def test_group_privacy_and_the_relation_keep_the_bounded_range() -> None:
@@ -182,4 +225,4 @@ def test_group_privacy_and_the_relation_keep_the_bounded_range() -> None:
     for event, factor in ((grouped, 3), (replaced, 2)):
         loss = comp._event_loss(event)
         assert isinstance(loss, comp._BoundedRangeLoss) and loss.epsilon >= factor * 0.2
-        assert compose_plan([event] * 4, delta=1e-5).method == "bounded_range"
+        assert compose_plan([one_release(event, 4)], delta=1e-5).method == "bounded_range"

@@ -27,8 +27,9 @@ from dp_pipeline.accounting.records import PayBody, ReserveBody, append, budget_
 from dp_pipeline.accounting.rules import Charge
 from dp_pipeline.accounting.scope import paying_from
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, ScopedSpendError
+from dp_pipeline.mechanisms import Exponential
 from tests.accounting import _workers
 from tests.accounting.conftest import dump_rows
 
@@ -202,6 +203,33 @@ def test_a_plan_pays_its_declared_releases_at_its_tight_total() -> None:
     assert routes[-1] == "plan" and len(routes) == 10
     _refused_writes_nothing(acct, plan, declared[0])  # an eleventh copy was not declared
     assert acct.spent("d").epsilon == plan.cost.epsilon
+    acct.verify()
+
+
+def test_a_release_priced_by_its_independent_parts_is_paid_whole_not_part_by_part() -> None:
+    """Ten quantiles of one call (a composite of ten ε = 0.1 exponential mechanisms selecting on the same
+    data independently) are priced together by their bounded-range composition, below Σε = 1. Paid whole,
+    the release fits that price. Its parts paid one by one could each be chosen from the others' results,
+    which that price does not cover: they are paid by the adaptive route (their exact Σε), six fit the
+    reserved ε ≈ 0.63 and the seventh is refused."""
+    acct = _acct(ApproxDP(2.0, 2e-6))
+    part = Exponential(epsilon=0.1, sensitivity=1.0).event
+    quantiles = composite_event([part] * 10, part.relation)
+    priced = acct.plan_cost("d", [quantiles], delta=1e-6)
+    assert priced.method == "bounded_range" and 0.6 < priced.epsilon < 0.65
+    whole = acct.spend_plan("d", [quantiles], key="whole", delta=1e-6)
+    assert whole.cost.epsilon == priced.epsilon
+    whole.spend("d", quantiles)
+    assert [r.body["route"] for r in acct.store.records("d") if r.kind == "pay"] == ["plan"]
+
+    parts = acct.spend_plan("d", [quantiles], key="parts", delta=1e-6)
+    for _ in range(6):
+        parts.spend("d", part)
+    spent = Fraction(parts.spent().epsilon)  # the exact Σε, rounded up to a float
+    assert 6 * Fraction(0.1) <= spent < 6 * Fraction(0.1) * (1 + Fraction(1, 10**15))
+    _refused_writes_nothing(acct, parts, part)
+    routes = [r.body["route"] for r in acct.store.records("d") if r.kind == "pay"]
+    assert routes == ["plan"] + ["adaptive"] * 6
     acct.verify()
 
 

@@ -35,7 +35,7 @@ from decimal import Decimal
 from typing import Any, ClassVar, Self
 
 from dp_pipeline import exact
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, flatten_events
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.guarantees import Guarantee
 
@@ -380,9 +380,9 @@ class BudgetRule(ABC):
         return Charge.total(charges, self.amounts)
 
     def charge_each(self, events: Sequence[PrivacyEvent], k: int) -> Charge:
-        """The exact sum of the events' charges as if each were spent alone (UnsupportedCompositionError if
-        one cannot be)."""
-        return self.charge_total([self.charge_event(e, k)[0] for e in events])
+        """The exact sum of the events' charges as if each were spent alone, a composite as its parts
+        (UnsupportedCompositionError if one cannot be)."""
+        return self.charge_total([self.charge_event(e, k)[0] for e in flatten_events(events)])
 
     @abstractmethod
     def charge_plan(
@@ -390,7 +390,8 @@ class BudgetRule(ABC):
     ) -> PlanCharge:
         """A plan's charge: releases all declared before any of them runs, for groups of ``k``.
 
-        ``events`` are read under the dataset's relation, composites split into their parts; ``delta`` is
+        ``events`` are read under the dataset's relation; a ``"composite"`` event is one release made of
+        its parts, which select on the same data independently (:meth:`charge_each` splits it); ``delta`` is
         the δ asked for (None: the rule's default); ``totals`` are what is spent so far (for rules whose
         plan price depends on what is left, see :meth:`plan_basis`).
         """

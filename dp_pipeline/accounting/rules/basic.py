@@ -11,7 +11,7 @@ from dp_pipeline import exact
 from dp_pipeline.accounting.composition import as_approx_dp, compose_plan, group_event
 from dp_pipeline.accounting.rules._sums import SumsRule, pure_cost, pure_epsilon, pure_left, sums
 from dp_pipeline.accounting.rules.base import Charge, PlanCharge, Totals
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, flatten_events
 from dp_pipeline.exceptions import UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee
 
@@ -78,11 +78,11 @@ class BasicComposition(SumsRule):
     def charge_plan(
         self, events: Sequence[PrivacyEvent], k: int, delta: float | None, totals: Totals
     ) -> PlanCharge:
-        grouped = [group_event(e, k) for e in events]
+        grouped = [group_event(e, k) for e in events]  # a composite stays one release of grouped parts
         basis: Decimal | None = None
         if delta is not None:
             target = delta
-        elif all(_is_pure_event(e) for e in events):
+        elif all(_is_pure_event(e) for e in flatten_events(events)):
             # Composing pure releases at a δ > 0 would buy a slightly smaller ε with δ that later (ε, δ)
             # releases need, and the spend would make the dataset's δ budget unusable: price them at δ = 0.
             target = 0.0

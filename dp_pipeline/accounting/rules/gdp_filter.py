@@ -11,7 +11,7 @@ from dp_pipeline import exact
 from dp_pipeline.accounting.composition import compose_plan_gdp, group_event
 from dp_pipeline.accounting.rules._sums import SumsRule, gaussian_mu, gdp_cost, gdp_left, sums
 from dp_pipeline.accounting.rules.base import Charge, PlanCharge, Totals
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, flatten_events
 from dp_pipeline.guarantees import GaussianDP, Guarantee
 
 __all__ = ["GaussianDPFilter"]
@@ -65,7 +65,7 @@ class GaussianDPFilter(SumsRule):
         self, events: Sequence[PrivacyEvent], k: int, delta: float | None, totals: Totals
     ) -> PlanCharge:
         total = self.charge_each(events, k)
-        composed = compose_plan_gdp([group_event(e, k) for e in events]).guarantee
+        composed = compose_plan_gdp([group_event(e, k) for e in flatten_events(events)]).guarantee
         assert isinstance(composed, GaussianDP)
         return PlanCharge(total, GaussianDP(max(gdp_cost(total).mu, composed.mu)), "gdp")
 
