@@ -52,13 +52,6 @@ def _krr_probabilities(epsilon: float, k: int) -> tuple[float, float, float]:
     return 1.0 / denominator, tail / denominator, -math.expm1(-epsilon) / denominator
 
 
-def _cumulative(p: float, q: float, k: int) -> NDArray[np.float64]:
-    """Cumulative probabilities of the offset j (report = truth + j mod k): P(0) = p, P(j) = q otherwise."""
-    cumulative = p + q * np.arange(k, dtype=np.float64)
-    cumulative[-1] = 1.0
-    return cumulative
-
-
 def _shown(values: Iterable[Any]) -> str:
     items = list(values)
     text = ", ".join(repr(v) for v in items[:_SHOWN])
@@ -120,8 +113,9 @@ class BinaryRandomizedResponse(Mechanism):
     Secure path (default): a CSPRNG (AES-128 counter mode) and an exact Bernoulli: a lazy uniform is
     compared with rational bounds of p_true = e^ε/(1 + e^ε), with more random bits drawn while they do not
     decide, so P(report = truth) is e^ε/(1 + e^ε) exactly and the ratio is exactly e^ε (a float threshold
-    would make it e^ε only up to 2⁻⁵³). Fast path (``rng=fast_rng(...)``): one float64 uniform compared
-    with p_true (PCG64).
+    would make it e^ε only to within 2⁻⁵³ of p_other). Fast path (``rng=fast_rng(...)``, PCG64): one float64
+    uniform compared with p_other rounded up to the uniform's 2⁻⁵³ grid, so the ratio stays at most e^ε
+    (:func:`~dp_pipeline.mechanisms.sampling.randomized_response_offsets`).
 
     References
     ----------
@@ -205,7 +199,7 @@ class BinaryRandomizedResponse(Mechanism):
         array = check_binary(values, "values")
         generator = sampling.make_rng(rng)
         if sampling.is_fast(generator):
-            flip = sampling.choice_index(generator, _cumulative(self.p_true, self.p_other, 2), array.shape)
+            flip = sampling.randomized_response_offsets(generator, self.epsilon, 2, array.shape)
         else:
             flip = (~sampling.truthful(generator, self.epsilon, 2, array.size)).astype(np.intp)
             flip = flip.reshape(array.shape)
@@ -319,8 +313,9 @@ class KRandomizedResponse(Mechanism):
 
     Secure path (default): a CSPRNG (AES-128 counter mode); the truth is kept with probability exactly
     p = e^ε/(e^ε + k − 1) (a lazy uniform against rational bounds of p), otherwise the offset is uniform on
-    {1, …, k − 1} (numpy's unbiased bounded integers). Fast path (``rng=fast_rng(...)``): one float64
-    uniform against the cumulative probabilities (exact up to 2⁻⁵³).
+    {1, …, k − 1} (numpy's unbiased bounded integers). Fast path (``rng=fast_rng(...)``, PCG64): the truth
+    is replaced when a float64 uniform falls below (k − 1)q rounded up to its 2⁻⁵³ grid, so every ratio
+    stays at most e^ε (:func:`~dp_pipeline.mechanisms.sampling.randomized_response_offsets`).
 
     References
     ----------
@@ -444,7 +439,7 @@ class KRandomizedResponse(Mechanism):
         codes = self._indices(values, "values")
         generator = sampling.make_rng(rng)
         if sampling.is_fast(generator):
-            offset = sampling.choice_index(generator, _cumulative(self.p, self.q, self.k), codes.shape)
+            offset = sampling.randomized_response_offsets(generator, self.epsilon, self.k, codes.shape)
         else:
             truth = sampling.truthful(generator, self.epsilon, self.k, codes.size)
             other = sampling.other_offset(generator, self.k, codes.size)

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from dp_pipeline import InvalidParameterError, PrivacyEvent, PureDP
-from dp_pipeline.mechanisms import BinaryRandomizedResponse, KRandomizedResponse, secure_rng
+from dp_pipeline.mechanisms import (
+    BinaryRandomizedResponse,
+    KRandomizedResponse,
+    fast_rng,
+    sampling,
+    secure_rng,
+)
 from tests.mechanisms.empirical import assert_empirically_dp, max_certified_ratio, seeded
 
 EPSILONS = [0.05, 0.5, 1.0, math.log(3.0), 2.0, 5.0, 12.0]
@@ -357,6 +363,66 @@ def test_randomize_frequencies_fit_the_pmf() -> None:
             assert stats.chisquare(counts, expected).pvalue > 1e-3
             wrong = n * np.array([BinaryRandomizedResponse(epsilon=0.53).pmf(y, t) for y in (0, 1)])
             assert stats.chisquare(counts, wrong).pvalue < 1e-6
+
+
+class _GridDraws:
+    """A unit stand-in for the fast path's generator: every uniform draw is the grid point i·2⁻⁵³ and every
+    bounded integer is 1, so the threshold the sampler compares with can be read off exactly."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def random(self, size: Any) -> np.ndarray:
+        return np.full(size, self.index / 2.0**53)
+
+    def integers(self, low: int, high: int, size: Any, dtype: Any) -> np.ndarray:
+        return np.full(size, 1, dtype=dtype)
+
+
+def _replaced_mass(epsilon: float, k: int) -> Fraction:
+    """P(the truth is replaced) on the fast path: the number of 2⁻⁵³ grid draws that replace it (they are
+    the draws below a threshold: found by bisection), times 2⁻⁵³."""
+    lo, hi = 0, 2**53  # draw lo replaces the truth, draw hi does not
+    assert sampling.randomized_response_offsets(_GridDraws(lo), epsilon, k, (1,))[0] != 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if sampling.randomized_response_offsets(_GridDraws(mid), epsilon, k, (1,))[0] != 0:
+            lo = mid
+        else:
+            hi = mid
+    return Fraction(hi, 2**53)
+
+
+@pytest.mark.parametrize("k", [2, 3, 10, 1000])
+@pytest.mark.parametrize("epsilon", [1e-9, 0.01, 0.5, 3.0, 30.0, 36.0, 37.0, 100.0, 800.0])
+def test_fast_path_ratios_are_at_most_exp_epsilon_for_every_epsilon(epsilon: float, k: int) -> None:
+    """The fast path's exact output probabilities, read off its threshold on the 2⁻⁵³ grid, against mpmath:
+    each other report is at least q and the truth at most p, so p_eff/q_eff ≤ e^ε (a threshold on p
+    rounded p to 1 from ε ≈ 36.7 on: the truth was always reported, an infinite loss), and no other
+    report is likelier than the truth."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 60
+    replaced = _replaced_mass(epsilon, k)
+    q_eff = mpmath.mpf(replaced.numerator) / replaced.denominator / (k - 1)
+    p_eff = 1 - q_eff * (k - 1)
+    q_true = 1 / (mpmath.exp(mpmath.mpf(epsilon)) + k - 1)
+    assert q_eff >= q_true
+    assert p_eff / q_eff <= mpmath.exp(mpmath.mpf(epsilon))
+    assert q_eff <= p_eff
+    # and tight: at most one grid step and the 1e-12 margin above the exact mass
+    assert q_eff * (k - 1) <= q_true * (k - 1) * (1 + mpmath.mpf("1e-11")) + mpmath.mpf(2) ** -53
+
+
+def test_fast_path_frequencies_fit_the_pmf() -> None:
+    n, epsilon = 200_000, 0.7
+    m = KRandomizedResponse(epsilon=epsilon, categories=["a", "b", "c", "d"])
+    reports = m.randomize(np.array(["b"] * n, dtype=object), rng=fast_rng(5))
+    observed = np.array([np.count_nonzero(reports == c) for c in ["a", "b", "c", "d"]])
+    assert stats.chisquare(observed, n * np.array([m.q, m.p, m.q, m.q])).pvalue > 1e-4
+    b = BinaryRandomizedResponse(epsilon=epsilon)
+    flips = int(np.count_nonzero(b.randomize(np.zeros(n, dtype=np.int8), rng=fast_rng(6))))
+    assert stats.binomtest(flips, n, b.p_other).pvalue > 1e-4
+    assert stats.binomtest(flips, n, BinaryRandomizedResponse(epsilon=0.75).p_other).pvalue < 1e-6
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -67,10 +67,10 @@ from dp_pipeline.mechanisms.sampling._bounds import exp_neg_bounds
 from dp_pipeline.mechanisms.sampling._choice import exponential_choice, uniform_index
 from dp_pipeline.mechanisms.sampling._fast import (
     bernoulli,
-    choice_index,
     gaussian,
     geometric,
     laplace,
+    randomized_response_offsets,
     uniform,
 )
 from dp_pipeline.mechanisms.sampling._gaussian import gaussian_cells, gaussian_integers
@@ -96,7 +96,6 @@ __all__ = [
     "LabelledGenerator",
     "RNGLike",
     "bernoulli",
-    "choice_index",
     "exp_neg_bounds",
     "exponential_choice",
     "fast_rng",
@@ -113,6 +112,7 @@ __all__ = [
     "lattice_exponent",
     "make_rng",
     "other_offset",
+    "randomized_response_offsets",
     "release_rng",
     "secure_rng",
     "staircase_cells",
