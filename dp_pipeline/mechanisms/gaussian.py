@@ -292,7 +292,16 @@ class Gaussian(ContinuousMechanism):
         else:
             assert self.epsilon is not None and self.delta is not None
             solve = {"analytic": analytic_sigma, "tail_bound": tail_bound_sigma, "classic": classic_sigma}
-            sigma = solve[self.calibration](self.epsilon, self.delta, self.sensitivity)
+            try:
+                sigma = solve[self.calibration](self.epsilon, self.delta, self.sensitivity)
+            except (ZeroDivisionError, OverflowError):  # σ beyond the largest double
+                sigma = math.inf
+        if not math.isfinite(sigma):
+            raise ValueError(  # pydantic reports it as an InvalidParameterError of Gaussian
+                f"the noise σ for sensitivity {self.sensitivity} at this privacy level is beyond the largest "
+                "float; the release would be pure noise. Lower the sensitivity (tighter bounds) or raise "
+                "the privacy parameters"
+            )
         self._sigma = sigma
 
     @classmethod

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from typing import Self
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from dp_pipeline._validation import FiniteFloat
 from dp_pipeline.exact import divide_up
@@ -69,6 +72,15 @@ class Laplace(ContinuousMechanism):
     integer_queries = True
     epsilon: FiniteFloat = Field(gt=0.0)
     sensitivity: FiniteFloat = Field(gt=0.0)
+
+    @model_validator(mode="after")
+    def _check_scale(self) -> Self:
+        if not math.isfinite(self.scale):
+            raise ValueError(
+                f"the noise scale Δ/ε = {self.sensitivity}/{self.epsilon} is beyond the largest float; the "
+                "release would be pure noise. Lower the sensitivity (tighter bounds) or raise epsilon"
+            )
+        return self
 
     @property
     def scale(self) -> float:

@@ -17,7 +17,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP, exact
+from dp_pipeline import (
+    ApproxDP,
+    BudgetExceededError,
+    GaussianDP,
+    InvalidParameterError,
+    PrivacyAccountant,
+    PrivacyEvent,
+    PureDP,
+    exact,
+)
 from dp_pipeline.accounting import pricing
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, Gaussian, Laplace, Staircase
 
@@ -100,6 +109,35 @@ def test_laplace_noise_is_charged_at_its_exact_loss_so_five_fifths_fit_one() -> 
     # a group of 5: 5 · 1/5, exactly the budget
     acct.spend("g", Laplace(epsilon=0.2, sensitivity=1.0), group_size=5)
     assert recorded(last_charge(acct, "g")["epsilon"]) == 1
+
+
+def test_a_hand_built_event_that_claims_a_hair_less_than_its_noise_is_charged_its_noise() -> None:
+    """The check that a claim matches its noise tolerates rounding; what is charged is the noise's exact
+    loss. Laplace noise of scale 1 at sensitivity 1 loses exactly ε = 1: claimed as 1 − 5·10⁻¹⁰, it is
+    charged 1, so nothing more fits a budget of 1. A Gaussian claim whose δ is 9·10⁻⁷ (relative) below the
+    δ(ε) of its σ (mpmath, in the test) is refused, not charged below its loss."""
+    mpmath = pytest.importorskip("mpmath")
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
+    claim = PureDP(1.0 - 5e-10)
+    acct.spend("d", PrivacyEvent(kind="laplace", guarantee=claim, sensitivity=1.0, parameters={"scale": 1.0}))
+    assert recorded(last_charge(acct, "d")["epsilon"]) == 1
+    before = acct.records("d")
+    with pytest.raises(BudgetExceededError):
+        acct.spend("d", PureDP(4e-10))
+    assert acct.records("d") == before
+
+    mpmath.mp.dps = 50
+    mu, eps = mpmath.mpf(1) / 4, mpmath.mpf("0.5")
+    true_delta = mpmath.ncdf(-eps / mu + mu / 2) - mpmath.exp(eps) * mpmath.ncdf(-eps / mu - mu / 2)
+    under = float(true_delta * (1 - mpmath.mpf("9e-7")))
+    acct.set_budget("g", ApproxDP(0.5, under))
+    gaussian = PrivacyEvent(
+        kind="gaussian", guarantee=ApproxDP(0.5, under), sensitivity=1.0, parameters={"sigma": 4.0}
+    )
+    with pytest.raises(InvalidParameterError, match="not implied by its noise parameters"):
+        acct.spend("g", gaussian)
+    assert acct.history("g") == []
 
 
 def test_a_ledger_written_with_shortest_decimals_opens_verifies_and_takes_new_spends(

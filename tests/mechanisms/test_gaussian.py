@@ -400,6 +400,21 @@ def test_rejects_bad_mu(bad: Any) -> None:
     assert info.value.parameter == "mu"
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"mu": 5e-324, "sensitivity": 1.0},
+        {"mu": 1e-10, "sensitivity": 1e300},
+        {"epsilon": 1e-10, "delta": 1e-10, "sensitivity": 1e300},
+        {"epsilon": 1e-300, "delta": 1e-300, "sensitivity": 1e300},
+    ],
+)
+def test_a_sigma_beyond_the_largest_float_is_refused(arguments: dict[str, float]) -> None:
+    make = Gaussian.from_mu if "mu" in arguments else Gaussian
+    with pytest.raises(InvalidParameterError, match="beyond the largest float"):
+        make(**arguments)
+
+
 def test_rejects_missing_parameters_and_mu_outside_gdp() -> None:
     assert_rejected("epsilon", delta=1e-5)
     assert_rejected("delta", epsilon=1.0)

@@ -61,6 +61,13 @@ def test_randomize_rejects_bad_values(bad: object) -> None:
         Laplace(epsilon=1.0, sensitivity=1.0).randomize(bad)
 
 
+@pytest.mark.parametrize(("epsilon", "sensitivity"), [(5e-324, 1.0), (1e-300, 1e300), (1e-10, 1.7e300)])
+def test_a_scale_beyond_the_largest_float_is_refused(epsilon: float, sensitivity: float) -> None:
+    with pytest.raises(InvalidParameterError, match="beyond the largest float"):
+        Laplace(epsilon=epsilon, sensitivity=sensitivity)
+    assert Laplace(epsilon=1e-300, sensitivity=1e-10).scale == pytest.approx(1e290)
+
+
 def test_randomize_rejects_bad_rng() -> None:
     with pytest.raises(InvalidParameterError, match="rng"):
         Laplace(epsilon=1.0, sensitivity=1.0).randomize([1.0], rng="seed")  # type: ignore[arg-type]

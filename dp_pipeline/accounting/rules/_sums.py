@@ -60,30 +60,35 @@ def is_pure(charge: Charge) -> bool:
     return charge["epsilon"] is not None and charge["delta"] == 0
 
 
-def _laplace_epsilon(event: PrivacyEvent, k: int) -> Decimal | None:
-    """k·Δ/b, the exact ε of a Laplace event's noise for a group of k, rounded up to 40 digits.
+def _laplace_loss(event: PrivacyEvent, k: int) -> Fraction | None:
+    """k·Δ/b, the exact ε of a Laplace event's noise for a group of k; None for other kinds of event.
 
     The scale was rounded up from Δ/ε, so this is at most the float ε and often exactly the decimal the
-    user wrote (Laplace(ε = 0.2) has b = 5 and loses exactly 1/5). None for other kinds of event.
+    user wrote (Laplace(ε = 0.2) has b = 5 and loses exactly 1/5).
     """
     scale = event.parameters.get("scale")
     if event.kind != "laplace" or event.sensitivity is None or not isinstance(scale, float | int):
         return None
     if not (math.isfinite(scale) and scale > 0.0):
         return None
-    return exact.decimal_up(k * Fraction(event.sensitivity) / Fraction(scale))
+    return k * Fraction(event.sensitivity) / Fraction(scale)
 
 
 def pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
-    """ε of a pure group charge: never less than k times the exact ε of one individual (exactly kε), or
-    for Laplace noise the exact loss of the noise itself when that is smaller."""
+    """ε of a pure group charge: never less than k times the exact ε of one individual (exactly kε). For
+    Laplace noise, never less than the exact loss of the noise itself, k·Δ/b: the smaller of the two when
+    the claim covers it (the scale was rounded up), and k·Δ/b rounded up to 40 digits when a hand-built
+    event claims a hair less (inside the tolerance of the check that its claim matches its noise)."""
     epsilon = exact.to_decimal(grouped.epsilon)
     if not isinstance(event.guarantee, GaussianDP):
         single = as_approx_dp(event.guarantee)
         if single.delta == 0.0:
             epsilon = max(epsilon, exact.multiply(Decimal(k), exact.to_decimal(single.epsilon)))
-    noise = _laplace_epsilon(event, k)
-    return epsilon if noise is None else min(epsilon, noise)
+    loss = _laplace_loss(event, k)
+    if loss is None:
+        return epsilon
+    noise = exact.decimal_up(loss)
+    return min(epsilon, noise) if Fraction(epsilon) >= loss else noise
 
 
 def gaussian_mu(event: PrivacyEvent, grouped: PrivacyEvent, k: int, rule: BudgetRule, hint: str) -> Decimal:
