@@ -73,6 +73,9 @@ class PandasEngine:
     def validate(self) -> None:
         """Nothing is left to check: the ``check_*`` methods read the values."""
 
+    def holds_no_rows(self) -> bool:
+        return len(self.df) == 0
+
     def observed_keys(self, by: list[Hashable]) -> pd.Index:
         return observed_index(self.df[by])
 

@@ -146,7 +146,9 @@ def dp_count(
         dataset, so when releases read one partition each, bound the data once before splitting them.
     partition : str or list of str, optional
         The partitions the release reads: it is charged to each of them (``spend(..., partition=...)``).
-        None: the whole dataset.
+        None: the whole dataset. Without ``partition_column`` every row of ``df`` is read as theirs (a
+        per-day extract): give the column when ``df`` holds other partitions too, whose rows would
+        otherwise enter a release charged to these partitions only.
 
     Returns
     -------
@@ -383,12 +385,18 @@ def dp_mean(
     )
 
 
-def _mean_ranges(low: float, high: float) -> list[tuple[float, float]]:
-    """The value ranges of the centred sum and of the count (see :func:`dp_mean`).
+def centred(low: float, high: float) -> tuple[float, float]:
+    """The centre c = (lower + upper)/2 of clipped values and h, the most |x − c| can be.
 
     The centred values are the floats x − c (rounded to nearest, monotone in x): bounded by their values at
     the clip bounds, rounded up, not by (upper − lower)/2, which can be one unit in the last place less.
+    Their squares, rounded to nearest, are at most h·h rounded to nearest.
     """
     centre = (low + high) / 2.0
-    half_width = max(subtract_up(high, centre), subtract_up(centre, low))
+    return centre, max(subtract_up(high, centre), subtract_up(centre, low))
+
+
+def _mean_ranges(low: float, high: float) -> list[tuple[float, float]]:
+    """The value ranges of the centred sum and of the count (see :func:`dp_mean`)."""
+    half_width = centred(low, high)[1]
     return [(-half_width, half_width), (1.0, 1.0)]

@@ -100,6 +100,9 @@ class Engine(Protocol):
     def validate(self) -> None:
         """Raise what a check left for later (a job that reads the data); nothing for in-memory data."""
 
+    def holds_no_rows(self) -> bool:
+        """Whether the frame is known without a job to have no rows (in memory); False when unknown."""
+
     def observed_keys(self, by: list[Hashable]) -> pd.Index:
         """The distinct keys of the columns ``by`` present in the data (``keys="data"``; not private)."""
 
@@ -156,7 +159,7 @@ def noisy_batch(
     out = batch.copy()
     for j, name in enumerate(columns):
         values = np.clip(batch[name].to_numpy(dtype=np.float64), lower[j], upper[j])
-        out[name] = mechanisms[j].randomize(values, rng)
+        out[name] = mechanisms[j].randomize(values, rng) if values.size else values
     return out
 
 
@@ -177,5 +180,6 @@ def randomized_batch(
     """``batch`` with ``column`` replaced by the reports of ``mechanism`` (randomized response), as
     :func:`noisy_batch` is for noise."""
     out = batch.copy()
-    out[column] = mechanism.randomize(batch[column].to_numpy(), rng)
+    if len(batch):
+        out[column] = mechanism.randomize(batch[column].to_numpy(), rng)
     return out

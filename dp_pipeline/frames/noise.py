@@ -9,12 +9,12 @@ from numpy.typing import NDArray
 
 from dp_pipeline._learned_bounds import BoundsSearch, search_share
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.charging import check_ledger
+from dp_pipeline.charging import check_ledger, dataset_relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._core import charging
 from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
 from dp_pipeline.frames.common import column_list
-from dp_pipeline.frames.engine import engine_of
+from dp_pipeline.frames.engine import Engine, engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 from dp_pipeline.mechanisms.sampling import release_rng
 from dp_pipeline.splitting import NoisePlan, check_delta, check_epsilon, plan_noise
@@ -137,6 +137,8 @@ def add_noise(
     k = check_positive_int(group_size, "group_size")
     search = None if searched is None else BoundsSearch.plan(search_epsilon, low, high, "replace_one")
     event = noise.event if search is None else search.cost([noise.event])
+    if _nothing_to_release(engine, accountant, dataset):
+        return engine.with_noise(names, low, high, noise.parts, rng)
     with charging(accountant, dataset, event, f"add_noise to {labels}", k):
         if search is None:
             engine.validate()
@@ -239,6 +241,8 @@ def randomized_response(
     rng = release_rng(random_state, "randomized_response")
     engine.check_answers(name, mechanism)
     k = check_positive_int(group_size, "group_size")
+    if _nothing_to_release(engine, accountant, dataset):
+        return engine.randomized(name, mechanism, rng)
     with charging(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", k):
         engine.validate()
     out = engine.randomized(name, mechanism, None if random_state is None else rng)
@@ -249,3 +253,10 @@ def randomized_response(
     if attrs is not None:  # pandas keeps what rr_share and krr_frequencies read; Spark frames have no attrs
         out.attrs = {**attrs, RR_ATTRS: {**attrs.get(RR_ATTRS, {}), name: recorded}}
     return out
+
+
+def _nothing_to_release(engine: Engine, accountant: Any, dataset: Any) -> bool:
+    """Whether a row-level release has no row to release: an in-memory frame without rows, under
+    replace-one (the relation row-level releases run on; any other is refused when charged), where the
+    number of rows is public. It is returned as it is, and nothing is charged."""
+    return engine.holds_no_rows() and dataset_relation(accountant, dataset) == "replace_one"

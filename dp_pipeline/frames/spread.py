@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.frames._core import Release
-from dp_pipeline.frames.aggregates import noisy
+from dp_pipeline.frames.aggregates import centred, noisy
 from dp_pipeline.frames.common import interval_half_width, result_frame
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ __all__ = ["dp_std", "dp_var"]
 def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
     release = Release(owner, arguments)
     name, low, high = release.value_column(arguments["column"], arguments["lower"], arguments["upper"])
-    centre, half = (low + high) / 2.0, (high - low) / 2.0
+    centre, half = centred(low, high)
     plan = release.plan([(-half, half), (0.0, half * half), (1.0, 1.0)])
     with release.charging(plan.event, release.label(f"{owner} of {name!r}")):
         exact = release.sums(name, (low, high), centre, [1, 2, 0])

@@ -128,6 +128,9 @@ class SparkEngine:
             _Check(unknown, lambda count: data_value_error(where, count, problem, "column", hint))
         )
 
+    def holds_no_rows(self) -> bool:
+        return False  # known only after a job: an empty Spark frame is charged and released empty
+
     def validate(self) -> None:
         if self._checks:
             (row,) = self.sdf.agg(*_check_counts(self._checks, sf.lit(True))).collect()

@@ -204,15 +204,24 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     # -- helpers for subclasses -------------------------------------------------------------------------
 
     def _validate_data(self, X: Any, **kwargs: Any) -> NDArray[Any]:
-        """scikit-learn's ``validate_data``; an empty X (no rows or columns) is an InvalidParameterError."""
+        """scikit-learn's ``validate_data``; its refusals are InvalidParameterErrors naming X, without the
+        data its messages quote (:func:`_without_values`)."""
+        refusal: InvalidParameterError | None = None
         try:
             array: NDArray[Any] = validate_data(self, X, **kwargs)
         except ValueError as exc:
-            if isinstance(exc, InvalidParameterError) or not (
-                "0 sample" in str(exc) or "0 feature" in str(exc)
-            ):
+            if isinstance(exc, InvalidParameterError):
                 raise
-            raise InvalidParameterError(f"X is empty: {exc}", "X") from None
+            text = _without_values(str(exc))
+            if text.startswith("could not convert"):  # numpy's message quotes the value
+                message = "X must be numeric: some values cannot be read as numbers"
+            elif "0 sample" in text or "0 feature" in text:
+                message = f"X is empty: {text}"
+            else:
+                message = f"X: {text}"
+            refusal = InvalidParameterError(message, "X")
+        if refusal is not None:  # raised outside the handler: the original error may quote the data
+            raise refusal
         return array
 
     def _feature_name(self, j: int) -> str:
@@ -251,19 +260,28 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     "with a ColumnTransformer)",
                     "X",
                 )
-        array: NDArray[np.float64] | None
         try:
             array = self._validate_data(X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        except (TypeError, ValueError) as exc:
+        except TypeError as exc:  # a type or a sparse matrix: no value quoted
             text = str(exc)
-            if isinstance(exc, InvalidParameterError) or not (
-                "convert" in text or "argument must be" in text
-            ):
+            if not ("convert" in text or "argument must be" in text):
                 raise
-            if not text.startswith("could not convert"):  # a type or a sparse matrix: no value quoted
-                raise InvalidParameterError(f"X must be numeric: {text}", "X") from exc
-            array = None  # refused outside the handler: "could not convert string to float: '…'" quotes it
-        if array is None:
-            raise InvalidParameterError("X must be numeric: some values cannot be read as numbers", "X")
+            raise InvalidParameterError(f"X must be numeric: {text}", "X") from exc
         self._check_missing(array)
         return array
+
+
+def _without_values(message: str) -> str:
+    """A scikit-learn validation message on one line, without the data it quotes: the array printed after
+    "Complex data not supported", and "array=…" (one or more lines) up to "Reshape your data"."""
+    lines = message.split("\n")
+    if lines[0].startswith("Complex data not supported"):
+        return lines[0]
+    kept: list[str] = []
+    quoting = False
+    for line in lines:
+        quoting = line.startswith("array=") or (quoting and not line.startswith("Reshape"))
+        if not quoting and line.strip():
+            kept.append(line.strip())
+    return " ".join(kept).rstrip(": ")
+

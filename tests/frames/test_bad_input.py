@@ -76,3 +76,22 @@ def test_bad_input_names_the_column_or_parameter(call: Any, parameter: str, mess
     with pytest.raises(InvalidParameterError, match=message) as info:
         call()
     assert info.value.parameter == parameter
+
+
+def test_a_row_level_release_of_no_rows_charges_nothing() -> None:
+    """An empty frame releases no row (its row count is public under replace-one): ``add_noise`` and
+    ``randomized_response`` return it empty, charge nothing, and still refuse an add/remove dataset."""
+    from dp_pipeline import PrivacyAccountant, PureDP, UnsupportedCompositionError
+    from dp_pipeline.frames import randomized_response
+
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
+    empty = pd.DataFrame({"x": [3.0], "yes": [1]}).iloc[0:0]
+    noisy = add_noise(empty, ["x"], lower=0, upper=10, epsilon=1.0, accountant=acct, dataset="d")
+    reports = randomized_response(empty, "yes", epsilon=1.0, accountant=acct, dataset="d")
+    assert noisy.empty and list(noisy.columns) == ["x", "yes"] and reports.empty
+    assert [r.kind for r in acct.records("d")] == ["budget"]  # nothing charged
+    acct.set_budget("r", PureDP(1.0), relation="add_remove")
+    with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
+        add_noise(empty, ["x"], lower=0, upper=10, epsilon=1.0, accountant=acct, dataset="r")
+    assert [r.kind for r in acct.records("r")] == ["budget"]

@@ -21,7 +21,15 @@ from scipy import optimize, special
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, UnsupportedCompositionError
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
+from dp_pipeline.frames import (
+    add_noise,
+    dp_count,
+    dp_histogram,
+    dp_mean,
+    dp_sum,
+    dp_var,
+    randomized_response,
+)
 from dp_pipeline.frames._core import sensitivity as _sensitivity
 
 pytestmark = pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
@@ -249,3 +257,27 @@ def test_mean_is_calibrated_to_the_centred_floats_it_sums(relation: str) -> None
         assert isinstance(replaced, float) and Fraction(replaced) >= above - below
     else:
         assert Fraction(sum_part.sensitivity) >= above - below
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1e3, 1e3), st.floats(1e-9, 1e3), st.sampled_from(["replace_one", "add_remove"]))
+@example(5.245601649158839, 5.266662182669946 - 5.245601649158839, "replace_one")  # c − low > (high − low)/2
+def test_variance_is_calibrated_to_the_centred_floats_and_squares_it_sums(
+    low: float, width: float, relation: str
+) -> None:
+    """``dp_var`` sums the floats x − c and (x − c)² (c the float midpoint): the sensitivity of each part is
+    at least its largest value over the clip range, computed here exactly from the floats at the bounds."""
+    high = low + width
+    if not high > low:
+        return
+    out = pd.DataFrame({"x": [low, high]}).pipe(
+        dp_var, "x", lower=low, upper=high, epsilon=1.0, accountant=accountant(relation), dataset="d"
+    )
+    centre = (low + high) / 2
+    extreme = max(abs(Fraction(low - centre)), abs(Fraction(high - centre)))  # the floats summed
+    square = max(Fraction((low - centre) ** 2), Fraction((high - centre) ** 2))
+    linear, quadratic, _ = PrivacyEvent.from_dict(out.attrs["cost"]).parts
+    assert linear.sensitivity is not None and quadratic.sensitivity is not None
+    factor = 2 if relation == "replace_one" else 1  # replace-one: one value leaves, another enters
+    assert Fraction(linear.sensitivity) >= factor * extreme
+    assert Fraction(quadratic.sensitivity) >= square

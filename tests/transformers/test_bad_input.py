@@ -110,3 +110,41 @@ def test_an_empty_x_is_an_invalid_parameter(acct: PrivacyAccountant, transformer
     with pytest.raises(InvalidParameterError, match="X is empty"):
         fitted.transform(np.zeros((0, 2)))
     assert charges(acct) == []
+
+
+PLANTED = 123456.789
+
+
+@pytest.mark.parametrize(
+    "transformer",
+    [
+        LaplaceNoise(sensitivity=1.0),
+        BoundedLaplaceNoise(lower=0.0, upper=1.0),
+        BoundedStaircaseNoise(lower=0.0, upper=1.0, gamma=0.3),
+        RandomizedResponseEncoder(),
+    ],
+    ids=["laplace", "bounded", "bounded-staircase", "rr"],
+)
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([[PLANTED + 1j], [2.0 + 0j]]),
+        np.r_[np.arange(100.0) * 1j, PLANTED],  # printed on many lines
+        np.array([PLANTED, 2.0]),
+        np.r_[np.arange(100.0), PLANTED],
+        np.array(PLANTED),
+    ],
+    ids=["complex", "complex-long", "one-dimensional", "one-dimensional-long", "scalar"],
+)
+def test_a_refused_x_never_quotes_its_values(acct: PrivacyAccountant, transformer: Any, values: Any) -> None:
+    """scikit-learn's own messages quote the array (``array=[…]``, complex values): the refusal keeps its
+    first line only, raised without the original error attached, and nothing is charged."""
+    transformer.set_params(accountant=acct, dataset="d")
+    fitted = transformer.fit(np.array([[0.0], [1.0]]))
+    for call in (transformer.fit, fitted.transform):
+        with pytest.raises(InvalidParameterError) as info:
+            call(values)
+        error = info.value
+        shown = "".join(str(e) for e in (error, error.__cause__, error.__context__) if e is not None)
+        assert info.value.parameter == "X" and "123456" not in shown and "1.23456" not in shown
+    assert charges(acct) == []
