@@ -528,6 +528,15 @@ def test_a_bad_ledger_url_is_refused_without_printing_its_password(code: int, le
     assert "S3CRET" not in line and "alice:***@" in line
 
 
+def test_a_url_without_its_scheme_is_refused_not_created_as_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = fails(2, "ledger", "init", url=f"alice:{SECRET_PASSWORD}@db.example", match="without its scheme")
+    assert "S3CRET" not in line and "alice:***@" in line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_nul_byte_in_the_ledger_path_is_invalid_input(tmp_path: Path) -> None:
     fails(2, "ledger", "init", url=f"sqlite:///{tmp_path}/led\x00ger.db", match="NUL byte")
     assert list(tmp_path.iterdir()) == []

@@ -249,7 +249,12 @@ def check_anchor(
     only: str | None,
 ) -> str | None:
     """The first way the chains fail to extend the anchor's heads, or None."""
-    if signer is not None and "mac" in anchor:
+    if signer is not None and "mac" not in anchor:
+        return (
+            "the anchor carries no MAC, but the ledger is checked with a key: an anchor written with the key "
+            "has one (it was removed, or the anchor predates the key: write a new one with the key)"
+        )
+    if signer is not None:
         unsigned = {name: value for name, value in anchor.items() if name != "mac"}
         if not signer.valid(canonical_json(unsigned), anchor["mac"]):
             return "the anchor's MAC does not match the ledger key (the anchor was edited, or another key)"

@@ -355,6 +355,9 @@ def test_an_edited_anchor_or_a_foreign_file_is_refused(tmp_path: Path) -> None:
     edited = {**anchor, "datasets": {}}
     with pytest.raises(LedgerError, match="the anchor's MAC does not match"):
         acct.verify(anchor=edited)
+    stripped = {name: value for name, value in edited.items() if name != "mac"}  # no key needed to strip
+    with pytest.raises(LedgerError, match="the anchor carries no MAC"):
+        acct.verify(anchor=stripped)
     (tmp_path / "not.json").write_text("[1, 2]")
     with pytest.raises(InvalidParameterError, match="not a dp-pipeline ledger anchor"):
         acct.verify(anchor=tmp_path / "not.json")
