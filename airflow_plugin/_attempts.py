@@ -27,6 +27,7 @@ __all__ = [
     "RUN_KEY_PREFIX",
     "SETTLED_XCOM_KEY",
     "pay_share",
+    "pays_for_itself",
     "plan_form",
     "role_task",
     "run_key",
@@ -71,6 +72,22 @@ def takes_dp(python_callable: Callable[..., Any] | None) -> bool:
     except (TypeError, ValueError):  # a builtin without a signature receives nothing by name
         return False
     return any(p.name == "dp" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def pays_for_itself(python_callable: Callable[..., Any] | None) -> bool:
+    """Whether a DP operator's callable pays for all it releases through ``dp``: it takes ``dp`` by name and
+    cannot receive the ``mechanism`` the operator hands it (no parameter of that name, no ``**kwargs``).
+    A callable that can receive both could release through the mechanism, unseen by the ledger, and pay
+    its whole declared cost again through ``dp``: its declared cost is paid before it starts instead."""
+    if python_callable is None:
+        return False
+    try:
+        parameters = inspect.signature(python_callable).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature receives nothing by name
+        return False
+    names = {p.name for p in parameters}
+    keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    return "dp" in names and "mechanism" not in names and not keywords
 
 
 def plan_form(releases: list[tuple[PrivacyEvent, int]], group_size: int) -> list[PrivacyEvent]:

@@ -62,9 +62,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
+from airflow_plugin._attempts import pay_share, pays_for_itself, run_reservation, start_attempt, takes_dp
 from airflow_plugin._runtime import (
     OnExhausted,
+    attempt_label,
     charged_cost,
     check_mapped_cost,
     check_on_exhausted,
@@ -239,14 +240,19 @@ class PrivacyBudgetOperator(PythonOperator):
 
     def _start(self) -> Reservation:
         """Check the callable's arguments bind; in a run, pay the declared (or calibrated) cost when the
-        callable cannot pay for itself or was handed its calibrated mechanism, and record the attempt; mark
-        the attempt as started. Returns the spender."""
+        callable does not pay for all it releases through ``dp`` (:func:`pays_for_itself`) or was handed its
+        calibrated mechanism, and record the attempt; on the attempt's own reservation, pay it when the
+        callable can both pay through ``dp`` and release through the mechanism; mark the attempt as
+        started. Returns the spender."""
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"
         spender, cost, context, in_run, calibrated = self._dp_attempt
+        itself = pays_for_itself(self.python_callable)
         if in_run:
-            pays = calibrated or not takes_dp(self.python_callable)
+            pays = calibrated or not itself
             start_attempt(spender, cost, context, pays=pays, on_exhausted=self.on_exhausted)
+        elif takes_dp(self.python_callable) and not itself:  # dp pays only beyond the mechanism's release
+            pay_share(spender, cost, f"{attempt_label(cost, context)} (the mechanism handed to the task)")
         self._dp_callable_started = True
         return spender
 
