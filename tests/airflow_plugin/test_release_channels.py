@@ -114,3 +114,49 @@ def test_on_its_own_reservation_dp_pays_only_beyond_the_mechanism(ledger, tmp_pa
     assert _released(released) == 1.0
     assert ledger.spent("visits").epsilon == pytest.approx(1.0)
     assert ledger.spent("visits").epsilon >= _released(released)
+
+
+@pytest.mark.parametrize("keywords", [True, False], ids=["mechanism-and-context", "mechanism"])
+def test_a_settled_run_cleared_and_run_again_releases_nothing_unpaid(
+    ledger, tmp_path, keywords: bool
+) -> None:
+    """``dag.test()`` on the same logical date clears a finished run and runs it again under the same run
+    id: the setup finds the run's reservation, and the "settled" XCom is gone. The task of the second run
+    must pay its declared cost from what the first run already paid, so it is refused before its code
+    runs: one release, charged once."""
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyBudgetOperator, run_budget
+    from dp_pipeline import PureDP
+    from dp_pipeline.mechanisms import Laplace
+
+    released = tmp_path / "released.txt"
+    ledger.set_budget("visits", PureDP(10.0))
+    logical = dt.datetime(2026, 2, 2, tzinfo=dt.UTC)
+
+    def with_context(mechanism: Laplace, **context: Any) -> float:
+        with released.open("a") as out:
+            out.write("t 0.5\n")
+        return float(mechanism.randomize(1.0))
+
+    def alone(mechanism: Laplace) -> float:
+        return with_context(mechanism)
+
+    with DAG(f"dp_rerun_{keywords}", schedule=None, start_date=START, catchup=False) as dag:
+        PrivacyBudgetOperator(
+            task_id="t",
+            dataset="visits",
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
+            python_callable=with_context if keywords else alone,
+            retries=1,
+            retry_delay=dt.timedelta(0),
+        )
+    run_budget(dag)
+
+    first = run_dag(dag, logical_date=logical, run_after=logical)
+    second = run_dag(dag, logical_date=logical, run_after=logical)
+
+    assert first.run_id == second.run_id
+    assert states(second)["t"] == "failed"
+    assert _released(released) == 0.5
+    assert ledger.spent("visits").epsilon == pytest.approx(0.5)
