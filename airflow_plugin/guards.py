@@ -162,11 +162,25 @@ class _PayingCall:
             vars(self.task).pop("execute_callable", None)
 
 
+class _PayingAsyncCall(_PayingCall):
+    """A task's ``aexecute_callable`` (an async callable) run inside :func:`paying_from`."""
+
+    async def __call__(self) -> Any:
+        try:
+            with paying_from(self.spender):
+                return await type(self.task).aexecute_callable(self.task)
+        finally:
+            vars(self.task).pop("aexecute_callable", None)
+
+
 def _hand_over(task: Any, spender: Reservation, context: Mapping[str, Any]) -> None:
     """Give the guarded task's code the spender: as ``dp`` in its context (a Python callable that declares
-    ``dp`` receives it) and, for an operator that runs a Python callable, as the scope of that call."""
+    ``dp`` receives it) and, for an operator that runs a Python callable (plain or async), as the scope of
+    that call."""
     context["dp"] = spender  # type: ignore[index]
-    if callable(getattr(type(task), "execute_callable", None)):
+    if getattr(task, "is_async", False) is True and callable(getattr(type(task), "aexecute_callable", None)):
+        object.__setattr__(task, "aexecute_callable", _PayingAsyncCall(task, spender))
+    elif callable(getattr(type(task), "execute_callable", None)):
         object.__setattr__(task, "execute_callable", _PayingCall(task, spender))
 
 

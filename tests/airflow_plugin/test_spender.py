@@ -138,3 +138,40 @@ def test_the_plain_accountant_inside_a_task_is_refused_and_the_reservation_caps_
     (capped_key,) = [key for key in recorded if "/too_much/" in key]
     assert _paid(ledger, "patients", plain_key) == []
     assert [entry.cost.epsilon for entry in _paid(ledger, "patients", capped_key)] == pytest.approx([0.2])
+
+
+def test_an_async_guarded_callable_pays_from_its_reservation(ledger) -> None:
+    """An async ``@task`` under ``dp_guard`` runs inside the guard's scope as a plain one does: a release
+    through ``dp`` is paid from the reservation, one through the plain accountant is refused (it would
+    charge the dataset a second time), and the attempt is charged its declared cost once."""
+    from airflow.sdk import DAG, task
+
+    from airflow_plugin import dp_guard
+    from dp_pipeline import PureDP
+    from dp_pipeline.exceptions import ScopedSpendError
+    from dp_pipeline.frames import dp_count
+
+    ledger.set_budget("patients", PureDP(2.0))
+    failures = FailureLog()
+
+    with DAG("dp_async_guard", schedule=None, start_date=START, catchup=False) as dag:
+
+        @task(pre_execute=dp_guard("patients", PureDP(0.25)))
+        async def paid(dp: Any = None) -> float:
+            return float(_patients().pipe(dp_count, epsilon=0.1, accountant=dp, dataset="patients")["value"])
+
+        @task(pre_execute=dp_guard("patients", PureDP(0.25)), on_failure_callback=failures)
+        async def plain(dp: Any = None) -> float:
+            frame = _patients()
+            return float(frame.pipe(dp_count, epsilon=0.1, accountant=ledger, dataset="patients")["value"])
+
+        paid()
+        plain()
+
+    dag_run = run_dag(dag)
+
+    assert states(dag_run) == {"paid": "success", "plain": "failed"}
+    assert isinstance(failures.errors["plain"], ScopedSpendError)
+    assert ledger.spent("patients").epsilon == pytest.approx(2 * 0.25)
+    (paid_key,) = [key for key, _ in charges(ledger, "patients") if "/paid/" in key]
+    assert [entry.cost.epsilon for entry in _paid(ledger, "patients", paid_key)] == pytest.approx([0.1])
