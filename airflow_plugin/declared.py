@@ -26,6 +26,7 @@ __all__ = [
     "COST_ARGUMENTS",
     "DEFAULT_CONN_ID",
     "GUARD_KEYS",
+    "check_guard_not_mapped",
     "expand_value",
     "operator_cost",
     "params_spec",
@@ -83,6 +84,18 @@ def _mapped_arguments(task: Any) -> set[str]:
     if isinstance(value, list):  # expand_kwargs([...]): the keys of its literal mappings
         return {str(name) for item in value if isinstance(item, Mapping) for name in item}
     return set()
+
+
+def check_guard_not_mapped(task: Any) -> None:
+    """InvalidParameterError when a mapped task maps over its ``pre_execute`` (where a privacy guard sits):
+    each map index could carry another guard, or one the plan cannot see."""
+    if "pre_execute" in _mapped_arguments(task):
+        raise InvalidParameterError(
+            f"task {getattr(task, 'task_id', '?')!r} maps over pre_execute, where its privacy guard sits, so "
+            "no plan can count it: give the guard in .partial(pre_execute=dp_guard(...)) and map over "
+            "the task's other arguments",
+            "expand",
+        )
 
 
 def operator_cost(task: Any) -> DPCost | None:

@@ -48,7 +48,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_plugin._runtime import airflow_max_map_length
 from airflow_plugin.allocating import RunPart, Share, dag_share, describe_noise, run_part
 from airflow_plugin.costs import DPCost
-from airflow_plugin.declared import expand_value, operator_cost, params_spec, spec_to_cost
+from airflow_plugin.declared import (
+    check_guard_not_mapped,
+    expand_value,
+    operator_cost,
+    params_spec,
+    spec_to_cost,
+)
 from airflow_plugin.exceptions import PrivacyCostError
 from airflow_plugin.guards import iter_guards
 from airflow_plugin.reports import dataset_budget, format_guarantee
@@ -348,6 +354,7 @@ def declared_costs(task: Any, *, params_enforced: bool = False) -> list[tuple[DP
     guards', and a ``params["dp_cost"]`` spec (enforced once a guard carries it, or when
     ``params_enforced`` says the cluster policy will attach one)."""
     found: list[tuple[DPCost, str, bool]] = []
+    check_guard_not_mapped(task)
     own = operator_cost(task)
     if own is not None:
         found.append((own, "operator", True))

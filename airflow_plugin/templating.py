@@ -194,7 +194,8 @@ def render_for_plan(task: Any, text: str, logical_date: dt.datetime | dt.date | 
     Raises
     ------
     InvalidParameterError
-        The template uses only known keys but cannot be rendered (or renders to an empty name).
+        The template uses only known keys but cannot be rendered (or renders to an empty name), or
+        renders to different names when rendered twice.
     """
     from jinja2 import meta
 
@@ -205,4 +206,11 @@ def render_for_plan(task: Any, text: str, logical_date: dt.datetime | dt.date | 
     needed = meta.find_undeclared_variables(environment.parse(text)) - set(environment.globals)
     if not needed <= set(context):
         return None
-    return render_dataset(task, text, context)
+    name = render_dataset(task, text, context)
+    if render_dataset(task, text, context) != name:  # e.g. a random filter: the run renders its own
+        raise InvalidParameterError(
+            f"the dataset template {text!r} renders to a different name each time, so no check can know "
+            "which dataset a run charges; make the name depend only on the run (its dates, params)",
+            "dataset",
+        )
+    return name

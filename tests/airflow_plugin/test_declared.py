@@ -220,6 +220,57 @@ def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledg
     assert check.total is not None and check.total.epsilon == pytest.approx(0.8)
 
 
+def test_a_task_mapped_over_its_guard_is_refused_by_the_plan_not_left_out(ledger) -> None:
+    """``.expand(pre_execute=[guard, guard])`` puts a privacy guard on each map index where the plan reads
+    only ``.partial()``: the task charged per map index but was missing from the check. The plan refuses
+    it, naming the task; the guard given in ``.partial()`` is counted per map index."""
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin import check_dag, dp_guard
+    from airflow_plugin.planning import plan_dag
+    from dp_pipeline import PureDP
+    from dp_pipeline.exceptions import InvalidParameterError
+
+    ledger.set_budget("visits", PureDP(1.0))
+    guard = dp_guard("visits", PureDP(0.1))
+    with DAG("dp_mapped_guard", schedule=None, start_date=START) as dag:
+        BashOperator.partial(task_id="export", bash_command="echo hi").expand(pre_execute=[guard, guard])
+    with pytest.raises(InvalidParameterError, match="'export' maps over pre_execute"):
+        plan_dag(dag)
+    with pytest.raises(InvalidParameterError, match="'export' maps over pre_execute"):
+        check_dag(dag, ledger)
+    with DAG("dp_partial_guard", schedule=None, start_date=START) as dag:
+        BashOperator.partial(task_id="export", pre_execute=guard).expand(bash_command=["echo 1", "echo 2"])
+    (check,) = check_dag(dag, ledger)
+    assert check.total is not None and check.total.epsilon == pytest.approx(0.2)
+
+
+def test_a_dataset_template_that_renders_differently_each_time_is_refused_by_the_check(ledger) -> None:
+    """A name that changes on each render (here a counter macro: v1, v2, …) cannot be checked: the check
+    would vouch for one dataset and the run charge another. The check does not pass it, and says why."""
+    import itertools
+
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyBudgetOperator, check_dag
+    from dp_pipeline import PureDP
+    from dp_pipeline.mechanisms import Laplace
+
+    ledger.set_budget("v1", PureDP(1.0))
+    macros = {"draw": itertools.count(1).__next__}
+    with DAG("dp_drawn_name", schedule=None, start_date=START, user_defined_macros=macros) as dag:
+        PrivacyBudgetOperator(
+            task_id="count",
+            dataset="v{{ draw() }}",
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
+            python_callable=len,
+        )
+    (check,) = check_dag(dag, ledger, logical_date="2026-11-24")
+    assert not check.ok
+    assert any("renders to a different name each time" in warning for warning in check.warnings)
+
+
 def test_every_default_ledger_connection_is_the_one_constant(ledger, monkeypatch, capsys) -> None:
     import inspect
 
