@@ -63,15 +63,22 @@ def role_task(dag: Any, role: str) -> Any:
     return None
 
 
-def takes_dp(python_callable: Callable[..., Any] | None) -> bool:
-    """Whether a task's callable receives ``dp`` (by name, or through ``**kwargs``)."""
+def _receives(python_callable: Callable[..., Any] | None) -> tuple[set[str], bool]:
+    """The names a task's callable takes, and whether it takes ``**kwargs`` (which receives every name);
+    nothing for a builtin without a signature, which receives nothing by name."""
     if python_callable is None:
-        return False
+        return set(), False
     try:
         parameters = inspect.signature(python_callable).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature receives nothing by name
-        return False
-    return any(p.name == "dp" or p.kind is p.VAR_KEYWORD for p in parameters)
+    except (TypeError, ValueError):
+        return set(), False
+    return {p.name for p in parameters}, any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def takes_dp(python_callable: Callable[..., Any] | None) -> bool:
+    """Whether a task's callable receives ``dp`` (by name, or through ``**kwargs``)."""
+    names, keywords = _receives(python_callable)
+    return "dp" in names or keywords
 
 
 def pays_for_itself(python_callable: Callable[..., Any] | None) -> bool:
@@ -79,14 +86,7 @@ def pays_for_itself(python_callable: Callable[..., Any] | None) -> bool:
     cannot receive the ``mechanism`` the operator hands it (no parameter of that name, no ``**kwargs``).
     A callable that can receive both could release through the mechanism, unseen by the ledger, and pay
     its whole declared cost again through ``dp``: its declared cost is paid before it starts instead."""
-    if python_callable is None:
-        return False
-    try:
-        parameters = inspect.signature(python_callable).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature receives nothing by name
-        return False
-    names = {p.name for p in parameters}
-    keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    names, keywords = _receives(python_callable)
     return "dp" in names and "mechanism" not in names and not keywords
 
 

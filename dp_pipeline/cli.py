@@ -204,13 +204,13 @@ def _open(url: str | None, *, create: bool = False, read_only: bool = False) -> 
             EXIT_INVALID,
         )
     given = url
-    if "://" not in url and ":" in url.rpartition("@")[0]:
-        raise _CommandError(
-            f"--ledger {redact_url(url)} looks like a database URL without its scheme; write it as "
-            "postgresql+psycopg://… (or sqlite:///path for a SQLite file)",
-            EXIT_INVALID,
-        )
     if "://" not in url:  # a plain path: the SQLite file it names
+        if ":" in url.rpartition("@")[0]:
+            raise _CommandError(
+                f"--ledger {redact_url(url)} looks like a database URL without its scheme; write it as "
+                "postgresql+psycopg://… (or sqlite:///path for a SQLite file)",
+                EXIT_INVALID,
+            )
         url = f"sqlite:///{Path(url).expanduser().resolve()}"
     if _sqlite_path(url) is None and not url.startswith(("sqlite", "postgresql")):
         raise _CommandError(
