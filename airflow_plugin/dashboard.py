@@ -3,7 +3,8 @@
 Routes (all ``GET``; the app has no route that writes to the ledger):
 
 - ``/``: per dataset the budget, spent, remaining, the composition method, the history (with releases paid
-  from a reservation, and the partitions each record named), with charts, each DAG run's reservation
+  from a reservation, the partitions each record named, and ``fast`` for a release whose noise was drawn
+  with ``fast_rng``, not floating-point safe), with charts, each DAG run's reservation
   (its partition, reserved, held, paid, and its label: with a budget share, the share and each task's
   calibrated noise), and for a partitioned dataset what each partition has spent;
 - ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
@@ -49,6 +50,7 @@ th,td{border-bottom:1px solid #dee2e6;padding:.3rem .7rem;text-align:left}
 th{background:#f8f9fa} td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status-committed{color:#6f42c1}.status-released{color:#6c757d}.status-open{color:#b7791f}
 .empty{color:#6c757d;font-style:italic}
+.sampler-fast{color:#b02a37;font-weight:600}
 """
 
 
@@ -124,14 +126,30 @@ def _history_table(rows: Sequence[HistoryRow]) -> str:
         f'<td><code>{_e(row.key)}</code></td>'
         f'<td class="num">{"" if row.group_size is None else row.group_size}</td>'
         f"<td>{_e(format_guarantee(row.cost))}</td><td>{_e(_partitions(row.partitions))}</td>"
-        f'<td class="status-{_e(row.status)}">{_e(row.status)}</td></tr>'
+        f'<td class="status-{_e(row.status)}">{_e(row.status)}</td>{_sampler_cell(row.sampler)}</tr>'
         for row in rows
     )
+    note = _FAST_NOTE if any(row.sampler for row in rows) else ""
     return (
         "<table><thead><tr><th>time</th><th>record</th><th>label</th><th>key</th><th>group size</th>"
         "<th>cost</th><th>partitions</th>"
-        f"<th>status</th></tr></thead><tbody>{body}</tbody></table>"
+        f"<th>status</th><th>sampler</th></tr></thead><tbody>{body}</tbody></table>{note}"
     )
+
+
+_FAST_NOTE = (
+    '<p class="note fast-sampler">sampler <strong>fast</strong>: noise drawn with <code>fast_rng</code>, '
+    "whose floating-point samplers are not floating-point safe; the cost charged does not bound what those "
+    "releases reveal.</p>"
+)
+
+
+def _sampler_cell(sampler: str | None) -> str:
+    """The sampler marker of a history row: ``fast`` (highlighted) or empty."""
+    if sampler is None:
+        return "<td></td>"
+    return f'<td class="sampler-{_e(sampler)}" title="not floating-point safe">{_e(sampler)}</td>'
+
 
 
 def _runs_table(runs: Sequence[RunReservation]) -> str:
@@ -261,6 +279,7 @@ def _summary_json(summary: DatasetSummary, *, history: bool) -> dict[str, Any]:
                 "cost": None if row.cost is None else row.cost.to_dict(),
                 "status": row.status,
                 "partitions": list(row.partitions),
+                "sampler": row.sampler,
             }
             for row in summary.history
         ]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_plugin._attempts import RUN_KEY_PREFIX
 from dp_pipeline import guarantees
+from dp_pipeline.events import sampler_of
 from dp_pipeline.guarantees import GaussianDP, Guarantee
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ class HistoryRow:
     the part of their plan that ran (kind ``"shrink"``, the cost kept) and budget changes (kind
     ``"budget"``) are shown; the commit and release records that end a reservation are folded into its
     status. ``partitions`` are those a reservation or a payment named on a partitioned dataset (none: the
-    whole dataset).
+    whole dataset). ``sampler`` is ``"fast"`` for a charge whose noise the library drew with ``fast_rng``
+    (not floating-point safe; see :data:`dp_pipeline.events.Sampler`), else None.
     """
 
     time: str
@@ -66,6 +68,7 @@ class HistoryRow:
     cost: Guarantee | None
     status: str
     partitions: tuple[str, ...] = ()
+    sampler: str | None = None
 
     @property
     def is_charge(self) -> bool:
@@ -155,6 +158,7 @@ def _history_rows(records: Iterable[Any]) -> list[HistoryRow]:
                 cost=getattr(record, "guarantee", None),
                 status="paid" if kind == "pay" else str(getattr(record, "status", "")),
                 partitions=tuple(getattr(record, "partitions", ())),
+                sampler=sampler_of(tuple(getattr(record, "events", ()))),
             )
         )
     return rows

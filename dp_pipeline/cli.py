@@ -481,6 +481,12 @@ def budget_list(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
             typer.echo("no datasets have a budget on this ledger")
 
 
+_FAST_NOTE = (
+    "sampler 'fast': noise drawn with fast_rng, whose floating-point samplers are not floating-point safe; "
+    "the cost charged does not bound what those releases reveal"
+)
+
+
 def _release_json(entry: Any) -> dict[str, Any]:
     return {
         "seq": entry.seq,
@@ -496,6 +502,7 @@ def _release_json(entry: Any) -> dict[str, Any]:
         "actor": entry.actor,
         "paid_from": entry.paid_from,
         "partitions": list(entry.partitions),
+        "sampler": entry.sampler,
         "events": [e.to_dict() for e in entry.events],
     }
 
@@ -534,7 +541,9 @@ def budget_history(
     as_json: JsonOption = False,
 ) -> None:
     """One row per release of a dataset: time, label, group size k, cost, status (and on a partitioned
-    dataset the partitions each release named; none: it read the whole dataset).
+    dataset the partitions each release named; none: it read the whole dataset). A release whose noise was
+    drawn with fast_rng (not floating-point safe: its cost does not bound what its floats reveal) shows
+    'fast' in a 'sampler' column, and a note under the table.
 
     The raw ledger records (budget changes, commits, releases, hashes) are read with
     'dp-pipeline ledger verify' and the Python method PrivacyAccountant.records.
@@ -559,6 +568,9 @@ def budget_history(
         named = any(e.partitions for e in entries)
         if named:
             table.add_column("partitions", overflow="fold")
+        fast = any(e.sampler for e in entries)
+        if fast:
+            table.add_column("sampler", no_wrap=True)
         for e in entries:
             row = [
                 str(e.seq),
@@ -570,8 +582,12 @@ def budget_history(
             ]
             if named:
                 row.append(printable(", ".join(e.partitions)) or "(whole dataset)")
+            if fast:
+                row.append(e.sampler or "")
             table.add_row(*row)
         _console().print(table)
+        if fast:
+            typer.echo(_FAST_NOTE)
 
 
 # ------------------------------------------------------------------------------------------------ ledger

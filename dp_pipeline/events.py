@@ -10,6 +10,11 @@ rows added or removed (``"add_remove"``), or one person's rows replaced by anoth
 ``None`` means "whatever relation the dataset declares": a mechanism built by hand, whose sensitivity its
 user vouches for. A release of several parts (the columns of a transformer) is one ``"composite"`` event
 whose ``parts`` are the per-part events, so that tight composition sees each part.
+
+An event may also say how its noise was drawn (:data:`Sampler`): ``"fast"`` marks a release whose noise
+came from the fast path (:func:`~dp_pipeline.mechanisms.fast_rng`), whose floating-point samplers are not
+floating-point safe, so the ledger cannot vouch for its ε. The marker is a fact about the release, never
+part of its price.
 """
 
 from __future__ import annotations
@@ -35,12 +40,15 @@ __all__ = [
     "DEFAULT_RELATION",
     "EVENT_KINDS",
     "RELATIONS",
+    "SAMPLERS",
     "EventKind",
     "PrivacyEvent",
     "Relation",
+    "Sampler",
     "check_events",
     "composite_event",
     "flatten_events",
+    "sampler_of",
 ]
 
 Relation = Literal["add_remove", "replace_one"]
@@ -61,6 +69,18 @@ EventKind = Literal[
     "composite",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+
+Sampler = Literal["fast"]
+SAMPLERS: tuple[str, ...] = get_args(Sampler)
+"""The markers of how a release's noise was drawn that the ledger records. ``"fast"``: drawn from a
+:func:`~dp_pipeline.mechanisms.fast_rng` generator, i.e. by the fast path's textbook floating-point samplers
+(numpy's ``laplace``, ``normal``, inversion with ``log``) over PCG64, whose stream is predictable from its
+output. Those samplers are **not floating-point safe**: the set of floats they can output depends on the
+input, so an output can rule an input out, an unbounded privacy loss (Mironov 2012) that no ε covers. The
+ε charged is that of the ideal real-valued mechanism, not a bound on what the floats reveal. An event
+without a marker
+(None) had its noise drawn by the secure path, or by code the library does not see (a mechanism built and
+spent by hand, the mechanism handed to an Airflow task), or was recorded before the marker existed."""
 
 
 class PrivacyEvent(ValidatedModel):
@@ -85,6 +105,10 @@ class PrivacyEvent(ValidatedModel):
     parts : tuple of PrivacyEvent
         Only for ``kind="composite"``: the events the release is made of (not composite themselves, with the
         composite's relation); its ``guarantee`` is their basic composition.
+    sampler : {"fast"} or None
+        ``"fast"`` when the library drew the release's noise with the fast path (see :data:`Sampler`): its
+        guarantee holds for the ideal real-valued mechanism only, not for the floats released. Recorded
+        for the reader of the ledger; it changes no price (every charge depends on :meth:`priced`).
     """
 
     kind: EventKind
@@ -93,6 +117,7 @@ class PrivacyEvent(ValidatedModel):
     parameters: dict[str, float | int | str] = Field(default_factory=dict)
     relation: Relation | None = None
     parts: tuple[PrivacyEvent, ...] = ()
+    sampler: Sampler | None = None
 
     @model_validator(mode="after")
     def _check_parts(self) -> PrivacyEvent:
@@ -127,13 +152,27 @@ class PrivacyEvent(ValidatedModel):
             update={"relation": relation, "parts": tuple(p.under(relation) for p in self.parts)}
         )
 
+    def drawn_by(self, sampler: Sampler | None) -> PrivacyEvent:
+        """This event (and its parts) marked as drawn by ``sampler`` (None: no marker)."""
+        return self.model_copy(
+            update={"sampler": sampler, "parts": tuple(p.drawn_by(sampler) for p in self.parts)}
+        )
+
+    def priced(self) -> PrivacyEvent:
+        """This event without its :attr:`sampler` marker: what its price depends on, and what a release
+        paid from a plan is matched against."""
+        return self.drawn_by(None)
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (``relation`` and ``parts`` only when set, as events stored before them)."""
-        data = self.model_dump(exclude={"parts", "relation"})
+        """Plain JSON-ready data (``relation``, ``parts`` and ``sampler`` only when set, as events stored
+        before them)."""
+        data = self.model_dump(exclude={"parts", "relation", "sampler"})
         if self.relation is not None:
             data["relation"] = self.relation
         if self.parts:
             data["parts"] = [p.to_dict() for p in self.parts]
+        if self.sampler is not None:
+            data["sampler"] = self.sampler
         return data
 
     @classmethod
@@ -169,6 +208,12 @@ def composite_event(parts: Sequence[PrivacyEvent], relation: Relation | None) ->
     return PrivacyEvent(
         kind="composite", guarantee=total, relation=relation, parts=tuple(e.under(relation) for e in items)
     )
+
+
+def sampler_of(events: Sequence[PrivacyEvent]) -> Sampler | None:
+    """``"fast"`` when any of ``events`` (or of their parts) was drawn by the fast path, else None."""
+    marked = [e.sampler for e in (*events, *flatten_events(events)) if e.sampler is not None]
+    return marked[0] if marked else None
 
 
 def flatten_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:

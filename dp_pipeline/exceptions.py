@@ -9,6 +9,7 @@ from typing import ClassVar
 
 __all__ = [
     "BudgetExceededError",
+    "FastSamplerWarning",
     "InvalidParameterError",
     "KeyAlreadyUsedError",
     "LedgerError",
@@ -250,6 +251,13 @@ class ScopedSpendError(InvalidParameterError, LedgerError):
 
 class PrivacyLeakWarning(UserWarning):
     """An operation may leak privacy beyond what is accounted, e.g. bounds computed from the data."""
+
+
+class FastSamplerWarning(UserWarning):
+    """Noise is drawn by the fast path (``fast_rng``): textbook floating-point samplers that are not
+    floating-point safe, so the ε charged for such a release is not a bound on what its floats reveal
+    (Mironov 2012). Raised once per process, at the first such release; the ledger marks every charged
+    release drawn this way (``sampler="fast"`` on its event, shown by ``history()``)."""
 
 
 def data_value_error(

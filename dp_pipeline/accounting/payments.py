@@ -35,13 +35,15 @@ __all__ = ["Holding", "Paid", "event_keys", "part_keys", "read_reservation", "ro
 
 
 def event_keys(events: Sequence[Mapping[str, Any]]) -> Counter[str]:
-    """The multiset of events (as recorded) by their canonical JSON."""
-    return Counter(canonical_json(dict(e)) for e in events)
+    """The multiset of events (as recorded, without the sampler marker, which is no part of a price) by
+    their canonical JSON."""
+    return Counter(canonical_json(PrivacyEvent.from_dict(dict(e)).priced().to_dict()) for e in events)
 
 
 def part_keys(events: Sequence[Mapping[str, Any]]) -> Counter[str]:
-    """The multiset of the events' parts (a composite event's parts, any other event itself)."""
-    parts = flatten_events([PrivacyEvent.from_dict(dict(e)) for e in events])
+    """The multiset of the events' parts (a composite event's parts, any other event itself), without the
+    sampler marker."""
+    parts = flatten_events([PrivacyEvent.from_dict(dict(e)).priced() for e in events])
     return Counter(canonical_json(part.to_dict()) for part in parts)
 
 

@@ -11,7 +11,7 @@ from typing import TypeVar
 from dp_pipeline.accounting.ledger.base import LedgerRecord
 from dp_pipeline.accounting.records import DatasetBudget, partitions_of
 from dp_pipeline.accounting.rules import Totals
-from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
+from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation, Sampler, sampler_of
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, format_guarantee, guarantee_from_dict
 
@@ -215,6 +215,10 @@ class ReleaseEntry:
         nothing (the reservation's own entry did); its ``key`` is None.
     partitions : tuple of str
         On a partitioned dataset, the partitions the release named (empty: it read the whole dataset).
+    sampler : {"fast"} or None
+        ``"fast"`` when the library drew the release's noise from a ``fast_rng`` generator (its events carry
+        the marker, see :data:`~dp_pipeline.events.Sampler`): the ε charged does not bound what its floats
+        reveal. None otherwise (the secure path, or noise drawn by code the library does not see).
     """
 
     dataset: str
@@ -232,6 +236,11 @@ class ReleaseEntry:
     actor: str | None = None
     paid_from: str | None = None
     partitions: tuple[str, ...] = ()
+
+    @property
+    def sampler(self) -> Sampler | None:
+        """The sampler marker of the release's events (see the class notes)."""
+        return sampler_of(self.events)
 
 
 @dataclass(frozen=True)

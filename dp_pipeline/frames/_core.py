@@ -34,7 +34,7 @@ from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
 from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding, engine_of
-from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
 from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
 from dp_pipeline.tabular import declared_bounds
 
@@ -190,8 +190,10 @@ class Release:
         )
 
     def charging(self, event: PrivacyEvent, label: str) -> Any:
-        """:func:`charging` of this release (on the partitions it names)."""
-        return charging(self.accountant, self.dataset, event, label, self.group_size, self.partition)
+        """:func:`charging` of this release (on the partitions it names), its event marked as drawn by
+        this release's generator (:func:`~dp_pipeline.mechanisms.sampling.drawn_event`)."""
+        marked = drawn_event(event, self.rng)
+        return charging(self.accountant, self.dataset, marked, label, self.group_size, self.partition)
 
     def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
         return {

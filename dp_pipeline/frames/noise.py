@@ -16,7 +16,7 @@ from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
 from dp_pipeline.frames.common import column_list
 from dp_pipeline.frames.engine import Engine, engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
-from dp_pipeline.mechanisms.sampling import release_rng
+from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
 from dp_pipeline.splitting import NoisePlan, check_delta, check_epsilon, plan_noise
 from dp_pipeline.tabular import declared_bounds, declared_sensitivity, learn_categories
 
@@ -136,7 +136,7 @@ def add_noise(
         engine.check_numeric(name, "columns")
     k = check_positive_int(group_size, "group_size")
     search = None if searched is None else BoundsSearch.plan(search_epsilon, low, high, "replace_one")
-    event = noise.event if search is None else search.cost([noise.event])
+    event = drawn_event(noise.event if search is None else search.cost([noise.event]), rng)
     if _nothing_to_release(engine, accountant, dataset):
         return engine.with_noise(names, low, high, noise.parts, rng)
     with charging(accountant, dataset, event, f"add_noise to {labels}", k):
@@ -243,7 +243,8 @@ def randomized_response(
     k = check_positive_int(group_size, "group_size")
     if _nothing_to_release(engine, accountant, dataset):
         return engine.randomized(name, mechanism, rng)
-    with charging(accountant, dataset, mechanism.event, f"randomized_response of {name!r}", k):
+    event = drawn_event(mechanism.event, rng)
+    with charging(accountant, dataset, event, f"randomized_response of {name!r}", k):
         engine.validate()
     out = engine.randomized(name, mechanism, None if random_state is None else rng)
     recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}

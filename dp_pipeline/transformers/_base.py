@@ -39,7 +39,7 @@ from dp_pipeline._validation import check_positive_int
 from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.mechanisms.sampling import kept_rng, release_rng
+from dp_pipeline.mechanisms.sampling import drawn_event, kept_rng, release_rng
 from dp_pipeline.splitting import declared_cost
 from dp_pipeline.tabular import missing_mask
 
@@ -141,9 +141,10 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         array = self._fit(X, joint=True)
         prepared = self._prepare(array)
+        rng = self._release_rng()
         if self.fit_cost_ is None:  # fit read no values: the release is charged as any transform
-            charge(self._spender(), self.dataset, self.cost_, self._label(), self.group_size)
-        return self._randomize(prepared, self._release_rng())
+            self._charge(rng)
+        return self._randomize(prepared, rng)
 
     def _fit(self, X: Any, joint: bool) -> NDArray[Any]:
         check_ledger(self.accountant, self.dataset)
@@ -176,8 +177,13 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         check_ledger(self.accountant, self.dataset)
         array = self._prepare(self._validate_input(X, reset=False))
-        charge(self._spender(), self.dataset, self.cost_, self._label(), self.group_size)
-        return self._randomize(array, self._release_rng())
+        rng = self._release_rng()
+        self._charge(rng)
+        return self._randomize(array, rng)
+
+    def _charge(self, rng: np.random.Generator) -> None:
+        """Charge one release of ``cost_`` whose noise ``rng`` draws (marked when it is the fast path)."""
+        charge(self._spender(), self.dataset, drawn_event(self.cost_, rng), self._label(), self.group_size)
 
     def _spender(self) -> Any:
         """What this release is charged to: the accountant, or the reservation of the composite call it

@@ -18,6 +18,7 @@ from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
 from dp_pipeline.mechanisms import ContinuousMechanism
+from dp_pipeline.mechanisms.sampling import drawn_event
 from dp_pipeline.splitting import NoisePlan, check_epsilon, declared_cost
 from dp_pipeline.tabular import clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.transformers._base import DPTransformer
@@ -211,7 +212,9 @@ class ContinuousNoise(DPTransformer):
         label = f"{type(self).__name__}.{what} (bounds='dp', {X.shape[1]} feature(s))"
         ledger = (self._spender(), self.dataset, label, self.group_size)
         columns = [X[:, j] for j in range(X.shape[1])]
-        return search.charge_and_learn(columns, self._release_rng(), [release.event] if joint else [], ledger)
+        rng = self._release_rng()
+        joint_release = [drawn_event(release.event, rng)] if joint else []
+        return search.charge_and_learn(columns, rng, joint_release, ledger)
 
     def declared_fit_cost(self, joint: bool) -> PrivacyEvent | None:
         """With ``bounds="dp"``: the bound search, ``PureDP(bounds_epsilon)`` (2d quantiles of ε/2d rounded

@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 from randomgen import AESCounter
 
-from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
+from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import FastSamplerWarning, InvalidParameterError, PrivacyLeakWarning
 
 __all__ = [
     "FastGenerator",
     "LabelledGenerator",
     "RNGLike",
+    "drawn_event",
     "fast_rng",
     "is_fast",
     "kept_rng",
@@ -103,6 +105,8 @@ def label_rng(
     """
     if rng is None:
         return secure_rng()
+    if isinstance(rng, FastGenerator):
+        _warn_fast(stacklevel + 1)
     if isinstance(rng, LabelledGenerator):
         generator, problem = rng, ""
     elif isinstance(rng, np.random.Generator):
@@ -133,6 +137,32 @@ def label_rng(
     if problem:
         warnings.warn(problem, PrivacyLeakWarning, stacklevel=stacklevel + 1)
     return generator
+
+
+_fast_warned: list[bool] = []
+"""Whether this process has warned of the fast path (one FastSamplerWarning per process)."""
+
+
+def _warn_fast(stacklevel: int) -> None:
+    """The process's one FastSamplerWarning, at its first release drawn with a FastGenerator."""
+    if _fast_warned:
+        return
+    _fast_warned.append(True)
+    warnings.warn(
+        "fast_rng draws noise with textbook floating-point samplers that are not floating-point safe: the "
+        "floats they can output depend on the input, so a release can reveal it beyond its ε (Mironov "
+        "2012). The ledger marks such releases (sampler 'fast' in their history); use them for simulations "
+        "and benchmarks, and leave rng=None (the secure path) for releases",
+        FastSamplerWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def drawn_event(event: PrivacyEvent, rng: np.random.Generator | None) -> PrivacyEvent:
+    """The event to charge for a release of ``event`` whose noise ``rng`` draws: marked ``"fast"`` (see
+    :data:`~dp_pipeline.events.Sampler`) when ``rng`` is a :class:`FastGenerator`, else ``event`` itself.
+    The price is the same (the marker is no part of it)."""
+    return event.drawn_by("fast") if rng is not None and is_fast(rng) else event
 
 
 def release_rng(random_state: Any, owner: str) -> np.random.Generator:
