@@ -58,6 +58,23 @@ class Exponential(Mechanism):
     exponential_choice`). The first accepted proposal has exactly the law above, so the guarantee is the
     mathematical one, with no floating-point loss.
 
+    **Timing channel (not covered by ε).** The sampler's running time depends on the scores. Each proposal
+    is accepted with probability q = Σᵣ wᵣe^{−γᵣ} / Σᵣ wᵣ, so the number T of proposals examined is
+    geometric, P(T > t) = (1 − q)^t, and the number R of vectorised rounds (16, 32, 64, … proposals, at
+    most 4096 each) has P(R > r) = (1 − q)^{16(2^r − 1)} while the rounds are below 4096; T is independent
+    of the candidate selected (the accepted proposal of a rejection sampler is independent of when it
+    came). So what leaks is exactly the law of T, a function of the scores through q alone: q is 1 when
+    the utilities are tied and about (weight of the best candidates)/Σw when one candidate is far ahead,
+    so the time distinguishes "a clear winner" from "a close race", and q moves by up to a factor e^ε
+    between neighbouring datasets; the time's likelihood ratio (1 − q)^t/(1 − q')^t is unbounded in t,
+    so observing it is not ε-DP. Rare rounds in exact arithmetic (probability about 2⁻⁴⁰ per proposal)
+    also take longer for some γᵣ. Whoever can time the call sees it: the caller, another process on the
+    machine, and anyone who reads the durations of a job (an Airflow task's duration, a Spark stage's
+    metrics); the quantiles and learned bounds of :mod:`dp_pipeline.frames` and the transformers (which
+    use this mechanism) inherit it. Release results only, not timings, where timing is observable, or
+    pad the run to a fixed duration. The law of the work is tested in
+    ``tests/mechanisms/test_exponential_timing.py``.
+
     References
     ----------
     McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007.

@@ -30,6 +30,10 @@ def exponential_choice(rng: np.random.Generator, gammas: Sequence[Fraction], wei
     4096) and taken in order, so the draw is the first success of independent trials: its law is exactly
     the target. With min γ = 0 a trial succeeds with probability at least (the weight of the candidates
     with γ = 0)/Σw.
+
+    The work is not data-independent: a trial succeeds with probability q = Σwᵢe^{−γᵢ}/Σw, so the number
+    of trials (and of rounds) has a law that depends on the γᵢ through q, while the index returned is
+    independent of it (see the timing note of :class:`~dp_pipeline.mechanisms.exponential.Exponential`).
     """
     cumulative = np.cumsum(np.asarray(weights, dtype=np.int64))
     total = int(cumulative[-1])
