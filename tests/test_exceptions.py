@@ -35,6 +35,7 @@ CORE_EXAMPLES: dict[str, BaseException] = {
     "LedgerURLError": core.LedgerURLError("not a database URL", "url"),
     "KeyAlreadyUsedError": core.KeyAlreadyUsedError("patients", "dag/task/run/1", "committed"),
     "PrivacyLeakWarning": core.PrivacyLeakWarning("bounds from the data"),
+    "FastSamplerWarning": core.FastSamplerWarning("fast_rng is not floating-point safe"),
 }
 
 
