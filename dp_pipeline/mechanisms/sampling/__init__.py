@@ -21,6 +21,10 @@ Randomness sources (``rng`` everywhere)
     floating-point samplers (numpy's ``laplace``, ``normal``, inversion with ``log``) driven by PCG64.
     **Not floating-point safe**: the set of floats such a sampler can reach depends on the input, which can
     reveal it (Mironov 2012), and PCG64 is predictable from its output. For simulations and benchmarks only.
+    The first release drawn with one raises a :class:`~dp_pipeline.exceptions.FastSamplerWarning` (once per
+    process), and wherever the library charges and draws (the pandas functions, the transformers, and
+    through them Airflow tasks) the charged event is marked ``sampler="fast"`` (:func:`drawn_event`), at
+    the same price, and shown by ``history()``, ``dp-pipeline budget history`` and the dashboard.
 ``int``
     The same generator as ``secure_rng(seed)``, with a :class:`~dp_pipeline.exceptions.PrivacyLeakWarning`:
     a bare seed is reproducible noise that anyone who knows it can subtract, chosen without saying so.
