@@ -531,7 +531,8 @@ def compose_plan_gdp(events: Sequence[PrivacyEvent]) -> Composition:
     """A fixed or adaptive plan composed in the μ-GDP currency.
 
     Returns ``Composition(compose_gdp([event_gdp(e) for e in events]), "gdp")``: exact for Gaussian noise
-    (μ = S/σ), and through μ = 2Φ⁻¹(e^ε/(1 + e^ε)) for pure ε-DP events. Valid adaptively (Smith &
+    (μ = S/σ), the Laplace trade-off's μ = −2Φ⁻¹(e^{−ε/2}/2) for Laplace noise (:func:`laplace_mu`), and
+    μ = 2Φ⁻¹(e^ε/(1 + e^ε)) for other pure ε-DP events. Valid adaptively (Smith &
     Thakurta 2022). An empty plan costs μ = 0.
 
     Raises
