@@ -7,11 +7,13 @@ take. Estimates are vectorised: a share estimated from an ``(n, m)`` array of re
 items) is an :class:`Estimate` of m shares.
 
 Two sampling models are worth telling apart. If the n respondents are a random sample from a population
-(reports i.i.d.), the variance formulas below are exact for the population quantity. If the respondents are
-fixed and the quantity of interest is theirs (for example the count of a given table), the only randomness is
-the mechanism's and the true variance is smaller (by π(1 − π)/n for a share), so the intervals are
-conservative. :func:`ldp_mean` is the exception to unbiasedness: no unbiased mean exists from the
-bounded mechanisms' reports in general (see its notes).
+(reports i.i.d.), the variance of a share is λ(1 − λ)/(n(p − q)²) for the population share: the model of
+:func:`rr_share`. If the respondents are fixed and the quantity of interest is theirs, the only randomness
+is the mechanism's and the variance is smaller (by π(1 − π)/n for a share, Nf(1 − f) for a count whose
+true share is f): the counts :func:`rr_count`, :func:`krr_counts` and :func:`krr_counts_from_tally` are
+of these respondents and report this variance, the sum of the respondents' independent Bernoulli
+variances over (p − q)². :func:`ldp_mean` is the exception to unbiasedness: no unbiased mean exists from
+the bounded mechanisms' reports in general (see its notes).
 
 This module sits above :mod:`dp_pipeline.mechanisms`: it reads mechanisms; mechanisms never import it.
 """
@@ -246,19 +248,41 @@ def rr_share(
     return rr_share_from_counts(yes, n, mechanism, level=level)
 
 
+def _fixed_count_variance(
+    count: NDArray[np.float64], total: float, p: float, q: float, slope: float
+) -> NDArray[np.float64]:
+    """Var(n̂) = (n p(1 − p) + (N − n) q(1 − q))/(p − q)² of the unbiased count n̂ = (N_v − Nq)/(p − q) of N
+    fixed respondents of whom n hold the value, evaluated at n = the estimate clipped to [0, N]; ``slope``
+    is p − q (as the mechanism computes it, without cancellation).
+
+    N_v is a sum of independent Bernoulli reports: n with P(report v) = p, N − n with q. The variance is
+    linear in n, so at the unbiased estimate it is unbiased, except where clipping (which keeps it
+    positive) moves it.
+    """
+    held = np.clip(count, 0.0, total)
+    return (held * (p * (1.0 - p)) + (total - held) * (q * (1.0 - q))) / slope**2
+
+
 def rr_count(
     reports: Any, mechanism: BinaryRandomizedResponse, *, axis: int | None = 0, level: float = 0.95
 ) -> Estimate:
-    """Unbiased estimate of how many respondents truly answered yes: n·π̂, variance n²·Var(π̂).
+    """Unbiased estimate of how many of these respondents truly answered yes: n·π̂, with its exact variance.
 
-    Same arguments as :func:`rr_share`; the interval is clipped to [0, n]. The variance is the plug-in
-    n λ̂(1 − λ̂)/(p_t − q)².
+    Same arguments as :func:`rr_share`; the interval is clipped to [0, n].
+
+    Notes
+    -----
+    The n respondents are fixed and c of them hold yes; the reports are independent, c of them 1 with
+    probability p_t and n − c with q = 1 − p_t, so Var(n·π̂) = (c·p_t(1 − p_t) + (n − c)·q(1 − q))/(p_t − q)²
+    = n·q(1 − q)/(p_t − q)², the same for every c (p_t(1 − p_t) = q(1 − q)): exact, no plug-in. It is
+    n·π(1 − π) below the i.i.d. variance n²·Var(π̂) of a sampled population (Wang et al. 2017).
     """
     _require(mechanism, BinaryRandomizedResponse, "reports")
     yes, n = _binary_counts(reports, axis)
     share = rr_share_from_counts(yes, n, mechanism, level=level)
     value = np.asarray(share.value, dtype=float) * float(n)
-    variance = np.asarray(share.variance, dtype=float) * float(n) ** 2
+    p, q, slope = mechanism.p_true, mechanism.p_other, mechanism.p_true_minus_other
+    variance = _fixed_count_variance(value, float(n), p, q, slope)
     low, high = _interval(value, variance, level, 0.0, n)
     return Estimate(_out(value), _out(variance), _out(low), _out(high), level)
 
@@ -283,14 +307,17 @@ def krr_counts_from_tally(counts: Any, mechanism: KRandomizedResponse, *, level:
     Returns
     -------
     Estimate
-        Labelled by category: n̂_v, plug-in variances and intervals clipped to [0, N].
+        Labelled by category: n̂_v, the variances of the counts among these N respondents and intervals
+        clipped to [0, N].
 
     Notes
     -----
     With N = Σ N_v, E[N_v] = p n_v + q(N − n_v), so n̂_v = (N_v − Nq)/(p − q) is unbiased.
-    Variance (exact, for i.i.d. reports, N_v ~ Binomial(N, λ_v) with λ_v = q + (p − q)π_v):
-    Var(n̂_v) = N λ_v(1 − λ_v)/(p − q)². The returned variance is its **plug-in** estimate with
-    λ̂_v = N_v/N, whose expectation is (1 − 1/N) times the exact value.
+    Variance, for these N respondents (fixed; the reports independent): N_v is n_v Bernoulli(p) reports
+    plus N − n_v Bernoulli(q) ones, so Var(n̂_v) = (n_v p(1 − p) + (N − n_v) q(1 − q))/(p − q)². It is
+    linear in n_v; the returned variance evaluates it at n̂_v clipped to [0, N] (unbiased wherever the
+    estimate lies in [0, N]). Wang et al.'s N λ_v(1 − λ_v)/(p − q)² (λ_v = q + (p − q)n_v/N) is the
+    variance for respondents sampled from a population, larger by N f(1 − f) with f = n_v/N.
 
     References
     ----------
@@ -306,15 +333,14 @@ def krr_counts_from_tally(counts: Any, mechanism: KRandomizedResponse, *, level:
     total = float(tally.sum())
     if total == 0:
         raise InvalidParameterError("'counts' are all zero: no reports to estimate from", "counts")
-    share = tally / total
     value = (tally - total * mechanism.q) / mechanism.p_minus_q
-    variance = total * share * (1.0 - share) / mechanism.p_minus_q**2
+    variance = _fixed_count_variance(value, total, mechanism.p, mechanism.q, mechanism.p_minus_q)
     low, high = _interval(value, variance, level, 0.0, total)
     return Estimate(value, variance, low, high, level, labels=mechanism.categories)
 
 
 def krr_counts(reports: Any, mechanism: KRandomizedResponse, *, level: float = 0.95) -> Estimate:
-    """Unbiased per-category counts from k-RR reports, with plug-in variances and intervals.
+    """Unbiased per-category counts from k-RR reports, with their variances and intervals.
 
     ``reports`` holds categories (any shape; all are counted). The result is labelled by category:
     ``krr_counts(r, m)["a"].value``. See :func:`krr_counts_from_tally` for the formulas;

@@ -355,7 +355,7 @@ def test_the_budget_must_be_named_once(where: dict[str, Any]) -> None:
 
 def test_plans_that_cannot_fit() -> None:
     acct = memory(ApproxDP(1.0, 1e-6))
-    acct.spend("d", Laplace(epsilon=1.0, sensitivity=1.0))
+    acct.spend("d", ApproxDP(1.0, 1e-6))  # ε and δ used up (with δ left, enough noise fits (0, δ))
     before = acct.records("d")
     with pytest.raises(BudgetExceededError, match="No amount of noise"):
         allocate([PlannedRelease("laplace", sensitivity=1.0)], accountant=acct, dataset="d")
@@ -500,7 +500,7 @@ def test_command_refuses_bad_plans(ledger: str, tmp_path: Path, items: Any, code
 
 def test_command_on_a_used_up_budget_exits_1(ledger: str, tmp_path: Path) -> None:
     acct = PrivacyAccountant(ledger)
-    acct.spend("d", PureDP(1.0))
+    acct.spend("d", ApproxDP(1.0, 1e-6))  # ε and δ used up
     acct.close()
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps([{"mechanism": "laplace", "sensitivity": 1}]))
@@ -509,3 +509,38 @@ def test_command_on_a_used_up_budget_exits_1(ledger: str, tmp_path: Path) -> Non
     result = command("plan", "allocate", "d", str(plan), "--against", "budget", "--ledger", ledger)
     assert result.exit_code == 0 and json.loads(result.stdout)["against"] == "budget"
     assert command("plan", "allocate", "d", str(plan), "--against", "all", "--ledger", ledger).exit_code == 2
+
+
+# ------------------------------------------------------------------------------------------------------
+# a pure plan uses the target's δ
+
+
+@pytest.mark.parametrize(("count", "before"), [(20, 20.0), (500, 500.0)])
+def test_a_pure_plan_is_calibrated_at_the_targets_delta_against_dp_accountings_pld(
+    count: int, before: float
+) -> None:
+    """Laplace releases in (1, 10⁻⁴): the least scale whose PLD (dp-accounting, run here) reads ε ≤ 1 at
+    δ = 10⁻⁴, not the scale Σε ≤ 1 needs at δ = 0 (b = count, what allocate gave before)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    allocation = allocate([PlannedRelease("laplace", sensitivity=1.0)] * count, target=ApproxDP(1.0, 1e-4))
+    scale = allocation[0].mechanism.scale
+    assert allocation.delta == 1e-4 and allocation.method == "pld"
+
+    def epsilon(b: float) -> float:
+        one = pld.from_laplace_mechanism(b, sensitivity=1.0, value_discretization_interval=1e-4)
+        return float(one.self_compose(count).get_epsilon_for_delta(1e-4))
+
+    assert epsilon(scale) <= 1.0 + 1e-3  # fits (dp-accounting's pessimistic PLD, up to its discretisation)
+    assert epsilon(scale * (1 - 2e-3)) > 1.0  # and is the least that does, to the search's tolerance
+    assert scale < 0.7 * before if count == 20 else scale < 0.15 * before
+
+
+def test_a_pure_allocation_is_charged_at_its_delta_and_a_pure_budget_stays_at_delta_0() -> None:
+    acct = memory(ApproxDP(1.0, 1e-4))
+    allocation = allocate([PlannedRelease("laplace", sensitivity=1.0)] * 20, accountant=acct, dataset="d")
+    assert allocation.delta == 1e-4
+    acct.spend_plan("d", allocation, delta=allocation.delta, key="plan")  # accepted at the δ it was priced
+    assert acct.spent("d").guarantee == allocation.cost
+    pure = allocate([PlannedRelease("laplace", sensitivity=1.0)] * 20, target=PureDP(1.0))
+    assert pure.delta == 0.0 and pure[0].mechanism.scale == pytest.approx(20.0, rel=1e-4)

@@ -199,8 +199,11 @@ def test_krr_counts_match_the_mechanism_and_the_seed_formula() -> None:
     np.testing.assert_allclose(est.value, seed, rtol=1e-12)
     assert est.to_dict() == pytest.approx(m.estimate_counts(reports))
     assert est.labels == ("A", "B", "C", "D")
-    lam = tally / 5000
-    np.testing.assert_allclose(est.variance, 5000 * lam * (1 - lam) / (p - q) ** 2, rtol=1e-12)
+    # the variance of the counts among these 5000 respondents, at the estimate (clipped to [0, N])
+    held = np.clip(seed, 0, 5000)
+    np.testing.assert_allclose(
+        est.variance, (held * p * (1 - p) + (5000 - held) * q * (1 - q)) / (p - q) ** 2, rtol=1e-12
+    )
     one = est["B"]
     assert isinstance(one, Estimate) and one.value == pytest.approx(seed[1])
     assert one.ci_low == pytest.approx(max(0.0, seed[1] - Z95 * math.sqrt(est.variance[1])))
@@ -222,12 +225,14 @@ def test_krr_counts_exactly_unbiased_over_the_multinomial(epsilon: float) -> Non
     weights = np.array([stats.multinomial.pmf(c, total, lam) for c in outcomes])
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
     values = np.array([krr_counts_from_tally(c, m).value for c in outcomes])
-    variances = np.array([krr_counts_from_tally(c, m).variance for c in outcomes])
     mean = weights @ values
     np.testing.assert_allclose(mean, total * share, rtol=1e-10)
     exact_var = weights @ (values - total * share) ** 2
     np.testing.assert_allclose(exact_var, total * lam * (1 - lam) / (p - q) ** 2, rtol=1e-9)
-    np.testing.assert_allclose(weights @ variances, (1 - 1 / total) * exact_var, rtol=1e-9)
+    # the population's variance is the expected conditional variance (what krr_counts reports, for the
+    # respondents drawn) plus the variance of their true counts, N·π(1 − π) (law of total variance)
+    drawn_var = total * (share * p * (1 - p) + (1 - share) * q * (1 - q)) / (p - q) ** 2
+    np.testing.assert_allclose(exact_var, drawn_var + total * share * (1 - share), rtol=1e-9)
 
 
 def test_krr_counts_unbiased_through_randomize_for_fixed_respondents() -> None:
@@ -243,20 +248,25 @@ def test_krr_counts_unbiased_through_randomize_for_fixed_respondents() -> None:
     var_tally = true_counts * p * (1 - p) + (n - true_counts) * q * (1 - q)
     sd = np.sqrt(var_tally) / (p - q)
     assert np.all(np.abs(est.value - true_counts) < 4.5 * sd), (est.value - true_counts) / sd
-    assert np.all(est.variance >= var_tally / (p - q) ** 2)  # the i.i.d. variance is conservative here
+    # the variance is linear in the count, evaluated at the estimate: off by its slope times the error
+    slope = (p * (1 - p) - q * (1 - q)) / (p - q) ** 2
+    assert np.all(np.abs(est.variance - var_tally / (p - q) ** 2) <= abs(slope) * 4.5 * sd)
 
 
 def test_krr_interval_covers_95_percent_in_simulation() -> None:
+    # the respondents' own counts are the target: each simulated survey has its own true tally
     sims, n = 1500, 600
     categories = [0, 1, 2]
     share = np.array([0.5, 0.35, 0.15])
     m = KRandomizedResponse(epsilon=1.5, categories=categories)
     rng = np.random.default_rng(41)
-    reports = m.randomize(rng.choice(3, size=(sims, n), p=share), rng=secure_rng(8))
+    answers = rng.choice(3, size=(sims, n), p=share)
+    reports = m.randomize(answers, rng=secure_rng(8))
     hits = np.zeros(3, dtype=int)
-    for row in reports:
+    for truth, row in zip(answers, reports, strict=True):
         est = krr_counts(row, m)
-        hits += (est.ci_low <= n * share) & (n * share <= est.ci_high)
+        counts = np.bincount(truth, minlength=3)
+        hits += (est.ci_low <= counts) & (counts <= est.ci_high)
     for h in hits:
         low, high = _coverage_bounds(int(h), sims)
         assert low <= 0.95 <= high, (h / sims, low, high)
@@ -418,3 +428,74 @@ def test_root_finding_reference() -> None:
     assert _mean_output_by_quadrature(m, 2.0) > 3.3
     assert ldp_mean(np.full(10, 3.3), m).value == 2.0
     assert ldp_mean(np.full(10, 3.7), m).value == 5.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Counts of fixed respondents: the variance is the mechanism's alone
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.2, math.log(3.0), 3.0])
+@pytest.mark.parametrize("variant", ["spinner", "spinner_coin"])
+@pytest.mark.parametrize("n_yes", [0, 13, 40])
+def test_rr_count_variance_is_the_exact_variance_for_these_respondents(
+    epsilon: float, variant: str, n_yes: int
+) -> None:
+    n = 40
+    m = BinaryRandomizedResponse(epsilon=epsilon, variant=variant)
+    p = literal_p_spinner(epsilon)  # P(report = truth), from the definition
+    law = report_distribution_fixed(n_yes, n, p, 1 - p)
+    ones = [np.r_[np.ones(yes), np.zeros(n - yes)] for yes in range(n + 1)]
+    estimates = [rr_count(row, m) for row in ones]
+    values = np.array([float(e.value) for e in estimates])
+    exact_var = float(law @ (values - n_yes) ** 2)  # summed over the exact law of the reports
+    bernoulli = (n_yes * p * (1 - p) + (n - n_yes) * (1 - p) * p) / (2 * p - 1) ** 2  # Σ Bernoulli variances
+    assert exact_var == pytest.approx(bernoulli, rel=1e-9)
+    for estimate in estimates:  # the same whatever the reports: exact, not a plug-in
+        assert float(estimate.variance) == pytest.approx(exact_var, rel=1e-9)
+
+
+def test_rr_count_of_300_yes_among_1000_has_variance_750_not_960() -> None:
+    m = BinaryRandomizedResponse(epsilon=math.log(3.0))  # p_t = 3/4, q = 1/4, p_t − q = 1/2
+    reports = np.r_[np.ones(400), np.zeros(600)]  # λ̂ = 0.4 = q + (p_t − q)·0.3: the estimate is 300
+    estimate = rr_count(reports, m)
+    assert float(estimate.value) == pytest.approx(300.0)
+    assert float(estimate.variance) == pytest.approx(1000 * (3 / 4) * (1 / 4) / (1 / 2) ** 2)  # 750
+    population = 1000 * 0.4 * 0.6 / (1 / 2) ** 2  # Wang et al.'s variance for sampled respondents: 960
+    assert population - float(estimate.variance) == pytest.approx(1000 * 0.3 * 0.7)  # N·f(1 − f)
+
+
+def test_rr_count_variance_and_interval_by_simulation_for_fixed_respondents() -> None:
+    sims, n, n_yes = 4000, 1000, 300
+    m = BinaryRandomizedResponse(epsilon=math.log(3.0))
+    truth = np.r_[np.ones(n_yes, dtype=bool), np.zeros(n - n_yes, dtype=bool)]
+    reports = m.randomize(np.broadcast_to(truth, (sims, n)), rng=secure_rng(23))
+    estimate = rr_count(reports, m, axis=1)
+    values = np.asarray(estimate.value)
+    assert abs(values.mean() - n_yes) < 4 * math.sqrt(750 / sims)
+    # the sample variance of 4000 draws lies within its chi-square 99.9% band around the stated 750
+    low, high = stats.chi2.ppf([0.0005, 0.9995], sims - 1) / (sims - 1)
+    assert 750 * low <= values.var(ddof=1) <= 750 * high
+    np.testing.assert_allclose(estimate.variance, 750.0, rtol=1e-12)
+    hits = int(np.count_nonzero((estimate.ci_low <= n_yes) & (n_yes <= estimate.ci_high)))
+    lo, hi = _coverage_bounds(hits, sims)
+    assert lo <= 0.95 <= hi, hits / sims
+
+
+@pytest.mark.parametrize("n_v", [0, 9, 25])
+def test_krr_count_variance_is_the_exact_variance_for_these_respondents(n_v: int) -> None:
+    total, k, epsilon = 25, 4, 1.1
+    m = KRandomizedResponse(epsilon=epsilon, categories=["a", "b", "c", "d"])
+    e = math.exp(epsilon)
+    p, q = e / (e + k - 1), 1 / (e + k - 1)
+    law = report_distribution_fixed(n_v, total, p, q)  # N_a: n_v reports at p plus the others at q
+    estimates = [krr_counts_from_tally([c, total - c, 0, 0], m)["a"] for c in range(total + 1)]
+    values = np.array([float(x.value) for x in estimates])
+    variances = np.array([float(x.variance) for x in estimates])
+    exact_var = float(law @ (values - n_v) ** 2)
+    assert float(law @ values) == pytest.approx(n_v, abs=1e-9)
+    assert exact_var == pytest.approx((n_v * p * (1 - p) + (total - n_v) * q * (1 - q)) / (p - q) ** 2)
+    inside = (values >= 0) & (values <= total)  # unclipped: the variance is linear in the estimate
+    unclipped = ((values * (p * (1 - p)) + (total - values) * (q * (1 - q))) / (p - q) ** 2)[inside]
+    np.testing.assert_allclose(variances[inside], unclipped, rtol=1e-12)
+    assert np.all(variances > 0)

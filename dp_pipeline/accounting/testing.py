@@ -220,7 +220,8 @@ def _optimistic_pld_epsilon(events: Sequence[PrivacyEvent], delta: float) -> flo
 
 
 def _mu_lower_bound(events: Sequence[PrivacyEvent]) -> mpmath.mpf:
-    """√Σμᵢ² in 50-digit arithmetic, μᵢ = Δ/σ of Gaussian noise and 2Φ⁻¹(e^ε/(1 + e^ε)) of Laplace noise."""
+    """√Σμᵢ² in 50-digit arithmetic, μᵢ = Δ/σ of Gaussian noise and −2Φ⁻¹(e^{−ε/2}/2) of Laplace noise (the
+    μ of its trade-off, Dong, Roth & Su 2022)."""
     with mpmath.workdps(50):
         total = mpmath.mpf(0)
         for e in events:
@@ -229,7 +230,7 @@ def _mu_lower_bound(events: Sequence[PrivacyEvent]) -> mpmath.mpf:
                 mu = sensitivity / mpmath.mpf(e.parameters["sigma"])
             else:
                 eps = sensitivity / mpmath.mpf(e.parameters["scale"])
-                mu = 2 * mpmath.sqrt(2) * mpmath.erfinv(2 * mpmath.exp(eps) / (1 + mpmath.exp(eps)) - 1)
+                mu = 2 * mpmath.sqrt(2) * mpmath.erfinv(-mpmath.expm1(-eps / 2))
             total += mu * mu
         return mpmath.sqrt(total)
 

@@ -152,8 +152,9 @@ def krr_frequencies(
     Returns
     -------
     DataFrame
-        Indexed by category: ``value`` (unbiased, may be negative), ``std_error`` (plug-in), ``ci_low``,
-        ``ci_high`` (normal approximation, clipped to [0, n], or [0, 1] with ``normalize``).
+        Indexed by category: ``value`` (unbiased, may be negative), ``std_error`` (of the count among these
+        n respondents, see :func:`dp_pipeline.estimation.krr_counts_from_tally`), ``ci_low``, ``ci_high``
+        (normal approximation, clipped to [0, n], or [0, 1] with ``normalize``).
 
     Notes
     -----

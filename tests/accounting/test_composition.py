@@ -42,6 +42,7 @@ from dp_pipeline.accounting.composition import (
     compose_plan_gdp,
     event_gdp,
     group_event,
+    laplace_mu,
 )
 from dp_pipeline.events import EventKind
 from dp_pipeline.guarantees import Guarantee
@@ -285,7 +286,9 @@ def test_event_gdp_is_exact_for_gaussian_noise_whatever_the_calibration() -> Non
     got = event_gdp(event).mu
     assert Fraction(got) >= Fraction(1) / Fraction(sigma)
     assert got == pytest.approx(mu, rel=1e-15)
-    assert event_gdp(laplace(1.0)) == PureDP(1.0).to_gdp()
+    # Laplace noise: the μ of its own trade-off, below the generic ε-DP μ (test_pure_curves checks it)
+    assert event_gdp(laplace(1.0)) == laplace_mu(1.0)
+    assert event_gdp(laplace(1.0)).mu < PureDP(1.0).to_gdp().mu
     with pytest.raises(UnsupportedCompositionError):
         event_gdp(known(ApproxDP(1.0, 1e-6)))
 
@@ -294,7 +297,7 @@ def test_compose_plan_gdp() -> None:
     events = [gaussian(2.0), gaussian(4.0, sensitivity=2.0), known(GaussianDP(0.5)), laplace(0.3)]
     result = compose_plan_gdp(events)
     assert result.method == "gdp"
-    expected = math.sqrt(0.25 + 0.25 + 0.25 + PureDP(0.3).to_gdp().mu ** 2)
+    expected = math.sqrt(0.25 + 0.25 + 0.25 + laplace_mu(0.3).mu ** 2)
     assert isinstance(result.guarantee, GaussianDP)
     assert result.guarantee.mu == pytest.approx(expected, rel=1e-15)
     assert compose_plan_gdp([]) == Composition(GaussianDP(0.0), "gdp")

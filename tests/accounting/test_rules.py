@@ -15,7 +15,7 @@ from scipy import special
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting import rules
-from dp_pipeline.accounting.composition import composite_event, event_gdp, group_event
+from dp_pipeline.accounting.composition import composite_event, event_gdp, group_event, laplace_mu
 from dp_pipeline.accounting.rules import (
     BasicComposition,
     BudgetRule,
@@ -255,6 +255,6 @@ def test_composite_charges_are_the_sums_of_their_parts() -> None:
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", GaussianDP(1.0))
     acct.spend("d", composite)
-    mus = [PureDP(0.25).to_gdp().mu, PureDP(0.5).to_gdp().mu]
+    mus = [laplace_mu(0.25).mu, laplace_mu(0.5).mu]  # each part's Laplace μ (test_pure_curves checks it)
     assert acct.spent("d").mu == sqrt_up(add(square(to_decimal(mus[0])), square(to_decimal(mus[1]))))
-    assert acct.spent("d").mu < PureDP(0.75).to_gdp().mu  # Σμᵢ² is tighter than the μ of (Σε)-DP
+    assert acct.spent("d").mu < laplace_mu(0.75).mu  # Σμᵢ² is tighter than the μ of the summed loss

@@ -144,8 +144,12 @@ def test_each_release_is_charged_its_rho_exactly() -> None:
     acct = _zcdp(ApproxDP(10.0, 1e-6))
     laplace = Laplace(epsilon=0.25, sensitivity=2.0)  # b = 8: the noise loses exactly 1/4
     acct.spend("d", laplace, group_size=3)
-    expected = (3 * Fraction(2) / Fraction(laplace.scale)) ** 2 / 2  # Bun & Steinke Prop. 1.4, k = 3
-    assert _rho(acct) == expected
+    x = mpmath.mpf(3) * 2 / laplace.scale  # the group's loss kΔ/b = 3/4, exactly
+    with mpmath.workdps(60):  # the Laplace noise's own ρ: its KL divergence x + e^{−x} − 1
+        laplace_rho = x + mpmath.expm1(-x)
+        got = mpmath.mpf(_rho(acct).numerator) / _rho(acct).denominator
+        assert laplace_rho <= got <= laplace_rho * (1 + mpmath.mpf("1e-39"))
+    expected = _rho(acct)
     gaussian = Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.5)  # analytic calibration
     acct.spend("d", gaussian)
     expected += Fraction(1.5) ** 2 / (2 * Fraction(gaussian.sigma) ** 2)  # Δ²/(2σ²), whatever calibrated σ
@@ -226,11 +230,18 @@ def _adaptive_laplace(acct: PrivacyAccountant, data: np.ndarray, rng: np.random.
     return released
 
 
+def _mp_laplace_rho(loss: Fraction) -> mpmath.mpf:
+    """x + e^{−x} − 1 (the Laplace noise's KL divergence, its least zCDP ρ) in 50 digits."""
+    with mpmath.workdps(50):
+        x = mpmath.mpf(loss.numerator) / loss.denominator
+        return x + mpmath.expm1(-x)
+
+
 def test_100_adaptive_laplace_releases_fit_a_budget_where_basic_composition_fits_60() -> None:
-    budget, rho_each = ApproxDP(3.0, 1e-6), Fraction(1, 20) ** 2 / 2  # ε = Δ/b = 1/20 exactly (b = 20)
-    expected = _mp_epsilon(mpmath.mpf(100) * mpmath.mpf(rho_each), mpmath.mpf(1e-6))
+    budget, rho_each = ApproxDP(3.0, 1e-6), _mp_laplace_rho(Fraction(1, 20))  # ε = Δ/b = 1/20 (b = 20)
+    expected = _mp_epsilon(mpmath.mpf(100) * rho_each, mpmath.mpf(1e-6))
     assert expected < 3  # the independent bound: 100 releases fit
-    reads = [_mp_epsilon(n * mpmath.mpf(rho_each), mpmath.mpf(1e-6)) for n in range(100, 200)]
+    reads = [_mp_epsilon(n * rho_each, mpmath.mpf(1e-6)) for n in range(100, 200)]
     most = 100 + next(i for i, epsilon in enumerate(reads) if epsilon > 3) - 1
     basic_most = int(Fraction(3) / Fraction(1, 20))  # Σε ≤ 3
 
@@ -271,11 +282,13 @@ def test_mixed_laplace_and_gaussian_releases_fit_exactly_as_many_as_the_zcdp_bou
         except BudgetExceededError:
             break
         accepted += 1
-    total, most = Fraction(0), 0
-    for event in events:  # ε²/2 of the Laplace noise's exact ε = Δ/b; Δ²/(2σ²) of the Gaussian noise
+    total, most = mpmath.mpf(0), 0
+    for event in events:  # the Laplace noise's ρ at its exact ε = Δ/b; Δ²/(2σ²) of the Gaussian noise
         noise = Fraction(event.parameters["scale" if event.kind == "laplace" else "sigma"])
-        total += (Fraction(event.sensitivity or 1.0) / noise) ** 2 / 2
-        if _mp_epsilon(mpmath.mpf(total.numerator) / total.denominator, mpmath.mpf(1e-6)) > 3:
+        loss = Fraction(event.sensitivity or 1.0) / noise
+        rho = _mp_laplace_rho(loss) if event.kind == "laplace" else mpmath.mpf(loss**2 / 2)
+        total += rho
+        if _mp_epsilon(total, mpmath.mpf(1e-6)) > 3:
             break
         most += 1
     assert accepted == most > 100
@@ -304,11 +317,12 @@ def test_the_readme_rule_table_counts_for_zcdp() -> None:
         line = next(row for row in text.splitlines() if row.startswith(f"| `{shown}`"))
         claimed = int(line.split("|")[4].split()[0])  # the rule="zcdp" column
         if isinstance(mechanism, Laplace):
-            # ε = Δ/b exactly; the pure route fits n·ε ≤ 3
-            rho, pure = (1 / Fraction(mechanism.scale)) ** 2 / 2, int(3 * Fraction(mechanism.scale))
+            # ε = Δ/b exactly, ρ = ε + e^{−ε} − 1; the pure route fits n·ε ≤ 3
+            rho, pure = _mp_laplace_rho(1 / Fraction(mechanism.scale)), int(3 * Fraction(mechanism.scale))
         else:
-            rho, pure = Fraction(1) / (2 * Fraction(mechanism.sigma) ** 2), 0
-        expected = max(pure, int(mpmath.floor(limit / (mpmath.mpf(rho.numerator) / rho.denominator))))
+            gauss = Fraction(1) / (2 * Fraction(mechanism.sigma) ** 2)
+            rho, pure = mpmath.mpf(gauss.numerator) / gauss.denominator, 0
+        expected = max(pure, int(mpmath.floor(limit / rho)))
         acct = _zcdp(ApproxDP(3.0, 1e-5))
         count = 0
         while True:

@@ -103,10 +103,11 @@ def test_the_check_reports_each_free_tasks_noise_calibrated_to_the_share(ledger)
     )
 
 
-def test_a_pure_plan_under_a_share_leaves_the_delta_of_the_budget_alone(ledger) -> None:
-    """Laplace tasks of weights 1 and 4 under the share ApproxDP(1, 1e-6) of an (ε, δ) budget are read at
-    δ = 0 as pure plans are: Σ Δ/bᵢ = 1 (exact sums, computed here), δ = 0, and the heavier has half the
-    standard deviation."""
+def test_a_pure_plan_under_a_share_is_priced_at_the_shares_delta(ledger) -> None:
+    """Laplace tasks of weights 1 and 4 under the share ApproxDP(1, 1e-6) of an (ε, δ) budget are calibrated
+    at the share's δ (allocate uses its target's δ): the plan's tight total stays within the share, the noise
+    is no larger than Σ Δ/bᵢ = 1 at δ = 0 needs (exact sums, computed here), and the heavier task has half
+    the standard deviation."""
     from airflow_plugin import check_dag
     from dp_pipeline import ApproxDP, PlannedRelease
 
@@ -119,8 +120,8 @@ def test_a_pure_plan_under_a_share_leaves_the_delta_of_the_budget_alone(ledger) 
     scales = {task: release.mechanism.scale for task, release in check.calibrated.items()}
     assert scales["b"] == pytest.approx(scales["a"] / 2, rel=1e-12)
     epsilons = math.fsum(1.0 / b for b in scales.values())
-    assert 1.0 - 1e-5 <= epsilons <= 1.0
-    assert check.total.delta == 0.0 and check.total.epsilon <= 1.0 and check.method == "basic"
+    assert epsilons >= 1.0 - 1e-5  # at least the loss the δ = 0 calibration allowed
+    assert check.total.delta <= 1e-6 and check.total.epsilon <= 1.0
 
 
 def test_shares_that_cannot_hold_the_plan_are_problems_of_the_check(ledger) -> None:

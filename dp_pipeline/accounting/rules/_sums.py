@@ -26,6 +26,7 @@ __all__ = [
     "gdp_cost",
     "gdp_left",
     "is_pure",
+    "laplace_loss",
     "pure_cost",
     "pure_epsilon",
     "pure_left",
@@ -60,7 +61,7 @@ def is_pure(charge: Charge) -> bool:
     return charge["epsilon"] is not None and charge["delta"] == 0
 
 
-def _laplace_loss(event: PrivacyEvent, k: int) -> Fraction | None:
+def laplace_loss(event: PrivacyEvent, k: int) -> Fraction | None:
     """k·Δ/b, the exact ε of a Laplace event's noise for a group of k; None for other kinds of event.
 
     The scale was rounded up from Δ/ε, so this is at most the float ε and often exactly the decimal the
@@ -84,7 +85,7 @@ def pure_epsilon(event: PrivacyEvent, grouped: ApproxDP, k: int) -> Decimal:
         single = as_approx_dp(event.guarantee)
         if single.delta == 0.0:
             epsilon = max(epsilon, exact.multiply(Decimal(k), exact.to_decimal(single.epsilon)))
-    loss = _laplace_loss(event, k)
+    loss = laplace_loss(event, k)
     if loss is None:
         return epsilon
     noise = exact.decimal_up(loss)

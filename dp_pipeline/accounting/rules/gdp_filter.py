@@ -22,7 +22,9 @@ class GaussianDPFilter(SumsRule):
     """The μ-GDP privacy filter on a ``GaussianDP(μ_B)`` budget (``rule="gdp_filter"``).
 
     Each spend's μᵢ is the tightest μ of the event for its group: kS/σ for Gaussian noise (exact, whatever
-    calibration chose σ), kμ for a μ-GDP guarantee, μ = 2Φ⁻¹(e^{kε}/(1 + e^{kε})) for pure kε-DP. A spend is
+    calibration chose σ), kμ for a μ-GDP guarantee, μ = −2Φ⁻¹(e^{−x/2}/2) for Laplace noise of exact loss
+    x = kΔ/b (its own trade-off, :func:`~dp_pipeline.accounting.composition.laplace_mu`), and
+    μ = 2Φ⁻¹(e^{kε}/(1 + e^{kε})) for any other pure kε-DP release. A spend is
     accepted iff Σμᵢ² ≤ μ_B² over all active spends, the squares summed exactly. An (ε, δ > 0) spend has no
     μ-GDP guarantee (f_ε,δ(0) = 1 − δ < 1 = G_μ(0)) and is refused with
     :class:`~dp_pipeline.exceptions.UnsupportedCompositionError`. The default rule of μ-GDP budgets.

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Self
 
 from dp_pipeline import exact
 from dp_pipeline.accounting.composition import as_approx_dp, group_event
-from dp_pipeline.accounting.concentrated import zcdp_epsilon, zcdp_rho_limit
-from dp_pipeline.accounting.rules._sums import gaussian_mu, pure_epsilon
+from dp_pipeline.accounting.concentrated import bounded_range_rho, laplace_rho, zcdp_epsilon, zcdp_rho_limit
+from dp_pipeline.accounting.rules._sums import gaussian_mu, laplace_loss, pure_epsilon
 from dp_pipeline.accounting.rules.base import BudgetRule, Charge, PlanCharge, Totals, parse_decimal
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
@@ -41,16 +41,32 @@ def _gaussian_rho(event: PrivacyEvent, k: int) -> Decimal | None:
     return exact.decimal_up((k * Fraction(event.sensitivity)) ** 2 / (2 * Fraction(sigma) ** 2))
 
 
+def _pure_rho(event: PrivacyEvent, epsilon: Decimal, k: int) -> Decimal:
+    """ρ of a pure release charged ε for a group of k: the Laplace noise's own ρ at its exact loss kΔ/b,
+    (kε)²/8 for an exponential mechanism (kε-bounded range), else ε²/2."""
+    loss = laplace_loss(event, k)
+    if loss is not None:
+        return laplace_rho(loss)
+    if event.kind == "exponential":
+        return bounded_range_rho(epsilon)
+    return _half_square(epsilon)
+
+
 @dataclass(frozen=True)
 class ZeroConcentratedDP(BudgetRule):
     """Pure spends by basic composition, or every spend by the zero-concentrated DP filter, on an
     ``ApproxDP(ε_B, δ_B > 0)`` budget (``rule="zcdp"``).
 
-    Each spend is charged ρᵢ (Bun & Steinke 2016): pure ε-DP as ρ = ε²/2 (Prop. 1.4; for Laplace noise ε is
-    the exact loss kΔ/b of the noise for a group of k), Gaussian noise exactly as ρ = (kΔ)²/(2σ²) whatever
-    calibration chose σ (Prop. 1.6), and a μ-GDP guarantee as ρ = (kμ)²/2 (by Blackwell's theorem a μ-GDP
-    pair is a post-processing of N(0, 1) against N(μ, 1), Dong, Roth & Su 2022, §2, and Rényi divergences do
-    not grow under post-processing).
+    Each spend is charged ρᵢ (Bun & Steinke 2016): Laplace noise by its own Rényi curve, ρ = ε + e^{−ε} − 1
+    at the exact loss ε = kΔ/b of the noise for a group of k (:func:`~dp_pipeline.accounting.concentrated.
+    laplace_rho`, the least ρ with D_α ≤ ρα for every α); an exponential mechanism at ε, which is
+    ε-bounded range, as ρ = (kε)²/8 (Cesar & Rogers 2021, :func:`~dp_pipeline.accounting.concentrated.
+    bounded_range_rho`); any other pure ε-DP release as ρ = ε²/2 (Prop. 1.4); Gaussian noise exactly as
+    ρ = (kΔ)²/(2σ²) whatever calibration chose σ (Prop. 1.6); and a μ-GDP guarantee as ρ = (kμ)²/2 (by
+    Blackwell's theorem a μ-GDP pair is a post-processing of N(0, 1) against N(μ, 1), Dong, Roth & Su 2022,
+    §2, and Rényi divergences do not grow under post-processing). Each is a zCDP guarantee of the release
+    whatever query it answers, so the filter below applies to it. Ledgers written when Laplace and
+    exponential releases were charged ε²/2 keep those (larger) charges and still verify.
     A spend with δ > 0 that is not Gaussian has no zCDP guarantee and is refused with
     :class:`~dp_pipeline.exceptions.UnsupportedCompositionError`. Let ρ_B be the largest ρ whose (ε, δ_B)
     reading is within ε_B (:func:`~dp_pipeline.accounting.concentrated.zcdp_rho_limit`: Canonne, Kamath &
@@ -92,6 +108,10 @@ class ZeroConcentratedDP(BudgetRule):
     Bun & Steinke, "Concentrated differential privacy: simplifications, extensions, and lower bounds",
     TCC 2016.
     Canonne, Kamath & Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020.
+    Cesar & Rogers, "Bounding, concentrating, and truncating: unifying privacy loss composition for data
+    analytics", ALT 2021.
+    Harrison & Manurangsi, "Exact zCDP characterizations for fundamental differentially private mechanisms",
+    FORC 2026.
     Feldman & Zrnic, "Individual privacy accounting via a Rényi filter", NeurIPS 2021.
     Whitehouse, Ramdas, Rogers & Wu, "Fully-adaptive composition in differential privacy", ICML 2023.
     """
@@ -155,7 +175,7 @@ class ZeroConcentratedDP(BudgetRule):
                 "set this (ε, δ) budget with rule='basic'."
             )
         epsilon = pure_epsilon(event, approx, k)
-        return Charge({"epsilon": epsilon, "rho": _half_square(epsilon)}), g
+        return Charge({"epsilon": epsilon, "rho": _pure_rho(event, epsilon, k)}), g
 
     def charge_cost(self, charge: Charge) -> Guarantee:
         return self._cheapest(charge["epsilon"], _rho(charge))[0]
@@ -216,8 +236,9 @@ class ZeroConcentratedDP(BudgetRule):
     def refusal_hint(self, cost: Guarantee) -> str:
         return (
             "Under this rule a release that is not pure ε-DP (Gaussian noise) fits only while Σρ stays "
-            f"within ρ_B = {self._limit:.6g} (ρ = μ²/2; pure ε counts ε²/2), whatever ε the pure route still "
-            "shows as remaining."
+            f"within ρ_B = {self._limit:.6g} (ρ = μ²/2; Laplace noise counts ε + e^{{−ε}} − 1, an "
+            "exponential mechanism ε²/8, other pure ε ε²/2), whatever ε the pure route still shows as "
+            "remaining."
         )
 
     def _cheapest(self, epsilon: Decimal | None, rho: Decimal) -> tuple[Guarantee, str]:
