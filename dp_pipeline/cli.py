@@ -616,6 +616,7 @@ def ledger_verify(
                     "records": report.records,
                     "signatures": report.signatures,
                     "anchored": report.anchored,
+                    "findings": list(report.findings),
                 }
             )
         else:

@@ -65,7 +65,13 @@ from dp_pipeline.accounting.reports import (
 from dp_pipeline.accounting.reservation import Reservation, warn_renamed
 from dp_pipeline.accounting.rules import Totals, user_rule
 from dp_pipeline.accounting.scope import check_plain_spend
-from dp_pipeline.accounting.verify import ANCHOR_FORMAT, check_anchor, check_semantics, read_anchor
+from dp_pipeline.accounting.verify import (
+    ANCHOR_FORMAT,
+    check_anchor,
+    check_semantics,
+    legacy_partitions_finding,
+    read_anchor,
+)
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -183,9 +189,37 @@ def _check_partitioned(dataset: str, budget: DatasetBudget, partitions: tuple[st
     if partitions and budget.partitions is None:
         raise InvalidParameterError(
             f"dataset {dataset!r} is not partitioned, so a release cannot name a partition; declare it with "
-            "set_budget(..., partitions=L) (L: the most partitions one person's data lie in), or charge "
+            "set_budget(..., relation='add_remove', partitions=L) (L: the most partitions one person's data "
+            "lie in), or charge "
             "the whole dataset",
             "partition",
+        )
+    if partitions and budget.legacy:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} was declared partitioned under replace-one by an earlier version; parallel "
+            "composition does not hold under replace-one (a person replaced may move to other partitions), "
+            "so nothing is charged to its partitions any more: its partition totals count for every person, "
+            f"and releases on the whole dataset are checked against that. Declare it with "
+            f"set_budget({dataset!r}, ..., relation='add_remove') once it has no active spends, or release "
+            "per partition on a new dataset declared with relation='add_remove', partitions=L",
+            "partition",
+        )
+
+
+def _check_parallel(dataset: str, previous: DatasetBudget | None, new: DatasetBudget) -> None:
+    """InvalidParameterError unless a partitioned budget is declared under add/remove (a dataset declared
+    partitioned under replace-one by an earlier version may keep that declaration, read without parallel
+    composition)."""
+    kept = previous is not None and previous.legacy and previous.partitions == new.partitions
+    if new.legacy and not kept:
+        raise InvalidParameterError(
+            f"a partitioned budget requires relation='add_remove', and dataset {dataset!r} would be "
+            f"{new.relation!r}: parallel composition over partitions holds when one person is added or "
+            "removed, not when one is replaced by another who may lie in other partitions. Declare "
+            f"set_budget({dataset!r}, ..., relation='add_remove', partitions=L): aggregates (dp_count, "
+            "dp_sum, dp_mean, dp_histogram) calibrate to add/remove, and row-level releases (add_noise, "
+            "randomized_response) are refused on such a dataset. Nothing was changed.",
+            "partitions",
         )
 
 
@@ -251,10 +285,12 @@ class PrivacyAccountant:
     Which rule a budget uses is fixed when the budget is set, before any spend, and cannot change while
     spends are recorded: switching rules after results are known is not a valid composition.
 
-    **Partitions.** A dataset declared with ``set_budget(..., partitions=L)`` keeps one total per partition;
-    a release names the partitions it reads (``partition=``), and the rule composes the whole-dataset
-    releases with the L largest partition totals (parallel composition, valid adaptively: see
-    :class:`~dp_pipeline.accounting.records.DatasetBudget`). :meth:`partitions` reports each partition.
+    **Partitions.** A dataset declared with ``set_budget(..., relation="add_remove", partitions=L)`` keeps
+    one total per partition; a release names the partitions it reads (``partition=``), and is accepted while
+    every person's loss (the whole-dataset releases and those of the partitions holding their data) fits:
+    exactly for L = 1, through the L largest partition totals for L ≥ 2 (parallel composition, valid
+    adaptively under add/remove only: see :class:`~dp_pipeline.accounting.records.DatasetBudget`).
+    :meth:`partitions` reports each partition.
 
     **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
     :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
@@ -406,10 +442,13 @@ class PrivacyAccountant:
             Deprecated name of ``rule`` (DeprecationWarning).
         partitions : int, optional
             Declare the dataset partitioned by a public attribute (a region, a cohort, the day of a per-day
-            dataset), with L = ``partitions`` the most partitions one person's data lie in. Releases then
+            dataset), with L = ``partitions`` the most partitions one person's data lie in. Requires
+            ``relation="add_remove"`` (parallel composition does not hold under replace-one). Releases then
             name the partitions they read (``spend(..., partition=...)``), each partition keeps its own
-            total, and the dataset's spent amount composes, under its rule, the L largest partition totals
-            plus the releases that named no partition (parallel composition; the validity argument is in
+            total, and a release is accepted while every person's loss, the releases that named no
+            partition plus those of the partitions holding the person's data, fits (exactly for L = 1,
+            through the L largest partition totals for L ≥ 2); the dataset's spent amount composes the L
+            largest partition totals (parallel composition; the validity argument is in
             :class:`~dp_pipeline.accounting.records.DatasetBudget`). None keeps the declaration of an
             existing dataset (a new one is not partitioned). While spends are recorded L may grow, not
             shrink. Names such as ``"visits/2026-11-24"`` map to a dataset and a partition with
@@ -418,9 +457,9 @@ class PrivacyAccountant:
         Raises
         ------
         InvalidParameterError
-            A wrong type, a rule that does not take this budget, a budget below what is already spent, or a
-            change of currency, rule or relation (or a smaller L) while spends are recorded. Nothing changes
-            then.
+            A wrong type, a rule that does not take this budget, a budget below what is already spent, a
+            partitioned budget on a relation other than ``"add_remove"``, or a change of currency, rule or
+            relation (or a smaller L) while spends are recorded. Nothing changes then.
 
         Notes
         -----
@@ -445,12 +484,14 @@ class PrivacyAccountant:
             previous: DatasetBudget | None = None
             if head is None:
                 new, totals = DatasetBudget(chosen, asked or DEFAULT_RELATION, declared), chosen.empty()
+                _check_parallel(dataset, None, new)
             else:
                 where = f"dataset {dataset!r}"
                 previous = budget_of(head.state, where)
                 new = DatasetBudget(chosen, asked or previous.relation, declared or previous.partitions)
                 if previous == new:
                     return
+                _check_parallel(dataset, previous, new)
                 totals = _changed_totals(
                     dataset, previous, new, previous.rule.read_totals(head.state.totals, where)
                 )
@@ -1080,6 +1121,13 @@ class PrivacyAccountant:
         the budget in force when it was made, and fitted that budget; that commits and releases end open
         reservations, once; and that idempotency keys are unique.
 
+        A dataset declared partitioned under replace-one by an earlier version (whose partition charges
+        were accepted under parallel composition, which does not hold under replace-one) verifies as its
+        records were written, and is re-read soundly in the report's ``findings``: what it has spent with
+        every partition total counting for every person, whether that exceeds its budget, and its
+        row-level partition releases, whose loss is unbounded (see
+        :class:`~dp_pipeline.accounting.records.DatasetBudget`).
+
         Parameters
         ----------
         dataset : str, optional
@@ -1103,6 +1151,7 @@ class PrivacyAccountant:
         signer = getattr(self._store, "signer", None)
         count = 0
         tips: dict[str, list[LedgerRecord]] = {}
+        findings: list[str] = []
         for name in names:
             records = self._store.records(name)
             head = self._store.head(name)
@@ -1111,11 +1160,14 @@ class PrivacyAccountant:
                 raise LedgerError(f"ledger verification failed: {problem}")
             count += len(records)
             tips[name] = records
+            finding = legacy_partitions_finding(name, records, head)
+            if finding:
+                findings.append(finding)
         if anchor is not None:
             problem = check_anchor(read_anchor(anchor), tips, signer, only=dataset)
             if problem:
                 raise LedgerError(f"ledger verification against the anchor failed: {problem}")
-        return VerifyReport(tuple(names), count, signer is not None, anchor is not None)
+        return VerifyReport(tuple(names), count, signer is not None, anchor is not None, tuple(findings))
 
     def anchor(self) -> dict[str, Any]:
         """Verify the ledger and return a checkpoint of every dataset's head, to keep outside the database.

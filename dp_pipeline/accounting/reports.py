@@ -247,12 +247,17 @@ class VerifyReport:
         Whether signatures were checked (a key was configured).
     anchored : bool
         Whether the chains were checked against an anchor.
+    findings : tuple of str
+        What the chains hold but no longer mean as written: a dataset declared partitioned under
+        replace-one by an earlier version, re-read without parallel composition (see
+        :meth:`PrivacyAccountant.verify`).
     """
 
     datasets: tuple[str, ...]
     records: int
     signatures: bool = False
     anchored: bool = False
+    findings: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         n = len(self.datasets)
@@ -260,7 +265,7 @@ class VerifyReport:
         text += "; signatures valid" if self.signatures else "; signatures not checked (no key)"
         if self.anchored:
             text += "; the anchor's heads are still in the chains"
-        return text
+        return "\n".join([text, *(f"finding: {finding}" for finding in self.findings)])
 
 
 def budget_report(dataset: str, what: str, budget: DatasetBudget, totals: Totals) -> BudgetReport:

@@ -17,13 +17,13 @@ from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
 from dp_pipeline.accounting.payments import Holding, Paid, event_keys, route
 from dp_pipeline.accounting.pricing import recorded_request_price
-from dp_pipeline.accounting.records import DatasetBudget, partitions_of
+from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.rules import Totals
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, flatten_events
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
-from dp_pipeline.guarantees import guarantee_from_dict
+from dp_pipeline.guarantees import format_guarantee, guarantee_from_dict
 
-__all__ = ["ANCHOR_FORMAT", "check_anchor", "check_semantics", "read_anchor"]
+__all__ = ["ANCHOR_FORMAT", "check_anchor", "check_semantics", "legacy_partitions_finding", "read_anchor"]
 
 ANCHOR_FORMAT = "dp-pipeline ledger anchor 1"
 
@@ -76,7 +76,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                     return f"{where}: {problem}"
                 totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
                 touched: Collection[str] | None = None  # a budget record stores every partition
-                if not budget.fits(totals):
+                if not budget.fitted_when_written(totals):
                     return f"{where}: the budget {budget.rule.describe()} is below what was already spent"
             elif budget is None or totals is None:
                 return f"{where}: a {record.kind} record before any budget was set"
@@ -99,7 +99,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                 if body.get("spend"):
                     spends.add(record.seq)
                 totals = budget.rule.add(totals, charge, touched)
-                if not budget.fits(totals):
+                if not budget.fitted_when_written(totals):
                     return (
                         f"{where}: the reservation does not fit the budget in force, "
                         f"{budget.rule.describe()}; it was accepted against another budget (the stored "
@@ -156,6 +156,62 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
         return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
     return None
+
+
+def legacy_partitions_finding(
+    dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None
+) -> str | None:
+    """What verify reports about a dataset declared partitioned under replace-one by an earlier version
+    (:attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`), or None for any other dataset.
+
+    Its partition charges were accepted under parallel composition, which does not hold under replace-one.
+    The finding re-reads the dataset without it (every partition total counts for every person: the
+    whole-dataset total plus the sum of all partition totals), says whether that is within the budget, and
+    names the active row-level releases on a partition (randomized response), whose loss under replace-one
+    is unbounded (a person moved to another partition changes how many rows the partition holds).
+    """
+    if head is None:
+        return None
+    where = f"dataset {dataset!r}"
+    budget = budget_of(head.state, where)
+    if not budget.legacy:
+        return None
+    totals = budget.rule.read_totals(head.state.totals, where)
+    spent, method = budget.rule.spent(budget.composed(totals))
+    verdict = "within" if budget.fits(totals) else "ABOVE"
+    text = (
+        f"dataset {dataset!r} was declared partitioned (at most {budget.partitions} per person) under "
+        f"replace-one, where parallel composition does not hold; its partition charges were accepted under "
+        f"the parallel rule. Re-read with every partition total counting for every person, it has spent "
+        f"{format_guarantee(spent)} ({method}), {verdict} its budget {format_guarantee(budget.guarantee)}"
+    )
+    row_level = _row_level_on_partitions(records)
+    if row_level:
+        text += (
+            f"; {len(row_level)} active row-level release(s) on a partition (randomized response, record "
+            f"seq {', '.join(map(str, row_level))}) have an unbounded loss under replace-one, so no amount "
+            "bounds this dataset's loss"
+        )
+    return (
+        text + ". Releases naming a partition are refused on it; declare relation='add_remove' once it has "
+        "no active spends, or release per partition on a new dataset declared with relation='add_remove'."
+    )
+
+
+def _row_level_on_partitions(records: Sequence[LedgerRecord]) -> list[int]:
+    """The seqs of the active reservations that named a partition and hold a randomized-response event."""
+    cancelled = {r.reservation for r in records if r.kind == "release"}
+    return [
+        r.seq
+        for r in records
+        if r.kind == "reserve"
+        and r.seq not in cancelled
+        and partitions_of(r.body, f"record seq {r.seq}")
+        and any(
+            e.kind == "randomized_response"
+            for e in flatten_events([PrivacyEvent.from_dict(dict(e)) for e in r.body.get("events", ())])
+        )
+    ]
 
 
 def _replay_payment(

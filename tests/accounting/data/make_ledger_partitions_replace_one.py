@@ -1,7 +1,8 @@
 """Writes ledger_partitions_replace_one.db and .json with dp-pipeline as of commit c152077, the last version
 that accepted ``partitions=L`` on a replace-one dataset and composed its partitions in parallel.
 
-Run with that version importable: ``python make_ledger_partitions_replace_one.py sqlite:///PATH.db > PATH.json``.
+Run with that version importable:
+``python make_ledger_partitions_replace_one.py sqlite:///PATH.db > PATH.json``.
 The JSON holds what that version reported, for the test that such ledgers are re-read soundly.
 """
 
