@@ -56,6 +56,7 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
     ) from None
 
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
+from dp_pipeline.accounting.reports import partition_reading
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -339,10 +340,8 @@ def _partition_table(status: dict[str, Any]) -> Table | None:
     """What each partition of a partitioned dataset has spent (None for a dataset that is not)."""
     if "partitions" not in status:
         return None
-    title = (
-        f"partitions of {printable(status['dataset'])!r}: at most {status['partitions']} per person; the "
-        "dataset's spent amount composes the largest"
-    )
+    reading = partition_reading(status["relation"], status["partitions"])
+    title = f"partitions of {printable(status['dataset'])!r}: {reading}"
     table = Table(title=title, title_justify="left")
     table.add_column("partition", overflow="fold")
     table.add_column("spent", overflow="fold")
@@ -496,6 +495,7 @@ def _release_json(entry: Any) -> dict[str, Any]:
         "actor": entry.actor,
         "paid_from": entry.paid_from,
         "partitions": list(entry.partitions),
+        "relation": entry.relation,
         "events": [e.to_dict() for e in entry.events],
     }
 
@@ -559,6 +559,7 @@ def budget_history(
         named = any(e.partitions for e in entries)
         if named:
             table.add_column("partitions", overflow="fold")
+            table.add_column("relation", no_wrap=True)
         for e in entries:
             row = [
                 str(e.seq),
@@ -569,7 +570,7 @@ def budget_history(
                 e.status,
             ]
             if named:
-                row.append(printable(", ".join(e.partitions)) or "(whole dataset)")
+                row += [printable(", ".join(e.partitions)) or "(whole dataset)", e.relation or ""]
             table.add_row(*row)
         _console().print(table)
 

@@ -23,6 +23,7 @@ __all__ = [
     "budget_report",
     "ledger_entry",
     "paid_entry",
+    "partition_reading",
     "partition_reports",
     "read_all",
     "release_entry",
@@ -215,6 +216,10 @@ class ReleaseEntry:
         nothing (the reservation's own entry did); its ``key`` is None.
     partitions : tuple of str
         On a partitioned dataset, the partitions the release named (empty: it read the whole dataset).
+    relation : str or None
+        The neighbouring relation the release was charged under (on a partitioned dataset, the one its
+        partitions were composed under: ``"add_remove"``, or ``"replace_one"`` for a dataset declared by an
+        earlier version).
     """
 
     dataset: str
@@ -232,6 +237,7 @@ class ReleaseEntry:
     actor: str | None = None
     paid_from: str | None = None
     partitions: tuple[str, ...] = ()
+    relation: Relation | None = None
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,21 @@ def budget_report(dataset: str, what: str, budget: DatasetBudget, totals: Totals
         amount, method = budget.rule.spent(composed) if what == "spent" else budget.rule.remaining(composed)
     return BudgetReport(
         dataset, what, amount, method, budget.guarantee, totals.open, budget.relation, budget.partitions
+    )
+
+
+def partition_reading(relation: Relation, limit: int | None) -> str:
+    """How a partitioned dataset's partition totals are read, for the tables that show them: under
+    add/remove, parallel composition over at most ``limit`` partitions per person; under replace-one (a
+    dataset declared by an earlier version), every partition counting for every person."""
+    if relation == "add_remove":
+        return (
+            f"at most {limit} per person, read under {relation}: the dataset's spent amount composes the "
+            "largest"
+        )
+    return (
+        f"declared with at most {limit} per person under {relation} by an earlier version, where parallel "
+        "composition does not hold: every partition counts for every person"
     )
 
 
@@ -384,6 +405,7 @@ def release_entry(
         reason=None if end is None else end.body.get("reason"),
         actor=None if end is None else end.body.get("actor"),
         partitions=entry.partitions,
+        relation=entry.relation,
     )
 
 

@@ -173,6 +173,8 @@ def test_a_release_on_several_partitions_is_charged_to_each() -> None:
     assert (reports["a"].epsilon, reports["b"].epsilon) == (0.75, 0.5)
     assert reports["a"].partition == "a" and reports["a"].partitions == 2
     assert str(reports["a"]).startswith("spent on 'v', partition 'a': ε = 0.75")
+    assert "add_remove" in str(reports["a"]) and "add_remove" in str(acct.spent("v"))
+    assert {entry.relation for entry in acct.history("v")} == {"add_remove"}
     assert acct.spent("v").epsilon == 1.25 and acct.budget("v").partitions == 2
 
 
