@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,18 @@ def test_history_shows_the_partitions_each_release_named(tmp_path: Path) -> None
     table = _run("budget", "history", "visits", "--ledger", url)
     assert "partitions" in table and "2026-11-24, 2026-11-25" in table and "(whole dataset)" in table
     assert "add_remove" in table
+
+
+def test_ledger_verify_reports_an_old_replace_one_partitioned_dataset(tmp_path: Path) -> None:
+    """A ledger written when partitions were accepted on replace-one datasets: verify passes and lists a
+    finding per such dataset; budget show reads its partitions under replace-one."""
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "accounting" / "data" / "ledger_partitions_replace_one.db", path)
+    url = f"sqlite:///{path}"
+    shown = json.loads(_run("ledger", "verify", "--json", "--ledger", url))
+    assert shown["verified"] and len(shown["findings"]) == 3
+    assert any("'visits'" in finding and "ABOVE" in finding for finding in shown["findings"])
+    assert "finding: dataset 'coded'" in _run("ledger", "verify", "--ledger", url)
+    table = " ".join(_run("budget", "show", "visits", "--ledger", url).split())
+    assert "under replace_one by an earlier version" in table
+    assert "every partition counts for every person" in table
