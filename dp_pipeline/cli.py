@@ -271,7 +271,16 @@ def _amount(g: Guarantee | None) -> str:
 
 
 def _report_json(report: Any) -> dict[str, Any]:
-    return {"guarantee": report.guarantee.to_dict(), "method": report.method}
+    shown = {"guarantee": report.guarantee.to_dict(), "method": report.method}
+    if report.unbounded is not None:  # no amount bounds the loss: why (absent otherwise, as before)
+        shown["unbounded"] = report.unbounded
+    return shown
+
+
+def _spent_cell(spent: dict[str, Any]) -> str:
+    if "unbounded" in spent:
+        return "unbounded: the data are spent (see 'dp-pipeline ledger verify')"
+    return f"{_shown(spent['guarantee'])} ({_RULES.get(spent['method'])})"
 
 
 def _status(acct: Any, dataset: str) -> dict[str, Any]:
@@ -326,7 +335,7 @@ def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             _shown(row["budget"]),
             _rule(row["budget"], row["rule"]),
             row["relation"],
-            f"{_shown(row['spent']['guarantee'])} ({_RULES.get(row['spent']['method'])})",
+            _spent_cell(row["spent"]),
             _shown(row["remaining"]["guarantee"]),
             str(row["open_reservations"]),
         )

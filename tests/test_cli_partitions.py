@@ -178,9 +178,15 @@ def test_ledger_verify_reports_an_old_replace_one_partitioned_dataset(tmp_path: 
     shutil.copy(Path(__file__).parent / "accounting" / "data" / "ledger_partitions_replace_one.db", path)
     url = f"sqlite:///{path}"
     shown = json.loads(_run("ledger", "verify", "--json", "--ledger", url))
-    assert shown["verified"] and len(shown["findings"]) == 3
+    assert shown["verified"] and len(shown["findings"]) == 4
     assert any("'visits'" in finding and "ABOVE" in finding for finding in shown["findings"])
     assert "finding: dataset 'coded'" in _run("ledger", "verify", "--ledger", url)
     table = " ".join(_run("budget", "show", "visits", "--ledger", url).split())
     assert "under replace_one by an earlier version" in table
     assert "every partition counts for every person" in table
+    # coded holds randomized response on its days: no amount bounds its loss (accounting's reading)
+    status = json.loads(_run("budget", "show", "coded", "--json", "--ledger", url))
+    assert "treated as spent" in status["spent"]["unbounded"] and "unbounded" in status["remaining"]
+    shown_coded = " ".join(_run("budget", "show", "coded", "--ledger", url).split())
+    assert "unbounded: the data are spent" in shown_coded
+    assert "unbounded" not in json.loads(_run("budget", "show", "visits", "--json", "--ledger", url))["spent"]

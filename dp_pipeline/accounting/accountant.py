@@ -71,6 +71,7 @@ from dp_pipeline.accounting.verify import (
     check_semantics,
     legacy_partitions_finding,
     read_anchor,
+    unbounded_reading,
 )
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
@@ -368,6 +369,8 @@ class PrivacyAccountant:
         timeout: float = 30.0,
     ) -> None:
         self._budgets: dict[str, DatasetBudget] = {}  # last budget seen per dataset: a pricing hint only
+        # per legacy dataset, unbounded_reading of its records and the chain tip (seq, hash) it was read at
+        self._readings: dict[str, tuple[tuple[int, str], str | None]] = {}
         if isinstance(ledger, str):
             if key is None:
                 key = os.environ.get(KEY_ENV) or None
@@ -518,14 +521,20 @@ class PrivacyAccountant:
     # ------------------------------------------------------------------------------------- reports
 
     def spent(self, dataset: str) -> BudgetReport:
-        """What the dataset has spent (open reservations included), rounded up, with the method."""
-        _, budget, totals = self._read(dataset)
-        return budget_report(dataset, "spent", budget, totals)
+        """What the dataset has spent (open reservations included), rounded up, with the method.
+
+        A dataset declared partitioned under replace-one by an earlier version whose records hold a
+        row-level release on a partition has an unbounded loss: the report says so (``unbounded``, ε or μ
+        ``inf``; see :func:`~dp_pipeline.accounting.verify.unbounded_reading`).
+        """
+        head, budget, totals = self._read(dataset)
+        return budget_report(dataset, "spent", budget, totals, self._unbounded(dataset, head, budget))
 
     def remaining(self, dataset: str) -> BudgetReport:
-        """What is left of the dataset's budget, rounded down, with the method."""
-        _, budget, totals = self._read(dataset)
-        return budget_report(dataset, "remaining", budget, totals)
+        """What is left of the dataset's budget, rounded down, with the method (nothing, and why, for a
+        dataset whose loss is unbounded: see :meth:`spent`)."""
+        head, budget, totals = self._read(dataset)
+        return budget_report(dataset, "remaining", budget, totals, self._unbounded(dataset, head, budget))
 
     def partitions(self, dataset: str) -> dict[str, BudgetReport]:
         """What each partition of a partitioned dataset has spent, by partition name (sorted).
@@ -805,6 +814,11 @@ class PrivacyAccountant:
             A plan cannot be charged to the budget at all.
         """
         budget, totals, parsed = self._plans(dataset, plans, delta, against)
+        if budget.legacy:
+            head, budget, totals = self._read(dataset)
+            if self._unbounded(dataset, head, budget):
+                return False
+            totals = budget.rule.empty() if against == "budget" else totals
         for events, k, plan_delta, partitions in parsed:
             price = pricing.price(budget, events, k, True, plan_delta, budget.composed(totals))
             totals = budget.rule.add(totals, price.charge, partitions)
@@ -1018,6 +1032,7 @@ class PrivacyAccountant:
                     "work: acct.reserve(...) or acct.spend_plan(...)"
                 )
             _check_partitioned(dataset, current, partitions)
+            _refuse_unbounded(self._unbounded(dataset, head, current))
             _check_covered(
                 dataset, key, partitions_of(found.reserve.body, f"dataset {dataset!r}"), partitions
             )
@@ -1222,6 +1237,21 @@ class PrivacyAccountant:
         budget = budget_of(head.state, where)
         return head, budget, budget.rule.read_totals(head.state.totals, where)
 
+    def _unbounded(self, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
+        """:func:`~dp_pipeline.accounting.verify.unbounded_reading` of the dataset at ``head``: None at once
+        unless ``budget`` is :attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`; otherwise its
+        records are read once per chain head (under a write's lock they end at ``head``)."""
+        if not budget.legacy:
+            return None
+        tip = (head.seq, head.hash)
+        cached = self._readings.get(dataset)
+        if cached is not None and cached[0] == tip:
+            return cached[1]
+        records = self._store.records(dataset)
+        reading = unbounded_reading(dataset, records)
+        self._readings[dataset] = ((records[-1].seq, records[-1].hash), reading)
+        return reading
+
     def _reservation(self, dataset: str, found: ReservationRecords) -> Reservation:
         body = found.reserve.body
         shrunk = [r for r in found.after if r.kind == "shrink"]
@@ -1289,6 +1319,7 @@ class PrivacyAccountant:
                 _check_same_request(dataset, key, found, request)
                 raise KeyAlreadyUsedError(dataset, key, found.status)
             _check_partitioned(dataset, current, partitions)
+            _refuse_unbounded(self._unbounded(dataset, head, current))
             rule = current.rule
             totals = rule.read_totals(head.state.totals, where)
             composed = current.composed(totals)
@@ -1507,6 +1538,12 @@ def _check_covered(dataset: str, key: str, reserved: tuple[str, ...], named: tup
 
 def _is_empty(costs: Any) -> bool:
     return isinstance(costs, (list, tuple)) and not costs
+
+
+def _refuse_unbounded(reading: str | None) -> None:
+    """InvalidParameterError when the dataset's loss is unbounded (``reading`` says why)."""
+    if reading is not None:
+        raise InvalidParameterError(f"{reading} Nothing was charged.", "dataset")
 
 
 def _stated(event: PrivacyEvent, relation: Relation) -> PrivacyEvent:

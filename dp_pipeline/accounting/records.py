@@ -91,9 +91,11 @@ class DatasetBudget:
     move of one person for partition releases whose charge also bounds one person added or removed on the
     partition (the aggregates of :mod:`dp_pipeline.frames`: their replace-one sensitivity is never below
     the add/remove one), because x's removal and y's addition touch each partition at most once each and
-    a partition touched by both sees one replacement. Row-level releases on a partition have no such bound;
-    ``verify()`` reports them. Releases naming a partition are refused on such a dataset; whole-dataset
-    releases are checked against this reading.
+    a partition touched by both sees one replacement. Row-level releases on a partition have no such bound:
+    a dataset holding an active one is spent, with an unbounded loss; its reports say so, ``verify()``
+    reports it, and every release on it is refused
+    (:func:`~dp_pipeline.accounting.verify.unbounded_reading`). Releases naming a partition are refused on
+    such a dataset; whole-dataset releases are checked against this reading.
     """
 
     rule: BudgetRule

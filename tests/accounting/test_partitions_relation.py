@@ -119,15 +119,16 @@ def old_ledger(tmp_path: Path) -> str:
 def test_an_old_ledger_verifies_and_reports_its_replace_one_partitions(old_ledger: str) -> None:
     with PrivacyAccountant(old_ledger, create=False) as acct:
         report = acct.verify()
-    assert set(report.datasets) == {"visits", "coded", "wards", "flat"}
+    assert set(report.datasets) == {"visits", "coded", "wards", "flat", "withdrawn"}
     findings = {finding.split("'")[1]: finding for finding in report.findings}
-    assert set(findings) == {"visits", "coded", "wards"}  # flat is not partitioned
+    assert set(findings) == {"visits", "coded", "wards", "withdrawn"}  # flat is not partitioned
     # visits: two ε = 1 counts on two days; every partition counts for every person: 2 > 1
     assert "ε = 2" in findings["visits"] and "ABOVE its budget ε = 1" in findings["visits"]
     # wards: 0.5 on the whole dataset, 1 on north, 1 on south: 2.5 ≤ 5
     assert "ε = 2.5" in findings["wards"] and "within its budget" in findings["wards"]
     # coded: randomized response on two days: no amount bounds it
     assert "unbounded" in findings["coded"] and "unbounded" not in findings["wards"]
+    assert "unbounded" not in findings["withdrawn"]  # its randomized response was cancelled
     assert all("replace-one" in finding for finding in findings.values())
     assert "finding: dataset 'visits'" in str(report)
 
@@ -158,7 +159,97 @@ def test_an_old_replace_one_partitioned_dataset_is_priced_without_parallel_compo
         acct.set_budget("wards", PureDP(6.0), reason="raised")  # the old declaration may be kept ...
         with pytest.raises(InvalidParameterError, match="active spend"):
             acct.set_budget("wards", PureDP(6.0), relation="add_remove")  # ... not changed while active
-        assert len(acct.verify().findings) == 3
+        assert len(acct.verify().findings) == 4
+
+
+def _rr_outputs_per_day(rows_a: list[int], rows_b: list[int]) -> tuple[int, int]:
+    """How many answers randomized response releases on days A and B: one per row, whatever ε."""
+    from dp_pipeline.mechanisms import BinaryRandomizedResponse
+
+    mechanism = BinaryRandomizedResponse(epsilon=1.0)
+    return len(mechanism.randomize(rows_a)), len(mechanism.randomize(rows_b))
+
+
+def test_an_old_dataset_with_randomized_response_on_partitions_is_exhausted_and_refuses_every_spend(
+    old_ledger: str,
+) -> None:
+    """``coded`` holds randomized response on days a and b under replace-one. Independently: moving one
+    person from day a to day b changes how many answers each day releases, an event of probability 1 on one
+    dataset and 0 on its neighbour, so no ε bounds the loss: the dataset is spent, not at a finite sum."""
+    before, moved = _rr_outputs_per_day([1, 0], [1]), _rr_outputs_per_day([1], [0, 1])
+    assert before != moved  # P[lengths = before] is 1 on one neighbour, 0 on the other: the ratio is ∞
+    with PrivacyAccountant(old_ledger, create=False) as acct:
+        spent, remaining = acct.spent("coded"), acct.remaining("coded")
+        assert math.isinf(spent.epsilon) and remaining.epsilon == 0.0 and remaining.delta == 0.0
+        assert spent.unbounded is not None and spent.unbounded == remaining.unbounded
+        assert "seq 2, 4" in spent.unbounded and "unbounded" in str(spent) and "unbounded" in str(remaining)
+        records = acct.store.records("coded")
+        head = acct.store.head("coded")
+        refusals = (
+            lambda: acct.spend("coded", PureDP(0.01)),  # the whole dataset, however small
+            lambda: acct.reserve("coded", PureDP(0.01)),
+            lambda: acct.spend_plan("coded", [PureDP(0.01)]),
+        )
+        for refused in refusals:
+            with pytest.raises(InvalidParameterError, match="treated as spent") as info:
+                refused()
+            assert info.value.parameter == "dataset" and "declare a new dataset" in str(info.value)
+        assert not acct.plans_fit("coded", [([PureDP(0.01)], 1, None)])
+        assert acct.store.records("coded") == records and acct.store.head("coded") == head  # nothing written
+        # the same reading as verify's, which names the same records
+        finding = next(f for f in acct.verify().findings if "'coded'" in f)
+        assert "seq 2, 4" in finding
+        # the reading touches only that dataset: the others keep finite amounts and take spends
+        assert acct.spent("visits").unbounded is None and acct.spent("wards").epsilon == 2.5
+        acct.spend("wards", PureDP(0.5))
+
+
+def test_a_cancelled_randomized_response_on_a_partition_does_not_exhaust_an_old_dataset(
+    old_ledger: str,
+) -> None:
+    """``withdrawn``: randomized response reserved on day a and cancelled (nothing released), then an
+    ε = 0.5 count on day b: read without parallel composition it has spent 0.5 of ε = 2."""
+    with PrivacyAccountant(old_ledger, create=False) as acct:
+        assert acct.spent("withdrawn").unbounded is None
+        assert acct.spent("withdrawn").epsilon == 0.5 and acct.remaining("withdrawn").epsilon == 1.5
+        acct.spend("withdrawn", PureDP(1.5))
+        with pytest.raises(BudgetExceededError):
+            acct.spend("withdrawn", PureDP(0.01))
+        acct.verify()
+
+
+def test_the_row_level_kinds_are_those_of_the_mechanisms_that_state_replace_one() -> None:
+    """The kinds the reading recognises are exactly the event kinds of the mechanisms that state
+    replace-one themselves (row-level: one output per row), found here by walking the mechanism classes."""
+    from dp_pipeline import mechanisms
+    from dp_pipeline.accounting.verify import ROW_LEVEL_KINDS
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(c for sub in cls.__subclasses__() for c in subclasses(sub))]
+
+    row_level = {
+        c.event_kind
+        for c in subclasses(mechanisms.Mechanism)
+        if getattr(c, "event_relation", None) == "replace_one"
+    }
+    assert row_level == ROW_LEVEL_KINDS
+
+
+def test_datasets_not_declared_by_an_earlier_version_read_no_records_to_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("v", PureDP(2.0), relation="add_remove", partitions=1)
+    acct.set_budget("flat", PureDP(2.0))
+
+    def no_scan(dataset: str) -> None:
+        raise AssertionError(f"records of {dataset!r} read")
+
+    monkeypatch.setattr(acct.store, "records", no_scan)
+    acct.spend("v", laplace_event(1.0).under("add_remove"), partition="a")
+    acct.spend("flat", PureDP(1.0))
+    assert acct.spent("v").unbounded is None and acct.remaining("flat").epsilon == 1.0
+    assert acct.plans_fit("v", [([PureDP(0.5)], 1, "b")])
 
 
 # --------------------------------------------------------------------------------- exact check for L = 1

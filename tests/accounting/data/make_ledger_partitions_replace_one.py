@@ -23,6 +23,10 @@ def main(url: str) -> None:
     a.set_budget("coded", PureDP(2.0), partitions=1)
     for day in ("a", "b"):
         a.spend("coded", BinaryRandomizedResponse(epsilon=1.0), partition=day)
+    a.set_budget("withdrawn", PureDP(2.0), partitions=1)  # a row-level release cancelled before it ran
+    held = a.reserve("withdrawn", BinaryRandomizedResponse(epsilon=1.0), partition="a")
+    held.cancel(reason="the data failed the release's checks")
+    a.spend("withdrawn", Laplace(epsilon=0.5, sensitivity=1.0), partition="b")
     a.set_budget("wards", PureDP(5.0), partitions=2)
     a.spend("wards", Laplace(epsilon=0.5, sensitivity=1.0))
     a.spend("wards", Laplace(epsilon=1.0, sensitivity=1.0), partition="north")
