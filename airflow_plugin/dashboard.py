@@ -29,6 +29,7 @@ from airflow_plugin.reports import (
     summarize_all,
 )
 from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.accounting.reports import partition_reading
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -187,11 +188,11 @@ def _partition_table(spent: Mapping[str, BudgetReport]) -> str:
         f'<td class="num">{_e(format_guarantee(report.guarantee))}</td><td>{_e(report.method)}</td></tr>'
         for name, report in spent.items()
     )
-    limit = next(iter(spent.values())).partitions
+    first = next(iter(spent.values()))
+    reading = partition_reading(first.relation, first.partitions)
     return (
-        f'<table class="partitions"><caption>per partition (at most {_e(limit)} per person; the dataset\'s '
-        "spent amount composes the largest)</caption><thead><tr><th>partition</th><th>spent</th>"
-        f"<th>method</th></tr></thead><tbody>{rows}</tbody></table>"
+        f'<table class="partitions"><caption>per partition ({_e(reading)})</caption><thead><tr>'
+        f"<th>partition</th><th>spent</th><th>method</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
 

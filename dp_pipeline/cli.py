@@ -56,6 +56,7 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
     ) from None
 
 from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
+from dp_pipeline.accounting.reports import partition_reading
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -270,7 +271,16 @@ def _amount(g: Guarantee | None) -> str:
 
 
 def _report_json(report: Any) -> dict[str, Any]:
-    return {"guarantee": report.guarantee.to_dict(), "method": report.method}
+    shown = {"guarantee": report.guarantee.to_dict(), "method": report.method}
+    if report.unbounded is not None:  # no amount bounds the loss: why (absent otherwise, as before)
+        shown["unbounded"] = report.unbounded
+    return shown
+
+
+def _spent_cell(spent: dict[str, Any]) -> str:
+    if "unbounded" in spent:
+        return "unbounded: the data are spent (see 'dp-pipeline ledger verify')"
+    return f"{_shown(spent['guarantee'])} ({_RULES.get(spent['method'])})"
 
 
 def _status(acct: Any, dataset: str) -> dict[str, Any]:
@@ -325,7 +335,7 @@ def _status_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             _shown(row["budget"]),
             _rule(row["budget"], row["rule"]),
             row["relation"],
-            f"{_shown(row['spent']['guarantee'])} ({_RULES.get(row['spent']['method'])})",
+            _spent_cell(row["spent"]),
             _shown(row["remaining"]["guarantee"]),
             str(row["open_reservations"]),
         )
@@ -339,10 +349,8 @@ def _partition_table(status: dict[str, Any]) -> Table | None:
     """What each partition of a partitioned dataset has spent (None for a dataset that is not)."""
     if "partitions" not in status:
         return None
-    title = (
-        f"partitions of {printable(status['dataset'])!r}: at most {status['partitions']} per person; the "
-        "dataset's spent amount composes the largest"
-    )
+    reading = partition_reading(status["relation"], status["partitions"])
+    title = f"partitions of {printable(status['dataset'])!r}: {reading}"
     table = Table(title=title, title_justify="left")
     table.add_column("partition", overflow="fold")
     table.add_column("spent", overflow="fold")
@@ -503,6 +511,7 @@ def _release_json(entry: Any) -> dict[str, Any]:
         "paid_from": entry.paid_from,
         "partitions": list(entry.partitions),
         "sampler": entry.sampler,
+        "relation": entry.relation,
         "events": [e.to_dict() for e in entry.events],
     }
 
@@ -568,6 +577,7 @@ def budget_history(
         named = any(e.partitions for e in entries)
         if named:
             table.add_column("partitions", overflow="fold")
+            table.add_column("relation", no_wrap=True)
         fast = any(e.sampler for e in entries)
         if fast:
             table.add_column("sampler", no_wrap=True)
@@ -581,7 +591,7 @@ def budget_history(
                 e.status,
             ]
             if named:
-                row.append(printable(", ".join(e.partitions)) or "(whole dataset)")
+                row += [printable(", ".join(e.partitions)) or "(whole dataset)", e.relation or ""]
             if fast:
                 row.append(e.sampler or "")
             table.add_row(*row)
@@ -632,6 +642,7 @@ def ledger_verify(
                     "records": report.records,
                     "signatures": report.signatures,
                     "anchored": report.anchored,
+                    "findings": list(report.findings),
                 }
             )
         else:

@@ -95,6 +95,7 @@ def test_ledger_verify_passes_and_detects_tampering(url: str, tmp_path: Path) ->
         "records": 5,
         "signatures": False,
         "anchored": False,
+        "findings": [],
     }
     assert report.records == 5
     conn = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typer.testing import CliRunner
 from dp_pipeline import PrivacyAccountant, PureDP
 from dp_pipeline.cli import app
 
+_ADD_REMOVE = ("--relation", "add_remove")  # partitioned budgets require add/remove
+
 
 def _run(*args: str) -> str:
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
@@ -27,7 +30,19 @@ def test_budget_show_lists_what_each_partition_spent(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     _run("ledger", "init", "--ledger", url)
     shown = json.loads(
-        _run("budget", "set", "visits", "--epsilon", "2", "--partitions", "2", "--json", "--ledger", url)
+        _run(
+            "budget",
+            "set",
+            "visits",
+            "--epsilon",
+            "2",
+            *_ADD_REMOVE,
+            "--partitions",
+            "2",
+            "--json",
+            "--ledger",
+            url,
+        )
     )
     assert shown["partitions"] == 2 and shown["partition_spent"] == {}
     with PrivacyAccountant(url, create=False) as acct:
@@ -42,6 +57,7 @@ def test_budget_show_lists_what_each_partition_spent(tmp_path: Path) -> None:
     }
     table = _run("budget", "show", "visits", "--ledger", url)
     assert "at most 2 per person" in table and "2026-11-25" in table and "ε = 1.5" in table
+    assert "read under add_remove" in " ".join(table.split())  # the relation the rule was read under
     listed = json.loads(_run("budget", "list", "--json", "--ledger", url))
     assert listed == [status]
 
@@ -50,7 +66,7 @@ def test_a_bad_number_of_partitions_is_an_input_error(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     _run("ledger", "init", "--ledger", url)
     result = CliRunner().invoke(
-        app, ["budget", "set", "v", "--epsilon", "1", "--partitions", "0", "--ledger", url]
+        app, ["budget", "set", "v", "--epsilon", "1", *_ADD_REMOVE, "--partitions", "0", "--ledger", url]
     )
     assert result.exit_code == 2 and "partitions" in result.stderr
     assert json.loads(_run("budget", "list", "--json", "--ledger", url)) == []
@@ -72,7 +88,7 @@ def test_plan_check_prices_a_plan_on_the_partitions_it_names(tmp_path: Path) -> 
     independently here as the largest day total within ε = 1."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     _run("ledger", "init", "--ledger", url)
-    _run("budget", "set", "visits", "--epsilon", "1", "--partitions", "1", "--ledger", url)
+    _run("budget", "set", "visits", "--epsilon", "1", *_ADD_REMOVE, "--partitions", "1", "--ledger", url)
     with PrivacyAccountant(url, create=False) as acct:
         acct.spend("visits", PureDP(0.625), partition="2026-11-24")
     plan = tmp_path / "plan.json"
@@ -130,7 +146,7 @@ def test_history_shows_the_partitions_each_release_named(tmp_path: Path) -> None
     rendered name: the JSON lists each record's partitions (empty: the whole dataset), the table a column."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     _run("ledger", "init", "--ledger", url)
-    _run("budget", "set", "visits", "--epsilon", "2", "--partitions", "2", "--ledger", url)
+    _run("budget", "set", "visits", "--epsilon", "2", *_ADD_REMOVE, "--partitions", "2", "--ledger", url)
     with PrivacyAccountant(url, create=False) as acct:
         acct.spend("visits", PureDP(0.25), partition="2026-11-24", label="one day")
         acct.spend("visits", PureDP(0.25), partition=["2026-11-24", "2026-11-25"], label="two days")
@@ -149,5 +165,28 @@ def test_history_shows_the_partitions_each_release_named(tmp_path: Path) -> None
     shown = json.loads(_run("budget", "history", "visits", "--json", "--ledger", url))
     assert [(e["label"], e["partitions"]) for e in shown] == expected
     assert shown[-1]["paid_from"] == "task"
+    assert {e["relation"] for e in shown} == {"add_remove"}
     table = _run("budget", "history", "visits", "--ledger", url)
     assert "partitions" in table and "2026-11-24, 2026-11-25" in table and "(whole dataset)" in table
+    assert "add_remove" in table
+
+
+def test_ledger_verify_reports_an_old_replace_one_partitioned_dataset(tmp_path: Path) -> None:
+    """A ledger written when partitions were accepted on replace-one datasets: verify passes and lists a
+    finding per such dataset; budget show reads its partitions under replace-one."""
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "accounting" / "data" / "ledger_partitions_replace_one.db", path)
+    url = f"sqlite:///{path}"
+    shown = json.loads(_run("ledger", "verify", "--json", "--ledger", url))
+    assert shown["verified"] and len(shown["findings"]) == 4
+    assert any("'visits'" in finding and "ABOVE" in finding for finding in shown["findings"])
+    assert "finding: dataset 'coded'" in _run("ledger", "verify", "--ledger", url)
+    table = " ".join(_run("budget", "show", "visits", "--ledger", url).split())
+    assert "under replace_one by an earlier version" in table
+    assert "every partition counts for every person" in table
+    # coded holds randomized response on its days: no amount bounds its loss (accounting's reading)
+    status = json.loads(_run("budget", "show", "coded", "--json", "--ledger", url))
+    assert "treated as spent" in status["spent"]["unbounded"] and "unbounded" in status["remaining"]
+    shown_coded = " ".join(_run("budget", "show", "coded", "--ledger", url).split())
+    assert "unbounded: the data are spent" in shown_coded
+    assert "unbounded" not in json.loads(_run("budget", "show", "visits", "--json", "--ledger", url))["spent"]

@@ -65,7 +65,14 @@ from dp_pipeline.accounting.reports import (
 from dp_pipeline.accounting.reservation import Reservation, warn_renamed
 from dp_pipeline.accounting.rules import Totals, user_rule
 from dp_pipeline.accounting.scope import check_plain_spend
-from dp_pipeline.accounting.verify import ANCHOR_FORMAT, check_anchor, check_semantics, read_anchor
+from dp_pipeline.accounting.verify import (
+    ANCHOR_FORMAT,
+    check_anchor,
+    check_semantics,
+    legacy_partitions_finding,
+    read_anchor,
+    unbounded_reading,
+)
 from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -183,9 +190,37 @@ def _check_partitioned(dataset: str, budget: DatasetBudget, partitions: tuple[st
     if partitions and budget.partitions is None:
         raise InvalidParameterError(
             f"dataset {dataset!r} is not partitioned, so a release cannot name a partition; declare it with "
-            "set_budget(..., partitions=L) (L: the most partitions one person's data lie in), or charge "
+            "set_budget(..., relation='add_remove', partitions=L) (L: the most partitions one person's data "
+            "lie in), or charge "
             "the whole dataset",
             "partition",
+        )
+    if partitions and budget.legacy:
+        raise InvalidParameterError(
+            f"dataset {dataset!r} was declared partitioned under replace-one by an earlier version; parallel "
+            "composition does not hold under replace-one (a person replaced may move to other partitions), "
+            "so nothing is charged to its partitions any more: its partition totals count for every person, "
+            f"and releases on the whole dataset are checked against that. Declare it with "
+            f"set_budget({dataset!r}, ..., relation='add_remove') once it has no active spends, or release "
+            "per partition on a new dataset declared with relation='add_remove', partitions=L",
+            "partition",
+        )
+
+
+def _check_parallel(dataset: str, previous: DatasetBudget | None, new: DatasetBudget) -> None:
+    """InvalidParameterError unless a partitioned budget is declared under add/remove (a dataset declared
+    partitioned under replace-one by an earlier version may keep that declaration, read without parallel
+    composition)."""
+    kept = previous is not None and previous.legacy and previous.partitions == new.partitions
+    if new.legacy and not kept:
+        raise InvalidParameterError(
+            f"a partitioned budget requires relation='add_remove', and dataset {dataset!r} would be "
+            f"{new.relation!r}: parallel composition over partitions holds when one person is added or "
+            "removed, not when one is replaced by another who may lie in other partitions. Declare "
+            f"set_budget({dataset!r}, ..., relation='add_remove', partitions=L): aggregates (dp_count, "
+            "dp_sum, dp_mean, dp_histogram) calibrate to add/remove, and row-level releases (add_noise, "
+            "randomized_response) are refused on such a dataset. Nothing was changed.",
+            "partitions",
         )
 
 
@@ -251,10 +286,12 @@ class PrivacyAccountant:
     Which rule a budget uses is fixed when the budget is set, before any spend, and cannot change while
     spends are recorded: switching rules after results are known is not a valid composition.
 
-    **Partitions.** A dataset declared with ``set_budget(..., partitions=L)`` keeps one total per partition;
-    a release names the partitions it reads (``partition=``), and the rule composes the whole-dataset
-    releases with the L largest partition totals (parallel composition, valid adaptively: see
-    :class:`~dp_pipeline.accounting.records.DatasetBudget`). :meth:`partitions` reports each partition.
+    **Partitions.** A dataset declared with ``set_budget(..., relation="add_remove", partitions=L)`` keeps
+    one total per partition; a release names the partitions it reads (``partition=``), and is accepted while
+    every person's loss (the whole-dataset releases and those of the partitions holding their data) fits:
+    exactly for L = 1, through the L largest partition totals for L ≥ 2 (parallel composition, valid
+    adaptively under add/remove only: see :class:`~dp_pipeline.accounting.records.DatasetBudget`).
+    :meth:`partitions` reports each partition.
 
     **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
     :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
@@ -332,6 +369,8 @@ class PrivacyAccountant:
         timeout: float = 30.0,
     ) -> None:
         self._budgets: dict[str, DatasetBudget] = {}  # last budget seen per dataset: a pricing hint only
+        # per legacy dataset, unbounded_reading of its records and the chain tip (seq, hash) it was read at
+        self._readings: dict[str, tuple[tuple[int, str], str | None]] = {}
         if isinstance(ledger, str):
             if key is None:
                 key = os.environ.get(KEY_ENV) or None
@@ -406,10 +445,13 @@ class PrivacyAccountant:
             Deprecated name of ``rule`` (DeprecationWarning).
         partitions : int, optional
             Declare the dataset partitioned by a public attribute (a region, a cohort, the day of a per-day
-            dataset), with L = ``partitions`` the most partitions one person's data lie in. Releases then
+            dataset), with L = ``partitions`` the most partitions one person's data lie in. Requires
+            ``relation="add_remove"`` (parallel composition does not hold under replace-one). Releases then
             name the partitions they read (``spend(..., partition=...)``), each partition keeps its own
-            total, and the dataset's spent amount composes, under its rule, the L largest partition totals
-            plus the releases that named no partition (parallel composition; the validity argument is in
+            total, and a release is accepted while every person's loss, the releases that named no
+            partition plus those of the partitions holding the person's data, fits (exactly for L = 1,
+            through the L largest partition totals for L ≥ 2); the dataset's spent amount composes the L
+            largest partition totals (parallel composition; the validity argument is in
             :class:`~dp_pipeline.accounting.records.DatasetBudget`). None keeps the declaration of an
             existing dataset (a new one is not partitioned). While spends are recorded L may grow, not
             shrink. Names such as ``"visits/2026-11-24"`` map to a dataset and a partition with
@@ -418,9 +460,9 @@ class PrivacyAccountant:
         Raises
         ------
         InvalidParameterError
-            A wrong type, a rule that does not take this budget, a budget below what is already spent, or a
-            change of currency, rule or relation (or a smaller L) while spends are recorded. Nothing changes
-            then.
+            A wrong type, a rule that does not take this budget, a budget below what is already spent, a
+            partitioned budget on a relation other than ``"add_remove"``, or a change of currency, rule or
+            relation (or a smaller L) while spends are recorded. Nothing changes then.
 
         Notes
         -----
@@ -445,12 +487,14 @@ class PrivacyAccountant:
             previous: DatasetBudget | None = None
             if head is None:
                 new, totals = DatasetBudget(chosen, asked or DEFAULT_RELATION, declared), chosen.empty()
+                _check_parallel(dataset, None, new)
             else:
                 where = f"dataset {dataset!r}"
                 previous = budget_of(head.state, where)
                 new = DatasetBudget(chosen, asked or previous.relation, declared or previous.partitions)
                 if previous == new:
                     return
+                _check_parallel(dataset, previous, new)
                 totals = _changed_totals(
                     dataset, previous, new, previous.rule.read_totals(head.state.totals, where)
                 )
@@ -477,14 +521,20 @@ class PrivacyAccountant:
     # ------------------------------------------------------------------------------------- reports
 
     def spent(self, dataset: str) -> BudgetReport:
-        """What the dataset has spent (open reservations included), rounded up, with the method."""
-        _, budget, totals = self._read(dataset)
-        return budget_report(dataset, "spent", budget, totals)
+        """What the dataset has spent (open reservations included), rounded up, with the method.
+
+        A dataset declared partitioned under replace-one by an earlier version whose records hold a
+        row-level release on a partition has an unbounded loss: the report says so (``unbounded``, ε or μ
+        ``inf``; see :func:`~dp_pipeline.accounting.verify.unbounded_reading`).
+        """
+        head, budget, totals = self._read(dataset)
+        return budget_report(dataset, "spent", budget, totals, self._unbounded(dataset, head, budget))
 
     def remaining(self, dataset: str) -> BudgetReport:
-        """What is left of the dataset's budget, rounded down, with the method."""
-        _, budget, totals = self._read(dataset)
-        return budget_report(dataset, "remaining", budget, totals)
+        """What is left of the dataset's budget, rounded down, with the method (nothing, and why, for a
+        dataset whose loss is unbounded: see :meth:`spent`)."""
+        head, budget, totals = self._read(dataset)
+        return budget_report(dataset, "remaining", budget, totals, self._unbounded(dataset, head, budget))
 
     def partitions(self, dataset: str) -> dict[str, BudgetReport]:
         """What each partition of a partitioned dataset has spent, by partition name (sorted).
@@ -764,6 +814,11 @@ class PrivacyAccountant:
             A plan cannot be charged to the budget at all.
         """
         budget, totals, parsed = self._plans(dataset, plans, delta, against)
+        if budget.legacy:
+            head, budget, totals = self._read(dataset)
+            if self._unbounded(dataset, head, budget):
+                return False
+            totals = budget.rule.empty() if against == "budget" else totals
         for events, k, plan_delta, partitions in parsed:
             price = pricing.price(budget, events, k, True, plan_delta, budget.composed(totals))
             totals = budget.rule.add(totals, price.charge, partitions)
@@ -977,6 +1032,7 @@ class PrivacyAccountant:
                     "work: acct.reserve(...) or acct.spend_plan(...)"
                 )
             _check_partitioned(dataset, current, partitions)
+            _refuse_unbounded(self._unbounded(dataset, head, current))
             _check_covered(
                 dataset, key, partitions_of(found.reserve.body, f"dataset {dataset!r}"), partitions
             )
@@ -1080,6 +1136,13 @@ class PrivacyAccountant:
         the budget in force when it was made, and fitted that budget; that commits and releases end open
         reservations, once; and that idempotency keys are unique.
 
+        A dataset declared partitioned under replace-one by an earlier version (whose partition charges
+        were accepted under parallel composition, which does not hold under replace-one) verifies as its
+        records were written, and is re-read soundly in the report's ``findings``: what it has spent with
+        every partition total counting for every person, whether that exceeds its budget, and its
+        row-level partition releases, whose loss is unbounded (see
+        :class:`~dp_pipeline.accounting.records.DatasetBudget`).
+
         Parameters
         ----------
         dataset : str, optional
@@ -1103,6 +1166,7 @@ class PrivacyAccountant:
         signer = getattr(self._store, "signer", None)
         count = 0
         tips: dict[str, list[LedgerRecord]] = {}
+        findings: list[str] = []
         for name in names:
             records = self._store.records(name)
             head = self._store.head(name)
@@ -1111,11 +1175,14 @@ class PrivacyAccountant:
                 raise LedgerError(f"ledger verification failed: {problem}")
             count += len(records)
             tips[name] = records
+            finding = legacy_partitions_finding(name, records, head)
+            if finding:
+                findings.append(finding)
         if anchor is not None:
             problem = check_anchor(read_anchor(anchor), tips, signer, only=dataset)
             if problem:
                 raise LedgerError(f"ledger verification against the anchor failed: {problem}")
-        return VerifyReport(tuple(names), count, signer is not None, anchor is not None)
+        return VerifyReport(tuple(names), count, signer is not None, anchor is not None, tuple(findings))
 
     def anchor(self) -> dict[str, Any]:
         """Verify the ledger and return a checkpoint of every dataset's head, to keep outside the database.
@@ -1169,6 +1236,21 @@ class PrivacyAccountant:
         where = f"dataset {dataset!r}"
         budget = budget_of(head.state, where)
         return head, budget, budget.rule.read_totals(head.state.totals, where)
+
+    def _unbounded(self, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
+        """:func:`~dp_pipeline.accounting.verify.unbounded_reading` of the dataset at ``head``: None at once
+        unless ``budget`` is :attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`; otherwise its
+        records are read once per chain head (under a write's lock they end at ``head``)."""
+        if not budget.legacy:
+            return None
+        tip = (head.seq, head.hash)
+        cached = self._readings.get(dataset)
+        if cached is not None and cached[0] == tip:
+            return cached[1]
+        records = self._store.records(dataset)
+        reading = unbounded_reading(dataset, records)
+        self._readings[dataset] = ((records[-1].seq, records[-1].hash), reading)
+        return reading
 
     def _reservation(self, dataset: str, found: ReservationRecords) -> Reservation:
         body = found.reserve.body
@@ -1237,6 +1319,7 @@ class PrivacyAccountant:
                 _check_same_request(dataset, key, found, request)
                 raise KeyAlreadyUsedError(dataset, key, found.status)
             _check_partitioned(dataset, current, partitions)
+            _refuse_unbounded(self._unbounded(dataset, head, current))
             rule = current.rule
             totals = rule.read_totals(head.state.totals, where)
             composed = current.composed(totals)
@@ -1455,6 +1538,12 @@ def _check_covered(dataset: str, key: str, reserved: tuple[str, ...], named: tup
 
 def _is_empty(costs: Any) -> bool:
     return isinstance(costs, (list, tuple)) and not costs
+
+
+def _refuse_unbounded(reading: str | None) -> None:
+    """InvalidParameterError when the dataset's loss is unbounded (``reading`` says why)."""
+    if reading is not None:
+        raise InvalidParameterError(f"{reading} Nothing was charged.", "dataset")
 
 
 def _stated(event: PrivacyEvent, relation: Relation) -> PrivacyEvent:

@@ -96,7 +96,7 @@ def locate_partition(name: str, ledger: _Budgets) -> tuple[str, str | None]:
     --------
     >>> from dp_pipeline import PrivacyAccountant, PureDP
     >>> acct = PrivacyAccountant("memory://")
-    >>> acct.set_budget("visits", PureDP(1.0), partitions=1)
+    >>> acct.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     >>> locate_partition("visits/2026-11-24", acct)
     ('visits', '2026-11-24')
     >>> locate_partition("visits", acct)
@@ -111,8 +111,9 @@ def locate_partition(name: str, ledger: _Budgets) -> tuple[str, str | None]:
     if ledger.budget(dataset).partitions is None:
         raise InvalidParameterError(
             f"{name!r} names partition {partition!r} of dataset {dataset!r}, which is not partitioned, so "
-            f"nothing was charged: declare it partitioned (set_budget({dataset!r}, ..., partitions=L); "
-            f"'dp-pipeline budget set {dataset} ... --partitions L') or give {name!r} a budget of its own",
+            f"nothing was charged: declare it partitioned (set_budget({dataset!r}, ..., "
+            f"relation='add_remove', partitions=L); 'dp-pipeline budget set {dataset} ... --relation "
+            f"add_remove --partitions L') or give {name!r} a budget of its own",
             "dataset",
         )
     return dataset, partition

@@ -51,29 +51,51 @@ class DatasetBudget:
     rule derived from it), the dataset's neighbouring relation, and for a partitioned dataset L, the most
     partitions one person's data lie in.
 
-    **Partitions (parallel composition).** A dataset partitioned by a public attribute (a region, a cohort,
-    the day of a per-day dataset), with each person's data in at most L partitions, keeps one running total
-    per partition; a release adds its charge to every partition it names, or, naming none, to the
-    whole-dataset total. The rule checks and reports :meth:`composed`: the whole-dataset total plus, per
-    amount, the L largest partition totals (L = 1: the largest; basic composition: the sum of the L largest
-    ε and of the L largest δ; μ-GDP: the root of the sum of the L largest μ²; zCDP: the sum of the L
-    largest ρ).
+    **Partitions (parallel composition), add/remove only.** A dataset partitioned by a public attribute (a
+    region, a cohort, the day of a per-day dataset), with each person's data in at most L partitions, keeps
+    one running total per partition; a release adds its charge to every partition it names, or, naming
+    none, to the whole-dataset total. Partitioned budgets require ``relation="add_remove"``
+    (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.set_budget` refuses any other). A person x
+    then has the loss of the whole-dataset total plus the totals of the partitions S_x holding their data.
+    The check (:meth:`fits`) is exact for L = 1: every person's totals fit, that is the whole-dataset total
+    alone and the whole-dataset total plus each single partition's (:meth:`Totals.each_person`). For
+    L ≥ 2 it checks an upper bound on every person's totals, :meth:`Totals.largest` (the whole-dataset
+    total plus, per amount, the L largest partition totals, possibly of different partitions). Reports
+    (:meth:`composed`) show that upper bound for every L.
 
-    Validity under adaptive spends: fix neighbours D, D' differing in one person x, whose data lie in a set
-    S of at most L partitions (under ``"add_remove"`` x's rows are present or not; under ``"replace_one"``
-    the replacement's rows lie in the same partitions, which is what declaring the attribute public means).
-    A release that reads only partitions outside S computes the same function of the same rows on D and D':
-    its output has the same distribution on both, given everything released before, so it adds nothing to
-    x's privacy loss. Every release that reads x's data named a partition of S (it was added to that
-    partition's total) or named none (whole-dataset total). So x's loss composes releases whose charges sum,
-    amount by amount, to at most the whole-dataset total plus the totals of the partitions of S, at most
-    :meth:`composed`. The accountant accepts a release only if :meth:`composed` fits after it, and the
-    rule's check is monotone in every amount, so at every step x's own sums fit the rule too. Whether a
-    release is accepted depends only on the releases before it (not on the data), so for x the accountant
-    is the rule's own filter run on x's charges (zero for releases outside S), whose validity under
-    adaptively chosen charges is the rule's (see its docstring). This holds for every x at once.
-    L is a declaration about the data, like a sensitivity: the frame functions enforce it on the rows of
-    one release (``partition_column=``); across releases it must hold for the data themselves.
+    Validity under adaptive spends: fix add/remove neighbours D, D' differing in one person x, whose data
+    lie in a set S_x of at most L partitions. A release that reads only partitions outside S_x computes the
+    same function of the same rows on D and D': its output has the same distribution on both, given
+    everything released before, so it adds nothing to x's privacy loss. Every release that reads x's data
+    named a partition of S_x (it was added to that partition's total) or named none (the whole-dataset
+    total), and its charge bounds its loss for x added or removed. So x's loss composes releases whose
+    charges sum, amount by amount, to the whole-dataset total plus the totals of the partitions of S_x. The
+    accountant accepts a release only if these sums fit the rule after it, for every possible S_x (L = 1:
+    checked one by one; L ≥ 2: through an amountwise upper bound, and the rule's check is monotone in
+    every amount), so at every step x's own sums fit. Whether a release is accepted depends only on the
+    releases before it (not on the data), so for x the accountant is the rule's own filter run on x's
+    charges (zero for releases outside S_x), whose validity under adaptively chosen charges is the rule's
+    (see its docstring). This holds for every x at once. L is a declaration about the data, like a
+    sensitivity: the frame functions enforce it on the rows of one release (``partition_column=``); across
+    releases it must hold for the data themselves.
+
+    **Why not replace-one.** Replacing x by y may take x's rows out of the partitions S_x and put y's rows
+    into other partitions S_y: a release on a partition of S_x and one on a partition of S_y both change.
+    Two ε = 1 counts on days A and B then lose 2 for a person moved from A to B, not the 1 of the largest
+    partition; and a row-level release on a partition (randomized response) shows how many rows it holds,
+    which the move changes, so its loss is unbounded.
+
+    **Ledgers written before.** Earlier versions accepted partitions on replace-one datasets (:attr:`legacy`).
+    Such a dataset is read without parallel composition: every partition total counts for every person
+    (:meth:`Totals.summed`, the whole-dataset total plus the sum of all partition totals). This bounds a
+    move of one person for partition releases whose charge also bounds one person added or removed on the
+    partition (the aggregates of :mod:`dp_pipeline.frames`: their replace-one sensitivity is never below
+    the add/remove one), because x's removal and y's addition touch each partition at most once each and
+    a partition touched by both sees one replacement. Row-level releases on a partition have no such bound:
+    a dataset holding an active one is spent, with an unbounded loss; its reports say so, ``verify()``
+    reports it, and every release on it is refused
+    (:func:`~dp_pipeline.accounting.verify.unbounded_reading`). Releases naming a partition are refused on
+    such a dataset; whole-dataset releases are checked against this reading.
     """
 
     rule: BudgetRule
@@ -83,6 +105,12 @@ class DatasetBudget:
     @property
     def guarantee(self) -> Guarantee:
         return self.rule.budget
+
+    @property
+    def legacy(self) -> bool:
+        """Whether the dataset was declared partitioned under replace-one (by an earlier version), so that
+        its partitions are read without parallel composition."""
+        return self.partitions is not None and self.relation != "add_remove"
 
     def state(self) -> dict[str, Any]:
         """The head row's ``budget`` JSON (``"partitions"`` only for a partitioned dataset)."""
@@ -95,13 +123,26 @@ class DatasetBudget:
         }
 
     def composed(self, totals: Totals) -> Totals:
-        """What the rule checks and reports: ``totals`` as they count for the person with the most loss (see
-        the class notes); ``totals`` themselves for a dataset that is not partitioned."""
-        return totals if self.partitions is None else totals.largest(self.partitions)
+        """What reports show and plans are priced against: totals at least those of every person (see the
+        class notes); ``totals`` themselves for a dataset that is not partitioned."""
+        if self.partitions is None:
+            return totals
+        return totals.summed() if self.legacy else totals.largest(self.partitions)
 
     def fits(self, totals: Totals) -> bool:
-        """Whether ``totals`` are within the budget under the rule (and the partitions)."""
+        """Whether every person's totals are within the budget under the rule (see the class notes)."""
+        if self.partitions == 1 and not self.legacy:
+            return all(self.rule.fits(person) for person in totals.each_person())
         return self.rule.fits(self.composed(totals))
+
+    def fitted_when_written(self, totals: Totals) -> bool:
+        """Whether a writer of this ledger could have accepted ``totals``: :meth:`fits`, or for a
+        :attr:`legacy` dataset the parallel rule its earliest records were accepted under (whose reading
+        ``verify()`` reports instead of refusing the chain)."""
+        if self.legacy:
+            assert self.partitions is not None
+            return self.rule.fits(totals.largest(self.partitions))
+        return self.fits(totals)
 
     @classmethod
     def from_state(cls, budget: Mapping[str, Any], method: str, where: str) -> DatasetBudget:

@@ -3,6 +3,7 @@ verification results. Plain values; nothing here reads or writes the ledger."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,6 +24,7 @@ __all__ = [
     "budget_report",
     "ledger_entry",
     "paid_entry",
+    "partition_reading",
     "partition_reports",
     "read_all",
     "release_entry",
@@ -61,6 +63,12 @@ class BudgetReport:
         compose the L largest partition totals); None otherwise.
     partition : str or None
         The partition a per-partition report is about (:meth:`PrivacyAccountant.partitions`), else None.
+    unbounded : str or None
+        Why no amount bounds what the dataset has spent (a dataset declared partitioned under replace-one
+        by an earlier version that holds row-level releases on a partition: see
+        :func:`~dp_pipeline.accounting.verify.unbounded_reading`), else None. The dataset is then spent:
+        ``epsilon`` and ``mu`` of a spent report are ``inf``, a remaining report holds zero, and
+        ``guarantee`` holds the budget (spent) or zero (remaining), the most a finite amount can say.
     """
 
     dataset: str
@@ -72,17 +80,23 @@ class BudgetReport:
     relation: Relation = DEFAULT_RELATION
     partitions: int | None = None
     partition: str | None = None
+    unbounded: str | None = None
+
+    @property
+    def _infinite(self) -> bool:
+        return self.unbounded is not None and self.what == "spent"
 
     @property
     def epsilon(self) -> float:
-        """ε of an (ε, δ) amount; AttributeError for a μ-GDP budget (read ``.mu``)."""
+        """ε of an (ε, δ) amount (``inf`` spent when :attr:`unbounded`); AttributeError for a μ-GDP budget
+        (read ``.mu``)."""
         if isinstance(self.guarantee, GaussianDP):
             raise AttributeError(
                 f"dataset {self.dataset!r} has a μ-GDP budget: the report has .mu, not .epsilon "
                 "(convert with report.guarantee.to_approx_dp(delta))"
             )
         assert isinstance(self.guarantee, ApproxDP)
-        return self.guarantee.epsilon
+        return math.inf if self._infinite else self.guarantee.epsilon
 
     @property
     def delta(self) -> float:
@@ -96,15 +110,18 @@ class BudgetReport:
 
     @property
     def mu(self) -> float:
-        """μ of a μ-GDP amount; AttributeError for an (ε, δ) budget (read ``.epsilon``/``.delta``)."""
+        """μ of a μ-GDP amount (``inf`` spent when :attr:`unbounded`); AttributeError for an (ε, δ) budget
+        (read ``.epsilon``/``.delta``)."""
         if not isinstance(self.guarantee, GaussianDP):
             raise AttributeError(
                 f"dataset {self.dataset!r} has an (ε, δ) budget: the report has .epsilon and .delta, not .mu"
             )
-        return self.guarantee.mu
+        return math.inf if self._infinite else self.guarantee.mu
 
     def __str__(self) -> str:
         amount = format_guarantee(self.guarantee)
+        if self.unbounded is not None:
+            amount = "unbounded" if self._infinite else f"{amount} (the loss is unbounded)"
         method = {
             "basic": "basic composition",
             "gdp": "μ-GDP filter",
@@ -119,6 +136,8 @@ class BudgetReport:
         text = f"{self.what} on {where}: {amount} ({method}; budget {budget}; {self.relation})"
         if self.open_reservations:
             text += f", including {self.open_reservations} open reservation(s)"
+        if self.unbounded is not None:
+            text += f". {self.unbounded}"
         return text
 
 
@@ -219,6 +238,10 @@ class ReleaseEntry:
         ``"fast"`` when the library drew the release's noise from a ``fast_rng`` generator (its events carry
         the marker, see :data:`~dp_pipeline.events.Sampler`): the ε charged does not bound what its floats
         reveal. None otherwise (the secure path, or noise drawn by code the library does not see).
+    relation : str or None
+        The neighbouring relation the release was charged under (on a partitioned dataset, the one its
+        partitions were composed under: ``"add_remove"``, or ``"replace_one"`` for a dataset declared by an
+        earlier version).
     """
 
     dataset: str
@@ -236,6 +259,7 @@ class ReleaseEntry:
     actor: str | None = None
     paid_from: str | None = None
     partitions: tuple[str, ...] = ()
+    relation: Relation | None = None
 
     @property
     def sampler(self) -> Sampler | None:
@@ -256,12 +280,17 @@ class VerifyReport:
         Whether signatures were checked (a key was configured).
     anchored : bool
         Whether the chains were checked against an anchor.
+    findings : tuple of str
+        What the chains hold but no longer mean as written: a dataset declared partitioned under
+        replace-one by an earlier version, re-read without parallel composition (see
+        :meth:`PrivacyAccountant.verify`).
     """
 
     datasets: tuple[str, ...]
     records: int
     signatures: bool = False
     anchored: bool = False
+    findings: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         n = len(self.datasets)
@@ -269,19 +298,51 @@ class VerifyReport:
         text += "; signatures valid" if self.signatures else "; signatures not checked (no key)"
         if self.anchored:
             text += "; the anchor's heads are still in the chains"
-        return text
+        return "\n".join([text, *(f"finding: {finding}" for finding in self.findings)])
 
 
-def budget_report(dataset: str, what: str, budget: DatasetBudget, totals: Totals) -> BudgetReport:
+def budget_report(
+    dataset: str, what: str, budget: DatasetBudget, totals: Totals, unbounded: str | None = None
+) -> BudgetReport:
     """``what`` (``"spent"``, ``"remaining"`` or ``"budget"``) of a dataset under its rule (and its
-    partitions: the composed totals), as a report."""
+    partitions: the composed totals), as a report; ``unbounded``: why no amount bounds what it spent."""
     composed = budget.composed(totals)
-    if what == "budget":
+    if what == "budget" or (unbounded is not None and what == "spent"):
         amount, method = budget.guarantee, budget.rule.name
+    elif unbounded is not None:
+        amount, method = _nothing(budget.guarantee), budget.rule.name
     else:
         amount, method = budget.rule.spent(composed) if what == "spent" else budget.rule.remaining(composed)
     return BudgetReport(
-        dataset, what, amount, method, budget.guarantee, totals.open, budget.relation, budget.partitions
+        dataset,
+        what,
+        amount,
+        method,
+        budget.guarantee,
+        totals.open,
+        budget.relation,
+        budget.partitions,
+        unbounded=None if what == "budget" else unbounded,
+    )
+
+
+def _nothing(currency: Guarantee) -> Guarantee:
+    """Zero in the currency of ``currency``."""
+    return GaussianDP(0.0) if isinstance(currency, GaussianDP) else ApproxDP(0.0, 0.0)
+
+
+def partition_reading(relation: Relation, limit: int | None) -> str:
+    """How a partitioned dataset's partition totals are read, for the tables that show them: under
+    add/remove, parallel composition over at most ``limit`` partitions per person; under replace-one (a
+    dataset declared by an earlier version), every partition counting for every person."""
+    if relation == "add_remove":
+        return (
+            f"at most {limit} per person, read under {relation}: the dataset's spent amount composes the "
+            "largest"
+        )
+    return (
+        f"declared with at most {limit} per person under {relation} by an earlier version, where parallel "
+        "composition does not hold: every partition counts for every person"
     )
 
 
@@ -388,6 +449,7 @@ def release_entry(
         reason=None if end is None else end.body.get("reason"),
         actor=None if end is None else end.body.get("actor"),
         partitions=entry.partitions,
+        relation=entry.relation,
     )
 
 

@@ -17,13 +17,21 @@ from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
 from dp_pipeline.accounting.payments import Holding, Paid, event_keys, route
 from dp_pipeline.accounting.pricing import recorded_request_price
-from dp_pipeline.accounting.records import DatasetBudget, partitions_of
+from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.rules import Totals
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import PrivacyEvent, flatten_events
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
-from dp_pipeline.guarantees import guarantee_from_dict
+from dp_pipeline.guarantees import format_guarantee, guarantee_from_dict
 
-__all__ = ["ANCHOR_FORMAT", "check_anchor", "check_semantics", "read_anchor"]
+__all__ = [
+    "ANCHOR_FORMAT",
+    "ROW_LEVEL_KINDS",
+    "check_anchor",
+    "check_semantics",
+    "legacy_partitions_finding",
+    "read_anchor",
+    "unbounded_reading",
+]
 
 ANCHOR_FORMAT = "dp-pipeline ledger anchor 1"
 
@@ -76,7 +84,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                     return f"{where}: {problem}"
                 totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
                 touched: Collection[str] | None = None  # a budget record stores every partition
-                if not budget.fits(totals):
+                if not budget.fitted_when_written(totals):
                     return f"{where}: the budget {budget.rule.describe()} is below what was already spent"
             elif budget is None or totals is None:
                 return f"{where}: a {record.kind} record before any budget was set"
@@ -99,7 +107,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                 if body.get("spend"):
                     spends.add(record.seq)
                 totals = budget.rule.add(totals, charge, touched)
-                if not budget.fits(totals):
+                if not budget.fitted_when_written(totals):
                     return (
                         f"{where}: the reservation does not fit the budget in force, "
                         f"{budget.rule.describe()}; it was accepted against another budget (the stored "
@@ -156,6 +164,98 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
         return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
     return None
+
+
+ROW_LEVEL_KINDS = frozenset({"randomized_response", "bounded_laplace", "bounded_staircase"})
+"""The event kinds only row-level (local) mechanisms record: mechanisms that state ``"replace_one"``
+themselves, ε-DP per row over their input domain, releasing one output per row."""
+
+
+def legacy_partitions_finding(
+    dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None
+) -> str | None:
+    """What verify reports about a dataset declared partitioned under replace-one by an earlier version
+    (:attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`), or None for any other dataset.
+
+    Its partition charges were accepted under parallel composition, which does not hold under replace-one.
+    The finding re-reads the dataset without it (every partition total counts for every person: the
+    whole-dataset total plus the sum of all partition totals), says whether that is within the budget, and,
+    through :func:`unbounded_reading` (the reading the accountant prices the dataset by), the active
+    row-level releases on a partition, whose loss under replace-one is unbounded.
+    """
+    if head is None:
+        return None
+    where = f"dataset {dataset!r}"
+    budget = budget_of(head.state, where)
+    if not budget.legacy:
+        return None
+    totals = budget.rule.read_totals(head.state.totals, where)
+    spent, method = budget.rule.spent(budget.composed(totals))
+    verdict = "within" if budget.fits(totals) else "ABOVE"
+    text = (
+        f"dataset {dataset!r} was declared partitioned (at most {budget.partitions} per person) under "
+        f"replace-one, where parallel composition does not hold; its partition charges were accepted under "
+        f"the parallel rule. Re-read with every partition total counting for every person, it has spent "
+        f"{format_guarantee(spent)} ({method}), {verdict} its budget {format_guarantee(budget.guarantee)}"
+    )
+    unbounded = unbounded_reading(dataset, records)
+    if unbounded:
+        return f"{text}. {unbounded}"
+    return (
+        text + ". Releases naming a partition are refused on it; declare relation='add_remove' once it has "
+        "no active spends, or release per partition on a new dataset declared with relation='add_remove'."
+    )
+
+
+def unbounded_reading(dataset: str, records: Sequence[LedgerRecord]) -> str | None:
+    """Why no amount bounds the loss of a dataset declared partitioned under replace-one by an earlier
+    version, or None when its records hold no active row-level release on a partition.
+
+    **Rule.** Such a dataset whose records hold an active reservation (not cancelled) that named a
+    partition and whose events (its last shrink's, if it was shrunk) include a row-level release
+    (:data:`ROW_LEVEL_KINDS`) has an unbounded loss: it is reported as spent with no finite amount, and
+    nothing more is charged to it.
+
+    **Proof.** Under replace-one, x may be replaced by y whose rows lie in another partition. A row-level
+    release on partition A outputs one value per row of A, so its output length is |A| on one neighbour and
+    |A| − 1 on the other: the event "the output has |A| values" has probability 1 and 0, a ratio no ε
+    bounds. Composition cannot lower it, so every later release adds to an already unbounded loss. A
+    cancelled reservation released nothing (the frame functions cancel only before the data are read), and
+    a shrink's events are the only ones its reservation may still pay for. Current writers refuse every
+    release naming a partition of such a dataset, so records appended later never add such a release: a
+    reading at the chain head stays valid until the head moves.
+
+    Only the kinds that row-level mechanisms alone record are recognised: a row-level release recorded as
+    a ``"laplace"``, ``"gaussian"`` or ``"staircase"`` event (:func:`~dp_pipeline.frames.add_noise`) is
+    recorded as the aggregates are and is read by the summed rule.
+    """
+    seqs = _row_level_on_partitions(records)
+    if not seqs:
+        return None
+    return (
+        f"Dataset {dataset!r} holds {len(seqs)} active row-level release(s) on a partition (record seq "
+        f"{', '.join(map(str, seqs))}), charged when an earlier version composed replace-one partitions in "
+        "parallel: a person replaced by one in another partition changes how many rows each partition "
+        "holds, which those releases show, so the dataset's loss is unbounded. Its data must be treated "
+        "as spent and nothing more is charged to it; declare a new dataset for new data (set_budget(NAME, "
+        "..., relation='add_remove', partitions=L) to release per partition)."
+    )
+
+
+def _row_level_on_partitions(records: Sequence[LedgerRecord]) -> list[int]:
+    """The seqs of the active reservations that named a partition and hold a row-level event."""
+    cancelled = {r.reservation for r in records if r.kind == "release"}
+    held = {r.seq: r.body for r in records if r.kind == "reserve" and r.seq not in cancelled}
+    named = {seq for seq, body in held.items() if partitions_of(body, f"record seq {seq}")}
+    for r in records:  # a shrink replaces what its reservation holds
+        if r.kind == "shrink" and r.reservation in held:
+            held[r.reservation] = r.body
+    return [seq for seq in sorted(named) if _row_level(held[seq])]
+
+
+def _row_level(body: Mapping[str, Any]) -> bool:
+    events = flatten_events([PrivacyEvent.from_dict(dict(e)) for e in body.get("events", ())])
+    return any(e.kind in ROW_LEVEL_KINDS for e in events)
 
 
 def _replay_payment(

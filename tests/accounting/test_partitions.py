@@ -31,7 +31,7 @@ _SETTINGS = hypothesis.settings(max_examples=40, deadline=None)
 
 def _partitioned(budget: Any, limit: int, rule: str = "auto") -> PrivacyAccountant:
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("v", budget, rule=rule, partitions=limit)
+    acct.set_budget("v", budget, rule=rule, relation="add_remove", partitions=limit)
     return acct
 
 
@@ -173,6 +173,8 @@ def test_a_release_on_several_partitions_is_charged_to_each() -> None:
     assert (reports["a"].epsilon, reports["b"].epsilon) == (0.75, 0.5)
     assert reports["a"].partition == "a" and reports["a"].partitions == 2
     assert str(reports["a"]).startswith("spent on 'v', partition 'a': ε = 0.75")
+    assert "add_remove" in str(reports["a"]) and "add_remove" in str(acct.spent("v"))
+    assert {entry.relation for entry in acct.history("v")} == {"add_remove"}
     assert acct.spent("v").epsilon == 1.25 and acct.budget("v").partitions == 2
 
 
@@ -226,9 +228,9 @@ def test_bad_numbers_of_partitions_are_refused() -> None:
 
 def test_the_number_of_partitions_may_grow_but_not_shrink_while_spends_are_active() -> None:
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("v", PureDP(3.0))
+    acct.set_budget("v", PureDP(3.0), relation="add_remove")
     acct.spend("v", PureDP(0.5))  # before the declaration: a whole-dataset release
-    acct.set_budget("v", PureDP(3.0), partitions=2)
+    acct.set_budget("v", PureDP(3.0), relation="add_remove", partitions=2)
     acct.spend("v", PureDP(1.0), partition="a")
     acct.spend("v", PureDP(1.0), partition="b")
     acct.set_budget("v", PureDP(3.0))  # None keeps L = 2
@@ -301,7 +303,7 @@ def test_a_partitioned_sqlite_ledger_reopens_and_verify_finds_edited_partition_t
     sqlite_url: str,
 ) -> None:
     with PrivacyAccountant(sqlite_url, create=True) as acct:
-        acct.set_budget("v", PureDP(2.0), partitions=2)
+        acct.set_budget("v", PureDP(2.0), relation="add_remove", partitions=2)
         acct.spend("v", PureDP(1.0), partition="a")
         acct.spend("v", PureDP(0.5), partition="b")
     with PrivacyAccountant(sqlite_url, create=False) as again:
@@ -348,7 +350,7 @@ def test_split_partition_refuses_empty_parts(name: Any) -> None:
 
 def test_a_templated_name_charges_its_partition() -> None:
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("visits", PureDP(1.0), partitions=1)
+    acct.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     for run in ("visits/2026-11-24", "visits/2026-11-25"):
         dataset, partition = split_partition(run, acct.datasets())
         acct.spend(dataset, PureDP(1.0), partition=partition)
@@ -362,7 +364,7 @@ def test_a_templated_name_charges_its_partition() -> None:
 def _days() -> PrivacyAccountant:
     """``visits`` partitioned (L = 1), ``flat`` not, and ``visits/2026-11-30`` a dataset of its own."""
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("visits", PureDP(1.0), partitions=1)
+    acct.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     acct.set_budget("flat", PureDP(1.0))
     acct.set_budget("visits/2026-11-30", PureDP(1.0))
     return acct

@@ -127,7 +127,7 @@ def test_zcdp_pays_pure_by_epsilon_and_gaussian_by_rho() -> None:
 
 def test_a_reservation_on_partitions_pays_only_for_releases_in_them() -> None:
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("d", PureDP(2.0), partitions=1)
+    acct.set_budget("d", PureDP(2.0), relation="add_remove", partitions=1)
     north = acct.reserve("d", PureDP(1.0), key="north", partition="north")
     north.spend("d", PureDP(0.25), partition="north")
     for outside in (None, "south", ["north", "south"]):

@@ -98,7 +98,7 @@ def test_the_check_agrees_with_spend_plan_on_a_copy_with_and_without_a_logical_d
     from airflow_plugin import check_dag
     from dp_pipeline import PureDP
 
-    ledger.set_budget("visits", PureDP(1.0), partitions=2)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
     for day, epsilon in earlier:
         ledger.spend("visits", PureDP(float(epsilon)), partition=day)
     dag = _dag(tmp_path)
@@ -136,7 +136,7 @@ def test_check_command_prints_the_partition_each_line_checks(ledger, tmp_path, c
     from dp_pipeline import PureDP
 
     _dag(tmp_path)
-    ledger.set_budget("visits", PureDP(1.0), partitions=2)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
     ledger.spend("visits", PureDP(0.75), partition=YESTERDAY)
 
     assert main([str(tmp_path), "--ledger-url", ledger.url, "--logical-date", TODAY, "--json"]) == 0

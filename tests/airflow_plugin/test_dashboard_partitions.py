@@ -16,7 +16,7 @@ def test_the_page_shows_each_partitions_spent_amount() -> None:
     from dp_pipeline import PrivacyAccountant, PureDP
 
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("visits", PureDP(2.0), partitions=2)
+    acct.set_budget("visits", PureDP(2.0), relation="add_remove", partitions=2)
     acct.spend("visits", PureDP(1.0), partition="2026-11-24")
     acct.spend("visits", PureDP(0.25), partition="2026-11-25")
     acct.set_budget("patients", PureDP(1.0))
@@ -29,6 +29,6 @@ def test_the_page_shows_each_partitions_spent_amount() -> None:
         re.findall(r'<tr data-partition="([^"]+)"><td>[^<]*</td><td class="num">([^<]*)</td>', tables[0])
     )
     assert rows == {"2026-11-24": "ε=1", "2026-11-25": "ε=0.25"}  # the format of the other tables
-    assert "at most 2 per person" in tables[0]
+    assert "at most 2 per person, read under add_remove" in tables[0]
     section = page.text.split('id="dataset-visits"')[1]
     assert section.index('class="partitions"') < section.index("history-chart")

@@ -64,7 +64,7 @@ def test_a_daily_dag_charges_each_day_on_its_own_partition(any_ledger, tmp_path)
     from dp_pipeline import PureDP
 
     ledger = any_ledger
-    ledger.set_budget("visits", PureDP(1.0), partitions=1)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     ledger.set_budget("visits_whole", PureDP(1.0))
     marker, failures = tmp_path / "started.txt", FailureLog()
 
@@ -191,7 +191,7 @@ def test_a_run_reserves_each_day_it_reads_and_the_teardown_shrinks_each(any_ledg
     from dp_pipeline import PureDP
 
     ledger = any_ledger
-    ledger.set_budget("visits", PureDP(1.0), partitions=2)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
     marker = tmp_path / "started.txt"
     dag = _two_days("dp_two_days", 0.3, 0.2, 0.4, marker)
 
@@ -275,7 +275,7 @@ def test_code_inside_a_task_pays_from_its_partition_by_the_rendered_name(any_led
     from dp_pipeline.frames import dp_count, dp_mean
 
     ledger = any_ledger
-    ledger.set_budget("visits", PureDP(1.0), partitions=1)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
 
     with DAG("dp_scoped_day", schedule="@daily", start_date=START, catchup=False) as dag:
 
@@ -329,7 +329,7 @@ def test_a_run_share_calibrates_a_free_task_on_its_day_partition(any_ledger, tmp
     from dp_pipeline import PlannedRelease, PureDP
 
     ledger = any_ledger
-    ledger.set_budget("visits", PureDP(1.0), partitions=1)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     seen = tmp_path / "scale.txt"
 
     with DAG("dp_share_day", schedule="@daily", start_date=START, catchup=False) as dag:
@@ -368,7 +368,7 @@ def test_a_setup_that_cannot_reserve_a_later_part_gives_back_the_parts_it_reserv
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("counts", PureDP(1.0))
-    ledger.set_budget("visits", PureDP(1.0), partitions=1)
+    ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     marker = tmp_path / "started.txt"
     failures = FailureLog()
     with DAG("d" * 240, schedule=None, start_date=START) as dag:

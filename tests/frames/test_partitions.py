@@ -31,7 +31,7 @@ def visits() -> pd.DataFrame:
 
 def _ledger(limit: int = 1) -> PrivacyAccountant:
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("visits", PureDP(1e12), partitions=limit)
+    acct.set_budget("visits", PureDP(1e12), relation="add_remove", partitions=limit)
     return acct
 
 

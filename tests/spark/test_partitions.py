@@ -43,7 +43,7 @@ def test_dp_count_on_spark_reads_its_partition_and_charges_it(spark: Any) -> Non
     rows = [("p1", "a")] * 5 + [("p1", "b")] * 5 + [("p2", "a"), ("p3", "c"), ("p3", "c"), ("p4", "d")]
     sdf = spark.createDataFrame(rows, "person string, ward string")
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("visits", PureDP(1e12), partitions=1)
+    acct.set_budget("visits", PureDP(1e12), relation="add_remove", partitions=1)
     options: dict[str, Any] = {"accountant": acct, "dataset": "visits", "privacy_unit": "person"}
     exact = 1e9
     one = dp_count(

@@ -15,9 +15,10 @@ its own sums there (say ρ for zCDP) without any change to the ledger.
 Partitions. A dataset declared partitioned (``set_budget(..., partitions=L)``) keeps, under ``"partitions"``
 in the same JSON, one :class:`Part` (the rule's sums and counters) per partition that a release named; the
 top-level sums are then those of the releases that named none (they read the whole dataset). A rule never
-sees the parts: the accountant hands it :meth:`Totals.largest` (the whole-dataset sums plus, per amount,
-the L largest partition sums), see :class:`~dp_pipeline.accounting.records.DatasetBudget`. Totals without
-parts are written exactly as before.
+sees the parts: the accountant hands it the totals of each person (:meth:`Totals.each_person` for L = 1),
+an upper bound on them (:meth:`Totals.largest`: the whole-dataset sums plus, per amount, the L largest
+partition sums), or, without parallel composition, :meth:`Totals.summed`; see
+:class:`~dp_pipeline.accounting.records.DatasetBudget`. Totals without parts are written exactly as before.
 
 References
 ----------
@@ -209,6 +210,22 @@ class Totals:
             for name, value in self.counts.items()
         }
         return Totals(sums, counts, self.active, self.open)
+
+    def summed(self) -> Totals:
+        """The totals of a person every release may have read: the whole-dataset sums plus the sums of every
+        partition (no parallel composition). Without parts, these totals themselves."""
+        if not self.parts:
+            return self
+        whole = Part(self.sums, self.counts)
+        for part in self.parts.values():
+            whole = whole.moved(Charge(dict(part.sums)), part.counts, 1)
+        return Totals(whole.sums, whole.counts, self.active, self.open)
+
+    def each_person(self) -> list[Totals]:
+        """The totals of every person when nobody's data lie in more than one partition: those of a person in
+        each partition (:meth:`within`), and of a person in none (the whole-dataset sums alone)."""
+        alone = Totals(self.sums, self.counts, self.active, self.open)
+        return [self.within(name) for name in self.parts] + [alone]
 
     def within(self, partition: str) -> Totals:
         """The totals of a person whose data lie in ``partition`` alone: the whole-dataset sums plus that
