@@ -62,9 +62,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._attempts import pay_share, pays_for_itself, run_reservation, start_attempt, takes_dp
+from airflow_plugin._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
 from airflow_plugin._runtime import (
     OnExhausted,
+    attempt_key,
     attempt_label,
     charged_cost,
     check_mapped_cost,
@@ -81,6 +82,7 @@ from dp_pipeline.accounting.scope import paying_from
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reservation import Reservation
+    from dp_pipeline.mechanisms import Mechanism
 
 __all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
 
@@ -170,7 +172,7 @@ class PrivacyBudgetOperator(PythonOperator):
             dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
         )
         self._dp_callable_started = False
-        self._dp_attempt: tuple[Reservation, DPCost, Any, bool, bool] | None = None
+        self._dp_attempt: tuple[Reservation, DPCost, Any, bool, Mechanism | None] | None = None
 
     def get_accountant(self) -> PrivacyAccountant:
         """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
@@ -187,11 +189,11 @@ class PrivacyBudgetOperator(PythonOperator):
         own = None
         if run is None:
             own = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
-        spender = run if run is not None else own
-        assert spender is not None
+        spender = own if run is None else run.share(attempt_key(context))
+        handed = handed_mechanism(cost, calibrated)
         self._dp_callable_started = False
-        self._dp_attempt = (spender, cost, context, run is not None, calibrated is not None)
-        mechanism = self.mechanism if calibrated is None else calibrated
+        self._dp_attempt = (run if run is not None else spender, cost, context, run is not None, handed)
+        mechanism = self.mechanism if handed is None else handed.one_shot()
         context.update(
             {"mechanism": mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
         )
@@ -239,20 +241,21 @@ class PrivacyBudgetOperator(PythonOperator):
         signature.bind(*self.op_args, **self.op_kwargs)
 
     def _start(self) -> Reservation:
-        """Check the callable's arguments bind; in a run, pay the declared (or calibrated) cost when the
-        callable does not pay for all it releases through ``dp`` (:func:`pays_for_itself`) or was handed its
-        calibrated mechanism, and record the attempt; on the attempt's own reservation, pay it when the
-        callable can both pay through ``dp`` and release through the mechanism; mark the attempt as
-        started. Returns the spender."""
+        """Check the callable's arguments bind, then pay what the declaration says is paid before the code
+        runs: in a run, claim the attempt's share of the run's reservation (and pay the handed mechanism
+        within it, see :func:`~airflow_plugin._attempts.start_attempt`); on the attempt's own reservation,
+        pay the handed mechanism from it. Mark the attempt as started and return the spender (``dp``)."""
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"
-        spender, cost, context, in_run, calibrated = self._dp_attempt
-        itself = pays_for_itself(self.python_callable)
+        reservation, cost, context, in_run, handed = self._dp_attempt
         if in_run:
-            pays = calibrated or not itself
-            start_attempt(spender, cost, context, pays=pays, on_exhausted=self.on_exhausted)
-        elif takes_dp(self.python_callable) and not itself:  # dp pays only beyond the mechanism's release
-            pay_share(spender, cost, f"{attempt_label(cost, context)} (the mechanism handed to the task)")
+            spender = start_attempt(
+                reservation, cost, context, hands_mechanism=handed is not None, on_exhausted=self.on_exhausted
+            )
+        else:
+            spender = reservation
+            if handed is not None:  # dp pays only beyond the mechanism's one draw
+                pay_share(spender, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
         self._dp_callable_started = True
         return spender
 
