@@ -137,6 +137,11 @@ class OneShot:
         """Whether this view can no longer draw (it drew, it is a copy, or it is in another process)."""
         return self._spent or self._pid != os.getpid()
 
+    @property
+    def mechanism_type(self) -> type[Mechanism]:
+        """The class of the mechanism this view draws from."""
+        return type(self._mechanism)
+
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._mechanism, name)
         if name in Mechanism.DRAWS and callable(attribute):
