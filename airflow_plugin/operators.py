@@ -186,13 +186,16 @@ class PrivacyBudgetOperator(PythonOperator):
         declared = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
         cost, calibrated = calibrated_cost(declared, context)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
-        own = None
-        if run is None:
-            own = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
-        spender = own if run is None else run.share(attempt_key(context))
+        reservation: Reservation = (
+            run
+            if run is not None
+            else reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
+        )
+        own = None if run is not None else reservation  # the attempt's own reservation, committed here
+        spender = reservation if run is None else run.share(attempt_key(context))
         handed = handed_mechanism(cost, calibrated)
         self._dp_callable_started = False
-        self._dp_attempt = (run if run is not None else spender, cost, context, run is not None, handed)
+        self._dp_attempt = (reservation, cost, context, run is not None, handed)
         mechanism = self.mechanism if handed is None else handed.one_shot()
         context.update(
             {"mechanism": mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
@@ -248,14 +251,13 @@ class PrivacyBudgetOperator(PythonOperator):
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"
         reservation, cost, context, in_run, handed = self._dp_attempt
+        spender: Reservation = reservation
         if in_run:
             spender = start_attempt(
                 reservation, cost, context, hands_mechanism=handed is not None, on_exhausted=self.on_exhausted
             )
-        else:
-            spender = reservation
-            if handed is not None:  # dp pays only beyond the mechanism's one draw
-                pay_share(spender, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
+        elif handed is not None:  # dp pays only beyond the mechanism's one draw
+            pay_share(spender, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
         self._dp_callable_started = True
         return spender
 

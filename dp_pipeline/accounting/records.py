@@ -246,7 +246,7 @@ class PayBody:
     cap: Charge | None = None
 
     def to_json(self) -> dict[str, Any]:
-        shared = {} if self.share is None else {"share": self.share}  # absent when none: as ledgers before
+        shared: dict[str, Any] = {} if self.share is None else {"share": self.share}  # absent: as before
         if self.cap is not None:
             shared["cap"] = self.cap.to_json()
         return {**self.release.to_json(), "paid": self.paid.to_json(), "route": self.route, **shared}

@@ -95,3 +95,67 @@ def test_no_run_releases_more_than_the_ledger_charged(any_ledger, tmp_path, per_
     assert found["own_noise"] == "success" and found["greedy"] == "failed"
     assert released == pytest.approx(2 * EPS)  # own noise, and the greedy task's first count only
     ledger.verify()
+
+
+@pytest.mark.parametrize("per_run", [True, False], ids=["run_budget", "per_attempt"])
+def test_a_handed_mechanism_draws_once_and_its_copies_never(ledger, tmp_path, per_run) -> None:
+    """The operator's and the guard's handed mechanism is one-shot: a second draw, a draw on a deepcopy and
+    a draw on a pickled copy raise MechanismSpentError, and the ledger charges each task its declared cost
+    once (0.25 + 0.25 summed here; nothing more is charged for the refused draws)."""
+    import copy
+    import pickle
+
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+
+    from airflow_plugin import PrivacyBudgetOperator, dp_guard, run_budget
+    from dp_pipeline import PureDP
+    from dp_pipeline.exceptions import MechanismSpentError
+    from dp_pipeline.mechanisms import Laplace
+
+    ledger.set_budget("visits", PureDP(1.0))
+    marker = tmp_path / "released.txt"
+
+    def draws(mechanism: Any) -> list[str]:
+        outcomes = []
+        for draw in (
+            lambda: mechanism.randomize(1.0),
+            lambda: mechanism.randomize(1.0),
+            lambda: copy.deepcopy(mechanism).randomize(1.0),
+            lambda: pickle.loads(pickle.dumps(mechanism)).randomize(1.0),
+        ):
+            try:
+                draw()
+            except MechanismSpentError:
+                outcomes.append("refused")
+                continue
+            outcomes.append("drew")
+            with marker.open("a") as handle:
+                handle.write(f"{EPS}\n")
+        return outcomes
+
+    def guarded(**context: Any) -> list[str]:
+        return draws(context["mechanism"])
+
+    declared = Laplace(epsilon=EPS, sensitivity=1.0)
+    with DAG(f"dp_one_shot_{int(per_run)}", schedule=None, start_date=START, catchup=False) as dag:
+        operator = PrivacyBudgetOperator(
+            task_id="operator", dataset="visits", mechanism=declared, python_callable=draws
+        )
+        guard = PythonOperator(
+            task_id="guard", python_callable=guarded, pre_execute=dp_guard("visits", declared)
+        )
+        operator >> guard
+    if per_run:
+        run_budget(dag)
+
+    dag_run = run_dag(dag)
+
+    assert states(dag_run)["operator"] == states(dag_run)["guard"] == "success"
+    for task_id in ("operator", "guard"):
+        outcomes = dag_run.get_task_instance(task_id).xcom_pull(task_ids=task_id)
+        assert outcomes == ["drew", "refused", "refused", "refused"]
+    released = sum(_released(marker))
+    assert released == pytest.approx(2 * EPS)
+    assert ledger.spent("visits").epsilon == pytest.approx(2 * EPS)
+    ledger.verify()
