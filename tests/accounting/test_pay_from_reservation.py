@@ -526,7 +526,7 @@ def test_a_share_is_claimed_once_and_a_run_never_mixes_shares_with_payments_of_i
         run.claim("attempt-a", laplace_event(0.25))
     with pytest.raises(LedgerError, match="not both"):
         run.spend("d", laplace_event(0.25))
-    with pytest.raises(LedgerError, match="never claimed|no share"):
+    with pytest.raises(LedgerError, match=r"no share"):
         run.share("attempt-z").spend("d", laplace_event(0.125))
     with pytest.raises(LedgerError):  # code paying within a share reaches no other share
         share.claim("attempt-c", laplace_event(0.25))
