@@ -22,12 +22,20 @@ The guarded task's code pays from the attempt's reservation: the guard puts it i
 that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
 callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`airflow_plugin.operators`).
 
+What is paid before the task's code runs follows from the declaration, never from the callable's
+parameters: outside a run, the declared cost (reserved and committed); when the declared cost is a
+:class:`~dp_pipeline.mechanisms.Mechanism`, that mechanism is handed to the code as ``mechanism``, one-shot
+(:meth:`~dp_pipeline.mechanisms.Mechanism.one_shot`: a charge covers one draw), and its draw is paid from
+the reservation at once, so ``dp`` pays only beyond it. Declare an event or a guarantee
+(``Laplace(...).event``, ``PureDP(0.5)``) for code that pays its releases through ``dp``.
+
 In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`) the guard reserves nothing: the
-attempt pays its declared cost from the run's reservation when it starts (unless its callable takes ``dp``
-and pays for its own releases), and ``dp`` is the run's reservation. There the guard's cost may leave the
-noise free (a :class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
-:mod:`airflow_plugin.allocating`): the attempt pays the calibrated mechanism's event when it starts and a
-callable that declares ``mechanism`` receives that mechanism.
+attempt claims its share of the run's reservation (its declared cost, see
+:meth:`~dp_pipeline.accounting.reservation.Reservation.claim`) when it starts, the handed mechanism's draw is
+paid within that share, and ``dp`` is the share: the code's releases are capped at the attempt's declared
+cost, never paid from another task's share. There the guard's cost may leave the noise free (a
+:class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
+:mod:`airflow_plugin.allocating`): the calibrated mechanism is the one handed.
 
 Examples
 --------

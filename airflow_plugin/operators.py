@@ -11,9 +11,19 @@ dataset accountant inside the task is refused (``ScopedSpendError``), since it w
 second time.
 
 Unspent reserved budget stays charged once the callable has started: the callable may have released data by
-other means (the ``mechanism`` it was handed, a file it wrote), which the ledger cannot see, so the declared
-cost is the most its attempt can have released. In a DAG that reserves per run
-(:func:`airflow_plugin.runs.run_budget`), ``dp`` is the run's reservation instead.
+other means (a file it wrote), which the ledger cannot see, so the declared cost is the most its attempt can
+have released. In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`), ``dp`` is the
+attempt's share of the run's reservation instead, claimed when the callable starts and capped at the
+declared cost.
+
+The declaration decides what is paid before the code runs
+--------------------------------------------------------
+A declared :class:`~dp_pipeline.mechanisms.Mechanism` is handed to the callable as ``mechanism``, as a
+one-shot view (a charge covers one draw: a second draw, or a draw on a copy, raises
+:class:`~dp_pipeline.exceptions.MechanismSpentError`), and its draw is paid before the callable starts,
+whether or not the callable takes ``mechanism``: ``dp`` then pays only what the declared cost holds beyond
+it. A declared event or guarantee (``Laplace(...).event``, ``PureDP(0.5)``) hands nothing that can draw:
+the callable pays its releases through ``dp``. The callable's parameter names decide nothing.
 
 Retry policy
 ------------
@@ -49,9 +59,10 @@ Noise left free
 In a DAG whose runs have a budget share (``run_budget(dag, share=...)``), ``mechanism`` may be a
 :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size): the run's setup
 calibrates it with the other tasks to the share (see :mod:`airflow_plugin.allocating`), and the callable
-receives the calibrated mechanism as ``mechanism``. The attempt pays that mechanism's event from the run's
-reservation when the callable starts (so its code adds the noise with ``mechanism`` and does not pay again
-through ``dp``). Outside such a run the task is refused before anything is charged.
+receives the calibrated mechanism (one-shot) as ``mechanism``. The attempt pays that mechanism's event
+within its share of the run's reservation when the callable starts (so its code adds the noise with
+``mechanism`` and does not pay again through ``dp``). Outside such a run the task is refused before
+anything is charged.
 """
 
 from __future__ import annotations
