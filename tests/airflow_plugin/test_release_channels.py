@@ -1,8 +1,8 @@
-"""A DP task releases through two channels: the ``mechanism`` it is handed and ``dp``, the reservation it
-pays from. Real Airflow 3.3 runs check that no release escapes the ledger: a callable that can receive both
-(``mechanism`` by name or through ``**kwargs``, and ``dp``) has its declared cost paid before it starts,
-so that ``dp`` pays only what the mechanism's release leaves; one that takes ``dp`` alone pays for all it
-releases through it."""
+"""A DP task releases through two channels: the ``mechanism`` it is handed and ``dp``, the reservation (or
+run share) it pays from. Real Airflow 3.3 runs check that no release escapes the ledger: a task declared
+with a mechanism has that mechanism's one draw paid before its code starts, whatever its callable's
+parameters, so that ``dp`` pays only what the declared cost leaves; one declared with an event or a
+guarantee hands nothing that can draw and pays its releases through ``dp``."""
 
 from __future__ import annotations
 
