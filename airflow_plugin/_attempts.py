@@ -1,5 +1,6 @@
-"""What a DP task attempt does inside a run-budgeted DAG: find the run's reservation, record that it starts,
-pay its declared cost when its code cannot pay for itself (see :mod:`airflow_plugin.runs`).
+"""What a DP task attempt does inside a run-budgeted DAG: find the run's reservation, claim its share of it
+(its declared cost), pay the mechanism it is handed within that share, and record that it starts (see
+:mod:`airflow_plugin.runs`).
 
 Kept apart from :mod:`airflow_plugin.runs` (which plans with :mod:`airflow_plugin.planning`, which
 reads the guards) so that the operators and the guards can use it without an import cycle.
@@ -7,33 +8,45 @@ reads the guards) so that the operators and the guards can use it without an imp
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._runtime import OnExhausted, attempt_label, check_map_index, refusal, task_name
+from airflow_plugin._runtime import (
+    OnExhausted,
+    attempt_key,
+    attempt_label,
+    check_map_index,
+    refusal,
+    task_name,
+)
 from airflow_plugin.costs import DPCost
-from airflow_plugin.exceptions import PrivacyCostError
+from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, LedgerError, printable
+from dp_pipeline.exceptions import (
+    BudgetExceededError,
+    InvalidParameterError,
+    KeyAlreadyUsedError,
+    LedgerError,
+    printable,
+)
+from dp_pipeline.mechanisms import Mechanism
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reservation import Reservation
+    from dp_pipeline.accounting.reservation import AttemptShare, Reservation
 
 __all__ = [
     "ATTEMPT_XCOM_KEY",
     "RUN_KEY_PREFIX",
     "SETTLED_XCOM_KEY",
+    "handed_mechanism",
     "pay_share",
-    "pays_for_itself",
     "plan_form",
     "role_task",
     "run_key",
     "run_reservation",
     "start_attempt",
-    "takes_dp",
 ]
 
 ATTEMPT_XCOM_KEY = "dp_pipeline_attempt"
@@ -63,31 +76,14 @@ def role_task(dag: Any, role: str) -> Any:
     return None
 
 
-def _receives(python_callable: Callable[..., Any] | None) -> tuple[set[str], bool]:
-    """The names a task's callable takes, and whether it takes ``**kwargs`` (which receives every name);
-    nothing for a builtin without a signature, which receives nothing by name."""
-    if python_callable is None:
-        return set(), False
-    try:
-        parameters = inspect.signature(python_callable).parameters.values()
-    except (TypeError, ValueError):
-        return set(), False
-    return {p.name for p in parameters}, any(p.kind is p.VAR_KEYWORD for p in parameters)
-
-
-def takes_dp(python_callable: Callable[..., Any] | None) -> bool:
-    """Whether a task's callable receives ``dp`` (by name, or through ``**kwargs``)."""
-    names, keywords = _receives(python_callable)
-    return "dp" in names or keywords
-
-
-def pays_for_itself(python_callable: Callable[..., Any] | None) -> bool:
-    """Whether a DP operator's callable pays for all it releases through ``dp``: it takes ``dp`` by name and
-    cannot receive the ``mechanism`` the operator hands it (no parameter of that name, no ``**kwargs``).
-    A callable that can receive both could release through the mechanism, unseen by the ledger, and pay
-    its whole declared cost again through ``dp``: its declared cost is paid before it starts instead."""
-    names, keywords = _receives(python_callable)
-    return "dp" in names and "mechanism" not in names and not keywords
+def handed_mechanism(cost: DPCost, calibrated: Mechanism | None) -> Mechanism | None:
+    """The mechanism an attempt is handed, as its declaration says: the one its run's share calibrated, else
+    the declared cost when it is a :class:`~dp_pipeline.mechanisms.Mechanism`; None when the declaration
+    is an event or a guarantee (nothing that can draw noise is handed: the task's code pays through
+    ``dp``). Never read from the callable's parameters."""
+    if calibrated is not None:
+        return calibrated
+    return cost.cost if isinstance(cost.cost, Mechanism) else None
 
 
 def plan_form(releases: list[tuple[PrivacyEvent, int]], group_size: int) -> list[PrivacyEvent]:
@@ -100,14 +96,21 @@ def plan_form(releases: list[tuple[PrivacyEvent, int]], group_size: int) -> list
 
 
 def pay_share(reservation: Reservation, cost: DPCost, label: str) -> Any:
-    """Pay one declared release from a run's reservation (on the cost's partition), in the form the
+    """Pay one declared release from a reservation (on the cost's partition), in the form the
     reservation declared it."""
-    event, size = cost.event, cost.group_size
-    if reservation.group_size == 1:  # the plan declared each release grouped on its own
-        (event,), size = plan_form([(event, size)], 1), 1
+    event, size = _declared_form(reservation, cost)
     return reservation.spend(
         reservation.dataset, event, group_size=size, label=label, partition=cost.partition
     )
+
+
+def _declared_form(reservation: Reservation, cost: DPCost) -> tuple[Any, int]:
+    """A declared release in the form a reservation declared it: grouped on its own when the plan declared
+    each release so (group size 1), else as declared."""
+    if reservation.group_size == 1:
+        (event,) = plan_form([(cost.event, cost.group_size)], 1)
+        return event, 1
+    return cost.event, cost.group_size
 
 
 def run_reservation(
@@ -161,22 +164,34 @@ def start_attempt(
     cost: DPCost,
     context: Mapping[str, Any],
     *,
-    pays: bool,
+    hands_mechanism: bool,
     on_exhausted: OnExhausted,
-) -> None:
-    """Before an attempt's code starts in a run: pay its declared cost from the run's reservation when its
-    code cannot pay for itself (``pays``), then record its try number for the teardown.
+) -> AttemptShare:
+    """Before an attempt's code starts in a run: claim its share of the run's reservation (its declared
+    cost, keyed by the attempt), pay the mechanism it is handed within that share, and record its try
+    number for the teardown. Returns the share, which pays the code's releases (``dp``).
+
+    What is paid here follows from the declaration alone: the declared cost always (the share), and the
+    handed mechanism when the declaration hands one. A handed mechanism is one-shot, so its one draw is
+    the release paid for; ``dp`` pays only what the share holds beyond it.
 
     Raises
     ------
     PrivacyBudgetExhausted, PrivacyBudgetSkipped
         The run's reservation cannot pay the declared cost; nothing was paid.
+    AttemptAlreadyChargedError
+        The attempt's share was already claimed (a second delivery of the attempt); nothing was paid.
     """
     ti = context["ti"]
-    if pays:
-        label = f"{attempt_label(cost, context)} (try {ti.try_number})"
-        try:
-            pay_share(run, cost, label)
-        except BudgetExceededError as exc:
-            raise refusal(exc, task_name(context), on_exhausted) from exc
+    label = f"{attempt_label(cost, context)} (try {ti.try_number})"
+    event, size = _declared_form(run, cost)
+    try:
+        share = run.claim(attempt_key(context), event, group_size=size, label=label, partition=cost.partition)
+    except BudgetExceededError as exc:
+        raise refusal(exc, task_name(context), on_exhausted) from exc
+    except KeyAlreadyUsedError as exc:
+        raise AttemptAlreadyChargedError.from_error(exc, task=task_name(context)) from exc
+    if hands_mechanism:
+        pay_share(share, cost, f"{label}: the mechanism handed to the task")
     ti.xcom_push(ATTEMPT_XCOM_KEY, ti.try_number)
+    return share

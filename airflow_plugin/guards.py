@@ -22,12 +22,20 @@ The guarded task's code pays from the attempt's reservation: the guard puts it i
 that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
 callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`airflow_plugin.operators`).
 
+What is paid before the task's code runs follows from the declaration, never from the callable's
+parameters: outside a run, the declared cost (reserved and committed); when the declared cost is a
+:class:`~dp_pipeline.mechanisms.Mechanism`, that mechanism is handed to the code as ``mechanism``, one-shot
+(:meth:`~dp_pipeline.mechanisms.Mechanism.one_shot`: a charge covers one draw), and its draw is paid from
+the reservation at once, so ``dp`` pays only beyond it. Declare an event or a guarantee
+(``Laplace(...).event``, ``PureDP(0.5)``) for code that pays its releases through ``dp``.
+
 In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`) the guard reserves nothing: the
-attempt pays its declared cost from the run's reservation when it starts (unless its callable takes ``dp``
-and pays for its own releases), and ``dp`` is the run's reservation. There the guard's cost may leave the
-noise free (a :class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
-:mod:`airflow_plugin.allocating`): the attempt pays the calibrated mechanism's event when it starts and a
-callable that declares ``mechanism`` receives that mechanism.
+attempt claims its share of the run's reservation (its declared cost, see
+:meth:`~dp_pipeline.accounting.reservation.Reservation.claim`) when it starts, the handed mechanism's draw is
+paid within that share, and ``dp`` is the share: the code's releases are capped at the attempt's declared
+cost, never paid from another task's share. There the guard's cost may leave the noise free (a
+:class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
+:mod:`airflow_plugin.allocating`): the calibrated mechanism is the one handed.
 
 Examples
 --------
@@ -42,10 +50,11 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._attempts import run_reservation, start_attempt, takes_dp
+from airflow_plugin._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
 from airflow_plugin._runtime import (
     OnExhausted,
     attempt_key,
+    attempt_label,
     charged_cost,
     check_on_exhausted,
     reserve_or_refuse,
@@ -68,6 +77,7 @@ PreExecuteHook = Callable[[Any], Any]
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.reservation import Reservation
+    from dp_pipeline.mechanisms import Mechanism
 
 
 class PrivacyBudgetGuard:
@@ -106,30 +116,35 @@ class PrivacyBudgetGuard:
         accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
         cost, calibrated = calibrated_cost(charged_cost(accountant, self.cost, context), context)
         task = context["task"]
-        python_callable = getattr(task, "python_callable", None)
+        handed = handed_mechanism(cost, calibrated)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
         if run is not None:
-            pays = resumption(context) is None and (calibrated is not None or not takes_dp(python_callable))
-            start_attempt(run, cost, context, pays=pays, on_exhausted=self.on_exhausted)
-            if calibrated is not None:
-                context["mechanism"] = calibrated  # type: ignore[index]
-            _hand_over(task, run, context)
+            if resumption(context) is None:
+                spender = start_attempt(
+                    run, cost, context, hands_mechanism=handed is not None, on_exhausted=self.on_exhausted
+                )
+            else:  # a resumed attempt continues within the share it claimed
+                spender = run.share(attempt_key(context))
+            _hand_over(task, spender, handed, context)
             return
+        resumed = False
         try:
             reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
         except AttemptAlreadyChargedError as refused:
-            resumed = resumption(context)
-            if refused.status != "committed" or resumed is None:
+            resumed_by = resumption(context)
+            if refused.status != "committed" or resumed_by is None:
                 raise
             log.info(
                 "%s %s: it continues under its committed reservation (key %s), charged once",
                 task_name(context),
-                resumed,
+                resumed_by,
                 attempt_key(context),
             )
-            reservation = accountant.reservation(cost.dataset, attempt_key(context))
+            reservation, resumed = accountant.reservation(cost.dataset, attempt_key(context)), True
         reservation.commit()
-        _hand_over(task, reservation, context)
+        if handed is not None and not resumed:  # dp pays only beyond the mechanism's one draw
+            pay_share(reservation, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
+        _hand_over(task, reservation, handed, context)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PrivacyBudgetGuard):
@@ -173,11 +188,16 @@ class _PayingAsyncCall(_PayingCall):
             vars(self.task).pop("aexecute_callable", None)
 
 
-def _hand_over(task: Any, spender: Reservation, context: Mapping[str, Any]) -> None:
-    """Give the guarded task's code the spender: as ``dp`` in its context (a Python callable that declares
-    ``dp`` receives it) and, for an operator that runs a Python callable (plain or async), as the scope of
-    that call."""
+def _hand_over(
+    task: Any, spender: Reservation, handed: Mechanism | None, context: Mapping[str, Any]
+) -> None:
+    """Give the guarded task's code the spender and the mechanism its declaration hands: as ``dp`` and
+    ``mechanism`` (one-shot, its draw paid) in its context (a Python callable that declares them, or
+    ``**context``, receives them) and, for an operator that runs a Python callable (plain or async), the
+    spender as the scope of that call."""
     context["dp"] = spender  # type: ignore[index]
+    if handed is not None:
+        context["mechanism"] = handed.one_shot()  # type: ignore[index]
     if getattr(task, "is_async", False) is True and callable(getattr(type(task), "aexecute_callable", None)):
         object.__setattr__(task, "aexecute_callable", _PayingAsyncCall(task, spender))
     elif callable(getattr(type(task), "execute_callable", None)):

@@ -11,9 +11,19 @@ dataset accountant inside the task is refused (``ScopedSpendError``), since it w
 second time.
 
 Unspent reserved budget stays charged once the callable has started: the callable may have released data by
-other means (the ``mechanism`` it was handed, a file it wrote), which the ledger cannot see, so the declared
-cost is the most its attempt can have released. In a DAG that reserves per run
-(:func:`airflow_plugin.runs.run_budget`), ``dp`` is the run's reservation instead.
+other means (a file it wrote), which the ledger cannot see, so the declared cost is the most its attempt can
+have released. In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`), ``dp`` is the
+attempt's share of the run's reservation instead, claimed when the callable starts and capped at the
+declared cost.
+
+The declaration decides what is paid before the code runs
+--------------------------------------------------------
+A declared :class:`~dp_pipeline.mechanisms.Mechanism` is handed to the callable as ``mechanism``, as a
+one-shot view (a charge covers one draw: a second draw, or a draw on a copy, raises
+:class:`~dp_pipeline.exceptions.MechanismSpentError`), and its draw is paid before the callable starts,
+whether or not the callable takes ``mechanism``: ``dp`` then pays only what the declared cost holds beyond
+it. A declared event or guarantee (``Laplace(...).event``, ``PureDP(0.5)``) hands nothing that can draw:
+the callable pays its releases through ``dp``. The callable's parameter names decide nothing.
 
 Retry policy
 ------------
@@ -49,9 +59,10 @@ Noise left free
 In a DAG whose runs have a budget share (``run_budget(dag, share=...)``), ``mechanism`` may be a
 :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size): the run's setup
 calibrates it with the other tasks to the share (see :mod:`airflow_plugin.allocating`), and the callable
-receives the calibrated mechanism as ``mechanism``. The attempt pays that mechanism's event from the run's
-reservation when the callable starts (so its code adds the noise with ``mechanism`` and does not pay again
-through ``dp``). Outside such a run the task is refused before anything is charged.
+receives the calibrated mechanism (one-shot) as ``mechanism``. The attempt pays that mechanism's event
+within its share of the run's reservation when the callable starts (so its code adds the noise with
+``mechanism`` and does not pay again through ``dp``). Outside such a run the task is refused before
+anything is charged.
 """
 
 from __future__ import annotations
@@ -62,9 +73,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._attempts import pay_share, pays_for_itself, run_reservation, start_attempt, takes_dp
+from airflow_plugin._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
 from airflow_plugin._runtime import (
     OnExhausted,
+    attempt_key,
     attempt_label,
     charged_cost,
     check_mapped_cost,
@@ -81,6 +93,7 @@ from dp_pipeline.accounting.scope import paying_from
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reservation import Reservation
+    from dp_pipeline.mechanisms import Mechanism
 
 __all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
 
@@ -170,7 +183,7 @@ class PrivacyBudgetOperator(PythonOperator):
             dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
         )
         self._dp_callable_started = False
-        self._dp_attempt: tuple[Reservation, DPCost, Any, bool, bool] | None = None
+        self._dp_attempt: tuple[Reservation, DPCost, Any, bool, Mechanism | None] | None = None
 
     def get_accountant(self) -> PrivacyAccountant:
         """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
@@ -184,14 +197,17 @@ class PrivacyBudgetOperator(PythonOperator):
         declared = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
         cost, calibrated = calibrated_cost(declared, context)
         run = run_reservation(accountant, cost, context, self.ledger_conn_id)
-        own = None
-        if run is None:
-            own = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
-        spender = run if run is not None else own
-        assert spender is not None
+        reservation: Reservation = (
+            run
+            if run is not None
+            else reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
+        )
+        own = None if run is not None else reservation  # the attempt's own reservation, committed here
+        spender = reservation if run is None else run.share(attempt_key(context))
+        handed = handed_mechanism(cost, calibrated)
         self._dp_callable_started = False
-        self._dp_attempt = (spender, cost, context, run is not None, calibrated is not None)
-        mechanism = self.mechanism if calibrated is None else calibrated
+        self._dp_attempt = (reservation, cost, context, run is not None, handed)
+        mechanism = self.mechanism if handed is None else handed.one_shot()
         context.update(
             {"mechanism": mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
         )
@@ -239,20 +255,20 @@ class PrivacyBudgetOperator(PythonOperator):
         signature.bind(*self.op_args, **self.op_kwargs)
 
     def _start(self) -> Reservation:
-        """Check the callable's arguments bind; in a run, pay the declared (or calibrated) cost when the
-        callable does not pay for all it releases through ``dp`` (:func:`pays_for_itself`) or was handed its
-        calibrated mechanism, and record the attempt; on the attempt's own reservation, pay it when the
-        callable can both pay through ``dp`` and release through the mechanism; mark the attempt as
-        started. Returns the spender."""
+        """Check the callable's arguments bind, then pay what the declaration says is paid before the code
+        runs: in a run, claim the attempt's share of the run's reservation (and pay the handed mechanism
+        within it, see :func:`~airflow_plugin._attempts.start_attempt`); on the attempt's own reservation,
+        pay the handed mechanism from it. Mark the attempt as started and return the spender (``dp``)."""
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"
-        spender, cost, context, in_run, calibrated = self._dp_attempt
-        itself = pays_for_itself(self.python_callable)
+        reservation, cost, context, in_run, handed = self._dp_attempt
+        spender: Reservation = reservation
         if in_run:
-            pays = calibrated or not itself
-            start_attempt(spender, cost, context, pays=pays, on_exhausted=self.on_exhausted)
-        elif takes_dp(self.python_callable) and not itself:  # dp pays only beyond the mechanism's release
-            pay_share(spender, cost, f"{attempt_label(cost, context)} (the mechanism handed to the task)")
+            spender = start_attempt(
+                reservation, cost, context, hands_mechanism=handed is not None, on_exhausted=self.on_exhausted
+            )
+        elif handed is not None:  # dp pays only beyond the mechanism's one draw
+            pay_share(spender, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
         self._dp_callable_started = True
         return spender
 

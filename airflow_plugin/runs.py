@@ -18,10 +18,13 @@ together, ``plans_fit``), and a reservation made before another part was refused
 between, or a key the ledger cannot take: longer than 512 characters) is shrunk back to nothing.
 
 Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
-:mod:`airflow_plugin.operators` and :mod:`airflow_plugin.guards`): code that takes ``dp`` pays each of its
-releases from it; an attempt whose code cannot (a guarded operator without a Python callable, a callable
-without ``dp``) pays its declared cost when it starts. Before its code starts, the attempt records its try
-number (an XCom), which is how the teardown knows it started.
+:mod:`airflow_plugin.operators` and :mod:`airflow_plugin.guards`): when it starts it claims its **share**,
+its declared cost, keyed by the attempt (:meth:`~dp_pipeline.accounting.reservation.Reservation.claim`),
+and a mechanism its declaration hands is paid within the share; its code's releases through ``dp`` are
+paid within the share too, so that the sum of an attempt's releases never exceeds its declared cost and
+no attempt pays with another's share (the ledger records each payment's share and cap, and ``verify()``
+checks every share's sum). A share is claimed once: a second delivery of the attempt is refused. Before its
+code starts, the attempt also records its try number (an XCom), which is how the teardown knows it started.
 
 The **teardown task** (:class:`RunBudgetTeardownOperator`, downstream of every task, which Airflow runs
 once they are all done, even when some failed) shrinks each part's reservation to the declared costs of the

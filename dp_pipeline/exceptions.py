@@ -14,6 +14,7 @@ __all__ = [
     "KeyAlreadyUsedError",
     "LedgerError",
     "LedgerURLError",
+    "MechanismSpentError",
     "PrivacyLeakWarning",
     "ScopedSpendError",
     "UnknownDatasetError",
@@ -273,6 +274,12 @@ def data_value_error(
     noun = "value is" if count == 1 else "values are"
     message = f"{where}: {count} {noun} {problem} (not shown: data values stay private)"
     return InvalidParameterError(f"{message}; {hint}" if hint else message, parameter)
+
+
+class MechanismSpentError(RuntimeError):
+    """A one-shot mechanism (see :meth:`dp_pipeline.mechanisms.Mechanism.one_shot`) was asked for a second
+    draw, or a copy of it (copied, pickled, or inherited by a forked process) was asked for any: one charge
+    pays for one draw, so the draw is refused and nothing is released or charged."""
 
 
 def printable(text: object) -> str:

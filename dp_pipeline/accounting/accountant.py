@@ -35,7 +35,14 @@ from dp_pipeline.accounting.ledger.base import (
 )
 from dp_pipeline.accounting.ledger.urls import redact_url
 from dp_pipeline.accounting.partitions import partition_names
-from dp_pipeline.accounting.payments import Holding, Paid, event_keys, read_reservation, route
+from dp_pipeline.accounting.payments import (
+    Holding,
+    Paid,
+    event_keys,
+    read_reservation,
+    read_shares,
+    route,
+)
 from dp_pipeline.accounting.records import (
     BudgetBody,
     CancelBody,
@@ -1015,9 +1022,24 @@ class PrivacyAccountant:
         return self._reservation(dataset, self._atomic(dataset, run))
 
     def _pay(
-        self, dataset: str, key: str, cost: Any, group_size: Any, label: Any, partition: Any
+        self,
+        dataset: str,
+        key: str,
+        cost: Any,
+        group_size: Any,
+        label: Any,
+        partition: Any,
+        *,
+        claim: str | None = None,
+        within: str | None = None,
     ) -> ReleaseEntry:
-        """Pay one release from the reservation ``key`` (see :meth:`Reservation.spend`)."""
+        """Pay one release from the reservation ``key`` (see :meth:`Reservation.spend`): as the claim of
+        the share ``claim``, within the share ``within`` (see :mod:`~dp_pipeline.accounting.payments`), or
+        from the reservation alone."""
+        if claim is not None:
+            claim = _check_name(claim, "share", _MAX_KEY)
+        if within is not None:
+            within = _check_name(within, "share", _MAX_KEY)
         event = _to_event(cost)
         k = check_positive_int(group_size, "group_size")
         label = _check_optional_text(label, "label", 2000)
@@ -1052,10 +1074,27 @@ class PrivacyAccountant:
                 except UnsupportedCompositionError:
                     raise alone from None
             stated = [_stated(event, current.relation).to_dict()]
-            now = paid.plus(price.charge, stated, k)
-            way = route(rule, held, now)
+            shares = read_shares(found, rule, f"dataset {dataset!r}")
+            if claim is not None and claim in shares:
+                raise KeyAlreadyUsedError(dataset, claim, "committed")
+            if (claim is None and within is None and shares) or (claim is not None and _unshared(found)):
+                raise LedgerError(
+                    f"the reservation {key!r} on dataset {dataset!r} pays either its attempts' shares or "
+                    "releases of its own, not both: pay within the attempt's share"
+                )
+            if within is None:
+                limit, before = held, paid
+            elif within in shares:
+                limit, before = shares[within].held, shares[within].paid
+            else:
+                raise LedgerError(
+                    f"no share {within!r} was claimed from the reservation {key!r} on dataset {dataset!r}: "
+                    "an attempt pays within its share once it claimed it"
+                )
+            now = before.plus(price.charge, stated, k)
+            way = route(rule, limit, now)
             if way is None:
-                raise self._exceeded(dataset, key, current, held, paid, price.cost, held)
+                raise self._exceeded(dataset, key, current, limit, before, price.cost, limit)
             release = ReserveBody(
                 label,
                 k,
@@ -1069,7 +1108,8 @@ class PrivacyAccountant:
                 totals,
                 partitions,
             )
-            body = PayBody(release, now.total(rule), way)
+            cap = None if within is None else limit.charge
+            body = PayBody(release, now.total(rule), way, claim or within, cap)
             return append(tx, body, with_totals(head.state, totals), key=key, reservation=found.reserve.seq)
 
         return paid_entry(self._atomic(dataset, run))
@@ -1104,13 +1144,22 @@ class PrivacyAccountant:
             )
         return BudgetExceededError(dataset, shown, spent, left, limit.cost, detail=detail, reservation=key)
 
-    def _reservation_report(self, dataset: str, key: str, what: str) -> BudgetReport:
-        """What was paid from a reservation (``what="spent"``) or what is left of it (``"remaining"``)."""
+    def _reservation_report(
+        self, dataset: str, key: str, what: str, share: str | None = None
+    ) -> BudgetReport:
+        """What was paid from a reservation (``what="spent"``) or what is left of it (``"remaining"``); of
+        one of its shares when ``share`` names it."""
         found = self._store.reservation(dataset, key=key)
         if found is None:
             raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
         _, budget, _ = self._read(dataset)
-        held, paid = read_reservation(found, budget.rule, f"dataset {dataset!r}")
+        where = f"dataset {dataset!r}"
+        held, paid = read_reservation(found, budget.rule, where)
+        if share is not None:
+            claimed = read_shares(found, budget.rule, where).get(share)
+            if claimed is None:
+                raise LedgerError(f"no share {share!r} was claimed from the reservation {key!r} on {where}")
+            held, paid, key = claimed.held, claimed.paid, f"{key}, share {share}"
         if what == "spent":
             amount = _paid_cost(budget, held, paid)
             method = budget.rule.method_of(paid.total(budget.rule))
@@ -1581,6 +1630,11 @@ def _open_reservation(
     totals = budget.rule.read_totals(head.state.totals, where)
     held, paid = read_reservation(found, budget.rule, where)
     return head, found, budget, totals, held, paid
+
+
+def _unshared(found: ReservationRecords) -> bool:
+    """Whether a reservation paid for a release outside any share."""
+    return any(r.kind == "pay" and r.body.get("share") is None for r in found.after)
 
 
 def _plan_payment_delta(held: Holding) -> float | None:

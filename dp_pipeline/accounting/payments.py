@@ -14,6 +14,19 @@ A reservation holds the charge it was made with, or the charge of the sub-plan i
   by whole declared releases only: its parts paid one by one could each be chosen from the others'
   results, which that price does not cover.
 
+**Shares.** A reservation made for several attempts (an Airflow run's plan) is split into shares, one per
+attempt, so that no attempt pays with another's: an attempt *claims* its share, a payment from the
+reservation of its declared cost recorded with ``share`` (the attempt's key), which counts against the
+reservation like any payment; the releases its code then pays are paid *within* the share, recorded with
+``share`` and ``cap`` (the claim's charge), and counted against the share only (the claim already counts
+them against the reservation). Releases paid within a share fit it by the same two routes, the claim
+standing for the reservation and its declared release for a plan of one release (:meth:`Share.claimed`).
+
+Why this is sound: each release paid within a share is covered by the share's charge (by the routes
+above), each claim by the reservation's charge, so the releases of all attempts are covered by the
+reservation's charge, and no attempt is covered by more than its own claim. A claim is made once per share
+key, so two attempts cannot use one share.
+
 Used by the accountant when it pays or shrinks, by the reservation's reports and by verify's replay.
 """
 
@@ -31,7 +44,17 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.guarantees import Guarantee, guarantee_from_dict
 
-__all__ = ["Holding", "Paid", "event_keys", "part_keys", "read_reservation", "route"]
+__all__ = [
+    "Holding",
+    "Paid",
+    "Share",
+    "event_keys",
+    "part_keys",
+    "read_reservation",
+    "read_shares",
+    "route",
+    "share_of",
+]
 
 
 def event_keys(events: Sequence[Mapping[str, Any]]) -> Counter[str]:
@@ -98,6 +121,37 @@ class Paid:
         return rule.charge_total(self.charges)
 
 
+@dataclass(frozen=True)
+class Share:
+    """One attempt's share of a reservation: what its claim holds (the cap of the releases paid within it)
+    and what was paid within it."""
+
+    held: Holding
+    paid: Paid = field(default_factory=Paid)
+
+    @classmethod
+    def claimed(cls, body: Mapping[str, Any], rule: BudgetRule, where: str) -> Share:
+        """The share a claim (a ``pay`` record's body) opens: its charge caps the share, and its declared
+        release is a plan of one release, whose parts may be paid one by one."""
+        return cls(Holding.of({**body, "plan": True}, rule, where))
+
+    def plus(self, charge: Charge, events: Sequence[Mapping[str, Any]], k: int) -> Share:
+        """This share with one more release paid within it."""
+        return Share(self.held, self.paid.plus(charge, events, k))
+
+
+def share_of(body: Mapping[str, Any], where: str) -> tuple[str | None, bool]:
+    """The share a ``pay`` record belongs to (None: none) and whether it is paid within the share (it
+    records the share's ``cap``) rather than claiming it; LedgerError if unreadable."""
+    share = body.get("share")
+    if share is not None and not isinstance(share, str):
+        raise LedgerError(f"{where}: unreadable share {share!r}")
+    within = "cap" in body
+    if within and share is None:
+        raise LedgerError(f"{where}: a payment within a share that names no share")
+    return share, within
+
+
 def route(rule: BudgetRule, held: Holding, paid: Paid) -> str | None:
     """``"adaptive"`` or ``"plan"``: how the paid releases fit what the reservation holds; None if they do
     not (see the module notes)."""
@@ -118,11 +172,30 @@ def read_reservation(found: ReservationRecords, rule: BudgetRule, where: str) ->
         here = f"{where}, record seq={record.seq}"
         if record.kind == "shrink":
             held = held.shrunk(record.body, rule, here)
-        elif record.kind == "pay":
+        elif record.kind == "pay" and not share_of(record.body, here)[1]:
             body = record.body
             paid = paid.plus(
                 rule.read_charge(body.get("charge"), here), body["events"], int(body["group_size"])
             )
-        else:
+        elif record.kind != "pay":
             raise LedgerError(f"{here}: a {record.kind!r} record cannot name a reservation without ending it")
     return held, paid
+
+
+def read_shares(found: ReservationRecords, rule: BudgetRule, where: str) -> dict[str, Share]:
+    """The shares claimed from a reservation, by share key, with what was paid within each."""
+    shares: dict[str, Share] = {}
+    for record in found.after:
+        if record.kind != "pay":
+            continue
+        here = f"{where}, record seq={record.seq}"
+        body = record.body
+        name, within = share_of(body, here)
+        if name is None:
+            continue
+        if not within:
+            shares[name] = Share.claimed(body, rule, here)
+        elif name in shares:
+            charge = rule.read_charge(body.get("charge"), here)
+            shares[name] = shares[name].plus(charge, body["events"], int(body["group_size"]))
+    return shares

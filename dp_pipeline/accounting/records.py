@@ -271,15 +271,26 @@ class PayBody:
     request, charge and cost, and the dataset's totals, which a payment leaves unchanged), ``paid`` (the
     exact sum of the charges of every release paid from the reservation so far, this one included) and
     ``route`` (why they fit it: ``"adaptive"``, their sum is within its charge under the rule; ``"plan"``,
-    they are releases its plan declared)."""
+    they are releases its plan declared).
+
+    ``share``: the attempt's share of the reservation the payment belongs to (see
+    :mod:`dp_pipeline.accounting.payments`), absent for a payment that belongs to none. Without ``cap`` the
+    payment claims the share (it counts against the reservation, and ``paid`` sums the reservation's
+    payments); with ``cap`` (the claim's charge) it is paid within the share, and ``paid`` and ``route``
+    are the share's."""
 
     kind: ClassVar[RecordKind] = "pay"
     release: ReserveBody
     paid: Charge
     route: str
+    share: str | None = None
+    cap: Charge | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.release.to_json(), "paid": self.paid.to_json(), "route": self.route}
+        shared: dict[str, Any] = {} if self.share is None else {"share": self.share}  # absent: as before
+        if self.cap is not None:
+            shared["cap"] = self.cap.to_json()
+        return {**self.release.to_json(), "paid": self.paid.to_json(), "route": self.route, **shared}
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR, locate_partition, partition_names
 from dp_pipeline.events import Relation
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
 
-__all__ = ["Reservation", "warn_renamed"]
+__all__ = ["AttemptShare", "Reservation", "warn_renamed"]
 
 
 def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
@@ -59,6 +59,11 @@ class Reservation:
     an Airflow task renders ``visits/{{ ds }}``: ``dataset="visits/2026-11-24"`` is partition
     ``"2026-11-24"`` of ``visits`` (:meth:`locate`). A reservation charged to some partitions pays only
     for releases that name partitions among them: a release that names none would read every partition.
+
+    **Shares.** A reservation made for several attempts (an Airflow run's plan) pays each attempt from its
+    own share: :meth:`claim` pays the attempt's declared cost from the reservation as the share of that
+    attempt and returns the share (an :class:`AttemptShare`), from which the attempt's code pays its
+    releases, capped at the claim (see :mod:`dp_pipeline.accounting.payments`).
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same reservation; pickling
     carries the accountant's URL, the dataset and the key, and unpickling reopens it (a memory ledger
@@ -148,6 +153,47 @@ class Reservation:
         """
         _, named = self.locate(dataset, partition)
         return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None, named or None)
+
+    def claim(
+        self,
+        share: str,
+        cost: Any,
+        *,
+        group_size: int = 1,
+        label: str | None = "",
+        partition: str | Sequence[str] | None = None,
+    ) -> AttemptShare:
+        """Pay an attempt's declared cost from this reservation as the attempt's share, and return the share.
+
+        Parameters
+        ----------
+        share : str
+            The share's key (an attempt's idempotency key); a share is claimed once.
+        cost, group_size, label, partition
+            The attempt's declared release, as for :meth:`spend`.
+
+        Returns
+        -------
+        AttemptShare
+            The share: it pays the attempt's releases, each within the claim.
+
+        Raises
+        ------
+        BudgetExceededError
+            The claim does not fit what the reservation holds; nothing was paid.
+        KeyAlreadyUsedError
+            The share was already claimed; nothing was paid.
+        """
+        _, named = self.locate(self.dataset, partition)
+        self._accountant._pay(
+            self.dataset, self.key, cost, group_size, label or None, named or None, claim=share
+        )
+        return AttemptShare(self, share)
+
+    def share(self, share: str) -> AttemptShare:
+        """The share ``share`` of this reservation, claimed earlier (by :meth:`claim`, maybe in another
+        process); paying from it raises LedgerError if it was never claimed."""
+        return AttemptShare(self, share)
 
     def locate(
         self, dataset: str, partition: str | Sequence[str] | None = None
@@ -264,3 +310,94 @@ class Reservation:
 def _reopen(accountant: PrivacyAccountant, dataset: str, key: str) -> Reservation:
     """A pickled reservation, reopened from its ledger."""
     return accountant.reservation(dataset, key)
+
+
+class AttemptShare(Reservation):
+    """One attempt's share of a reservation (see :meth:`Reservation.claim`): it pays the attempt's releases
+    within the share, so that their sum fits what the attempt claimed, never another attempt's share.
+
+    Releases paid within the share fit it when the exact sum of their charges is within the claim's
+    charge, or when they are parts of the release the attempt declared (its tight total covers them); see
+    :mod:`dp_pipeline.accounting.payments`. The reservation it belongs to is settled as a whole (its
+    owner commits or shrinks it): a share cannot be committed or cancelled on its own.
+
+    Attributes
+    ----------
+    share : str
+        The share's key.
+    """
+
+    def __init__(self, reservation: Reservation, share: str) -> None:
+        r = reservation
+        super().__init__(
+            r._accountant, r.dataset, r.key, r.seq, r.cost, r.method, r.status, r.label, r.group_size
+        )
+        self.share_key = share
+
+    def spend(
+        self,
+        dataset: str,
+        cost: Any,
+        *,
+        group_size: int = 1,
+        label: str | None = "",
+        partition: str | Sequence[str] | None = None,
+    ) -> ReleaseEntry:
+        """Pay one release within the share (as :meth:`Reservation.spend`; BudgetExceededError when the
+        share's releases would exceed its claim, LedgerError when the share was never claimed)."""
+        _, named = self.locate(dataset, partition)
+        return self._accountant._pay(
+            self.dataset, self.key, cost, group_size, label or None, named or None, within=self.share_key
+        )
+
+    def spent(self) -> BudgetReport:
+        """What was paid within the share (``budget`` is its claim), rounded up."""
+        return self._accountant._reservation_report(self.dataset, self.key, "spent", self.share_key)
+
+    def remaining(self) -> BudgetReport:
+        """What a release chosen now could still be paid within the share, rounded down."""
+        return self._accountant._reservation_report(self.dataset, self.key, "remaining", self.share_key)
+
+    def claim(
+        self,
+        share: str,
+        cost: Any,
+        *,
+        group_size: int = 1,
+        label: str | None = "",
+        partition: str | Sequence[str] | None = None,
+    ) -> AttemptShare:
+        """A share holds no shares of its own: LedgerError (code paying within a share cannot claim
+        another)."""
+        raise LedgerError(f"the share {self.share_key!r} cannot be split into shares")
+
+    def share(self, share: str) -> AttemptShare:
+        """A share reaches no other share: LedgerError."""
+        raise LedgerError(f"the share {self.share_key!r} cannot reach another share")
+
+    def commit(self) -> Reservation:
+        """A share is settled with its reservation: LedgerError."""
+        raise LedgerError(f"the share {self.share_key!r} is settled with its reservation {self.key!r}")
+
+    def cancel(self, reason: str) -> Reservation:
+        """A share is settled with its reservation: LedgerError."""
+        raise LedgerError(f"the share {self.share_key!r} is settled with its reservation {self.key!r}")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        return False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen_share, (self._accountant, self.dataset, self.key, self.share_key))
+
+    def __repr__(self) -> str:
+        return f"AttemptShare(dataset={self.dataset!r}, key={self.key!r}, share={self.share_key!r})"
+
+
+def _reopen_share(accountant: PrivacyAccountant, dataset: str, key: str, share: str) -> AttemptShare:
+    """A pickled share, reopened from its ledger."""
+    return AttemptShare(accountant.reservation(dataset, key), share)

@@ -15,7 +15,7 @@ from typing import Any
 
 from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
-from dp_pipeline.accounting.payments import Holding, Paid, event_keys, route
+from dp_pipeline.accounting.payments import Holding, Paid, Share, event_keys, route, share_of
 from dp_pipeline.accounting.pricing import recorded_request_price
 from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.rules import Totals
@@ -59,7 +59,8 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     budget raised outside dp-pipeline for a spend and put back afterwards is found. Every release paid from
     a reservation is re-priced too, its running sum recomputed, and the payments so far must fit what the
     reservation held (an over-payment, or a forged payment that understates its cost, is found); a shrink
-    must keep a sub-plan that costs no more and still covers the payments; a reservation that paid for a
+    must keep a sub-plan that costs no more and still covers the payments; each attempt's share is claimed
+    once, and the releases paid within it fit its claim (the cap it records); a reservation that paid for a
     release cannot have been cancelled; nothing is paid from a spend's own charge, and one release (not a
     plan) that was committed is not shrunk.
     """
@@ -68,6 +69,7 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     budget_state: tuple[dict[str, Any], str] | None = None
     held: dict[int, Holding] = {}
     paid: dict[int, Paid] = {}
+    shares: dict[int, dict[str, Share]] = {}
     named: dict[int, tuple[str, ...]] = {}
     spends: set[int] = set()
     ended: dict[int, str] = {}
@@ -132,7 +134,9 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
                         return (
                             f"{where}: a payment reads partitions that reservation seq={target} did not name"
                         )
-                    problem, totals = _replay_payment(record, budget, totals, held, paid, named[target])
+                    problem, totals = _replay_payment(
+                        record, budget, totals, held, paid, named[target], shares.setdefault(target, {})
+                    )
                     if problem:
                         return f"{where}: {problem}"
                 else:
@@ -265,9 +269,10 @@ def _replay_payment(
     held: dict[int, Holding],
     paid: dict[int, Paid],
     partitions: tuple[str, ...],
+    shares: dict[str, Share],
 ) -> tuple[str | None, Totals]:
     """Replay a ``pay`` or ``shrink`` record of a reservation: the problem it shows (or None) and the totals
-    after it. Updates what the reservation holds and what was paid from it."""
+    after it. Updates what the reservation holds, what was paid from it and its shares."""
     rule, body, target = budget.rule, record.body, record.reservation
     assert target is not None
     where = f"record seq={record.seq}"
@@ -276,6 +281,13 @@ def _replay_payment(
     if record.kind == "pay":
         if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
             return f"the recorded charge {charge.to_json()} is below what the paid release costs", totals
+        name, within = share_of(body, where)
+        if within:
+            return _replay_within(rule, body, charge, shares, name, where, target), totals
+        if name is not None and name in shares:
+            return f"the share {name!r} of seq={target} is claimed twice", totals
+        if (name is None and shares) or (name is not None and payments.charges and not shares):
+            return f"reservation seq={target} paid both shares and releases of its own", totals
         payments = payments.plus(charge, body["events"], int(body["group_size"]))
         total = rule.read_charge(body.get("paid"), where)
         if total.to_json() != payments.total(rule).to_json():
@@ -287,6 +299,8 @@ def _replay_payment(
                 totals,
             )
         paid[target] = payments
+        if name is not None:
+            shares[name] = Share.claimed(body, rule, where)
         return None, totals
     kept = holding.shrunk(body, rule, where)
     if event_keys(kept.events) - event_keys(holding.events):
@@ -304,6 +318,33 @@ def _replay_payment(
         return f"the payments from seq={target} do not fit what its shrink kept", totals
     held[target] = kept
     return None, rule.add(rest, charge, partitions)
+
+
+def _replay_within(
+    rule: Any,
+    body: Mapping[str, Any],
+    charge: Any,
+    shares: dict[str, Share],
+    name: Any,
+    where: str,
+    target: int,
+) -> str | None:
+    """Replay a payment within an attempt's share: the problem it shows (or None); updates the share."""
+    share = shares.get(name)
+    if share is None:
+        return f"a payment within the share {name!r} of seq={target}, which was never claimed"
+    if rule.read_charge(body.get("cap"), where).to_json() != share.held.charge.to_json():
+        return f"the cap recorded for the share {name!r} differs from its claim's charge"
+    now = share.plus(charge, body["events"], int(body["group_size"]))
+    if rule.read_charge(body.get("paid"), where).to_json() != now.paid.total(rule).to_json():
+        return f"the paid sum of the share {name!r} differs from the sum of its payments"
+    if route(rule, now.held, now.paid) is None:
+        return (
+            f"the releases paid within the share {name!r} of seq={target} exceed its claim "
+            f"({share.held.cost!r}): an over-payment"
+        )
+    shares[name] = now
+    return None
 
 
 def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:

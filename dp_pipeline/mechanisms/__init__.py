@@ -1,7 +1,12 @@
 """Noise mechanisms. Each one is vectorised, describes its release as a PrivacyEvent and never imports
-the accounting."""
+the accounting.
 
-from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism
+A charge covers one draw: a mechanism's ``event`` is the cost of one call of ``randomize`` (or
+``select``), and every further call is a release of its own. ``mechanism.one_shot()`` gives a view that
+draws once (:class:`OneShot`), the form handed to code whose draw was paid for.
+"""
+
+from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism, OneShot
 from dp_pipeline.mechanisms.bounded import BoundedLaplace, BoundedStaircase
 from dp_pipeline.mechanisms.composite import Composite
 from dp_pipeline.mechanisms.exponential import Exponential
@@ -23,6 +28,7 @@ __all__ = [
     "KRandomizedResponse",
     "Laplace",
     "Mechanism",
+    "OneShot",
     "Staircase",
     "fast_rng",
     "secure_rng",

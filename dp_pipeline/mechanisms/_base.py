@@ -1,9 +1,18 @@
-"""Shared behaviour of all mechanisms: validation, the privacy event, and the randomize entry point."""
+"""Shared behaviour of all mechanisms: validation, the privacy event, the randomize entry point, and the
+one-shot view.
+
+A charge covers one draw. A mechanism's ``event`` is the cost of **one** call of ``randomize`` (or of
+another method that draws noise, such as ``Exponential.select``); every further call is a further release
+that must be charged again. Code handed a mechanism whose draw was paid for (an Airflow task's
+``mechanism``) is handed :meth:`Mechanism.one_shot`, which refuses a second draw.
+"""
 
 from __future__ import annotations
 
 import inspect
 import numbers
+import os
+import threading
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -14,19 +23,24 @@ from numpy.typing import ArrayLike, NDArray
 
 from dp_pipeline._validation import ValidatedModel, check_array
 from dp_pipeline.events import EventKind, PrivacyEvent, Relation
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, MechanismSpentError
 from dp_pipeline.guarantees import Guarantee
 from dp_pipeline.mechanisms import sampling
 
-__all__ = ["ContinuousMechanism", "Mechanism"]
+__all__ = ["ContinuousMechanism", "Mechanism", "OneShot"]
 
 
 class Mechanism(ValidatedModel, ABC):
     """A randomised release with a known privacy cost.
 
     The cost depends only on the constructor parameters, so it is known before any data is touched:
-    ``guarantee`` and ``event`` never look at data.
+    ``guarantee`` and ``event`` never look at data. They are the cost of **one** draw (one call of
+    ``randomize``): a charge of ``event`` pays for one draw, and each further draw is a release of its own.
+    :meth:`one_shot` gives a view that draws once.
     """
+
+    DRAWS: ClassVar[tuple[str, ...]] = ("randomize", "select")
+    """The methods that draw noise (a release each): the ones a :class:`OneShot` view allows once."""
 
     event_kind: ClassVar[EventKind]
     event_relation: ClassVar[Relation | None] = None
@@ -73,6 +87,102 @@ class Mechanism(ValidatedModel, ABC):
     @abstractmethod
     def randomize(self, values: Any, rng: sampling.RNGLike = None) -> Any:
         """Randomise ``values`` (vectorised; the output has the input's shape)."""
+
+    def one_shot(self) -> OneShot:
+        """A view of this mechanism that draws noise once: the form to hand to code whose one draw was
+        paid for (see :class:`OneShot`)."""
+        return OneShot(self)
+
+
+class OneShot:
+    """A mechanism that draws once: the first successful call of one of its draws (``randomize``, or
+    ``select`` where the mechanism has it) releases; any later draw raises
+    :class:`~dp_pipeline.exceptions.MechanismSpentError` and releases nothing.
+
+    **Guarantee.** A charge of the mechanism's ``event`` pays for one draw; the view makes at most one, so
+    the charge covers everything released through the view. A copy cannot draw at all: ``copy.copy``,
+    ``copy.deepcopy`` and unpickling give a spent view, and in a process other than the one that made the
+    view (a forked child inherits its memory) every draw is refused. So one view in any number of copies
+    and processes releases at most once. A draw that raises (invalid input) returns nothing and does not
+    spend the view. Draws are serialised by a lock, so two threads cannot both make the first draw.
+
+    Attributes other than the draws (``event``, ``guarantee``, ``epsilon``, ``scale``, ``pdf``, ...) are the
+    mechanism's.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism whose draw was paid for.
+
+    References
+    ----------
+    Dwork and Roth, *The Algorithmic Foundations of Differential Privacy* (2014), Theorem 3.16: k draws of
+    an ε-DP mechanism cost kε under basic composition, so one charge covers one draw.
+    """
+
+    __slots__ = ("_lock", "_mechanism", "_pid", "_spent")
+
+    def __init__(self, mechanism: Mechanism, *, spent: bool = False) -> None:
+        if not isinstance(mechanism, Mechanism):
+            raise InvalidParameterError(
+                f"a one-shot view needs a Mechanism, got {type(mechanism).__name__}", "mechanism"
+            )
+        object.__setattr__(self, "_mechanism", mechanism)
+        object.__setattr__(self, "_spent", spent)
+        object.__setattr__(self, "_pid", os.getpid())
+        object.__setattr__(self, "_lock", threading.Lock())
+
+    @property
+    def spent(self) -> bool:
+        """Whether this view can no longer draw (it drew, it is a copy, or it is in another process)."""
+        return self._spent or self._pid != os.getpid()
+
+    @property
+    def mechanism_type(self) -> type[Mechanism]:
+        """The class of the mechanism this view draws from."""
+        return type(self._mechanism)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._mechanism, name)
+        if name in Mechanism.DRAWS and callable(attribute):
+            return self._draw(attribute)
+        return attribute
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a one-shot {type(self._mechanism).__name__} cannot be changed")
+
+    def _draw(self, method: Any) -> Any:
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                if self.spent:
+                    raise MechanismSpentError(
+                        f"this one-shot {type(self._mechanism).__name__} already drew, or is a copy of one "
+                        "(copied, pickled or in another process): its charge paid for one draw. A further "
+                        "release needs a charge of its own"
+                    )
+                out = method(*args, **kwargs)
+                object.__setattr__(self, "_spent", True)
+                return out
+
+        return draw
+
+    def __copy__(self) -> OneShot:
+        return OneShot(self._mechanism, spent=True)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OneShot:
+        return OneShot(self._mechanism, spent=True)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_spent_view, (self._mechanism,))
+
+    def __repr__(self) -> str:
+        state = "spent" if self.spent else "unspent"
+        return f"OneShot({self._mechanism!r}, {state})"
+
+
+def _spent_view(mechanism: Mechanism) -> OneShot:
+    """An unpickled one-shot view: spent (the original may draw)."""
+    return OneShot(mechanism, spent=True)
 
 
 def _required(cls: type[Mechanism]) -> list[str]:

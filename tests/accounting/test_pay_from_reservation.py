@@ -485,3 +485,157 @@ def test_the_scope_follows_async_tasks_but_not_new_threads() -> None:
         thread.start()
         thread.join()
     assert outcome == ["charged"]  # documented: a thread starts in an empty context
+
+
+# ------------------------------------------------------------------------------------------ shares
+
+
+def _run_plan(acct: PrivacyAccountant, epsilons: list[float]) -> Reservation:
+    """A reservation of a plan of Laplace releases (as an Airflow run reserves its tasks' costs)."""
+    return acct.spend_plan("d", [laplace_event(e) for e in epsilons], key="run")
+
+
+def test_each_share_is_capped_at_its_claim_not_at_the_reservation() -> None:
+    """Two attempts of ε = 0.25 each share a reservation of 0.5. The first pays a count within its share;
+    a second count of 0.25 would fit the reservation (0.25 of it is unpaid) but not the share: refused,
+    nothing written. Exact sums are checked with Fractions here."""
+    acct = _acct(PureDP(1.0))
+    run = _run_plan(acct, [0.25, 0.25])
+    mine = run.claim("attempt-a", laplace_event(0.25), label="a")
+    run.claim("attempt-b", laplace_event(0.25), label="b")
+    mine.spend("d", laplace_event(0.25), label="a's count")
+    assert Fraction(mine.spent().epsilon) == Fraction(0.25)
+    assert Fraction(mine.remaining().epsilon) == 0
+    before = [e.hash for e in acct.records("d")]
+    with pytest.raises(BudgetExceededError) as refused:
+        mine.spend("d", laplace_event(0.25), label="a's second count")
+    assert refused.value.reservation == "run"
+    assert [e.hash for e in acct.records("d")] == before
+    # the run's reservation pays the claims only: 0.25 + 0.25 of 0.5
+    assert Fraction(run.spent().epsilon) == Fraction(0.25) + Fraction(0.25)
+    acct.verify()
+
+
+def test_a_share_is_claimed_once_and_a_run_never_mixes_shares_with_payments_of_its_own() -> None:
+    from dp_pipeline.exceptions import KeyAlreadyUsedError
+
+    acct = _acct(PureDP(1.0))
+    run = _run_plan(acct, [0.25, 0.25])
+    share = run.claim("attempt-a", laplace_event(0.25))
+    with pytest.raises(KeyAlreadyUsedError):
+        run.claim("attempt-a", laplace_event(0.25))
+    with pytest.raises(LedgerError, match="not both"):
+        run.spend("d", laplace_event(0.25))
+    with pytest.raises(LedgerError, match=r"no share"):
+        run.share("attempt-z").spend("d", laplace_event(0.125))
+    with pytest.raises(LedgerError):  # code paying within a share reaches no other share
+        share.claim("attempt-c", laplace_event(0.25))
+    with pytest.raises(LedgerError):
+        share.share("attempt-b")
+    with pytest.raises(LedgerError):
+        share.commit()
+    other = _acct(PureDP(1.0))
+    own = _run_plan(other, [0.25, 0.25])
+    own.spend("d", laplace_event(0.25))
+    with pytest.raises(LedgerError, match="not both"):
+        own.claim("attempt-a", laplace_event(0.25))
+    acct.verify()
+    other.verify()
+
+
+def test_a_share_pays_the_parts_of_its_declared_release() -> None:
+    """A share claimed for a composite release (two Gaussian parts) pays the parts one by one: its tight
+    total covers any of them, as a plan's does."""
+    acct = _acct(ApproxDP(10.0, 1e-5))
+    parts = [gaussian_event(0.2), gaussian_event(0.3)]
+    whole = composite_event(parts, parts[0].relation)
+    run = acct.spend_plan("d", [whole], key="run", delta=1e-6)
+    share = run.claim("attempt", whole)
+    for part in parts:
+        share.spend("d", part)
+    with pytest.raises(BudgetExceededError):
+        share.spend("d", parts[0])
+    acct.verify()
+
+
+def test_a_share_pickles_to_the_same_share(sqlite_url: str) -> None:
+    acct = PrivacyAccountant(sqlite_url, create=True)
+    acct.set_budget("d", PureDP(1.0))
+    run = acct.spend_plan("d", [laplace_event(0.25)], key="run")
+    share = pickle.loads(pickle.dumps(run.claim("attempt", laplace_event(0.25))))
+    share.spend("d", laplace_event(0.125))
+    share.spend("d", laplace_event(0.125))
+    with pytest.raises(BudgetExceededError):
+        share.spend("d", laplace_event(0.125))
+
+
+def _forge_within(acct: PrivacyAccountant, share: str, cap: str, paid: str) -> None:
+    """Append a payment of ε = 0.25 within ``share`` with the given recorded cap and share sum."""
+    found = acct.store.reservation("d", key="run")
+    assert found is not None
+
+    def run(tx: Any) -> None:
+        head = tx.head
+        budget = budget_of(head.state, "d")
+        totals = budget.rule.read_totals(head.state.totals, "d")
+        names = budget.rule.amounts
+        event = PrivacyEvent(kind="guarantee", guarantee=PureDP(0.25), relation="replace_one").to_dict()
+        charge = Charge.from_json({"epsilon": "0.25", "delta": "0", "mu2": None}, names, "forged")
+        release = ReserveBody(
+            "forged", 1, False, None, "replace_one", [event], PureDP(0.25), "basic", charge, totals
+        )
+        total = Charge.from_json({"epsilon": paid, "delta": "0", "mu2": None}, names, "forged")
+        capped = Charge.from_json({"epsilon": cap, "delta": "0", "mu2": None}, names, "forged")
+        body = PayBody(release, total, "adaptive", share, capped)
+        append(tx, body, with_totals(head.state, totals), key="run", reservation=found.reserve.seq)
+
+    acct.store.atomic("d", run)
+
+
+@pytest.mark.parametrize(
+    ("share", "cap", "paid", "problem"),
+    [
+        ("attempt-a", "0.25", "0.50", "an over-payment"),  # a second 0.25 within a share of 0.25
+        ("attempt-a", "0.5", "0.5", "differs from its claim"),  # the cap written larger
+        ("attempt-a", "0.25", "0.25", "differs from the sum"),  # the share's sum put back
+        ("attempt-z", "0.25", "0.25", "never claimed"),
+    ],
+)
+def test_verify_checks_the_sum_of_each_share(share: str, cap: str, paid: str, problem: str) -> None:
+    """The 0.75/0.5 breach at ledger level: a payment written past the writer's checks within a share that
+    is already used up (while the reservation still has room) is found by verify."""
+    acct = PrivacyAccountant(MemoryLedger())
+    acct.set_budget("d", PureDP(1.0))
+    run = _run_plan(acct, [0.25, 0.25])
+    run.claim("attempt-a", laplace_event(0.25)).spend("d", laplace_event(0.25))
+    acct.verify()
+    _forge_within(acct, share, cap, paid)
+    with pytest.raises(LedgerError, match=problem):
+        acct.verify()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    caps=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    pays=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), max_size=12),
+)
+def test_no_share_ever_pays_more_than_its_claim(caps: list[int], pays: list[tuple[int, int]]) -> None:
+    """Any sequence of payments into any shares: each share's accepted sum stays within its claim (exact
+    eighths, summed here), every refusal writes nothing, and verify accepts the ledger."""
+    acct = _acct(PureDP(8.0))
+    run = acct.spend_plan("d", [PureDP(c / 8) for c in caps], key="run")
+    shares = [run.claim(f"a{i}", PureDP(c / 8)) for i, c in enumerate(caps)]
+    accepted = [Fraction(0)] * len(caps)
+    for which, eighths in pays:
+        if which >= len(caps):
+            continue
+        before = len(acct.records("d"))
+        try:
+            shares[which].spend("d", PureDP(eighths / 8))
+        except BudgetExceededError:
+            assert len(acct.records("d")) == before
+            assert accepted[which] + Fraction(eighths, 8) > Fraction(caps[which], 8)
+            continue
+        accepted[which] += Fraction(eighths, 8)
+        assert accepted[which] <= Fraction(caps[which], 8)
+    acct.verify()

@@ -1,8 +1,8 @@
-"""A DP task releases through two channels: the ``mechanism`` it is handed and ``dp``, the reservation it
-pays from. Real Airflow 3.3 runs check that no release escapes the ledger: a callable that can receive both
-(``mechanism`` by name or through ``**kwargs``, and ``dp``) has its declared cost paid before it starts,
-so that ``dp`` pays only what the mechanism's release leaves; one that takes ``dp`` alone pays for all it
-releases through it."""
+"""A DP task releases through two channels: the ``mechanism`` it is handed and ``dp``, the reservation (or
+run share) it pays from. Real Airflow 3.3 runs check that no release escapes the ledger: a task declared
+with a mechanism has that mechanism's one draw paid before its code starts, whatever its callable's
+parameters, so that ``dp`` pays only what the declared cost leaves; one declared with an event or a
+guarantee hands nothing that can draw and pays its releases through ``dp``."""
 
 from __future__ import annotations
 
@@ -71,9 +71,10 @@ def test_in_a_run_a_task_cannot_release_through_its_mechanism_unpaid(ledger, tmp
 
 
 def test_on_its_own_reservation_dp_pays_only_beyond_the_mechanism(ledger, tmp_path) -> None:
-    """Outside a run, a callable taking both its mechanism and ``dp`` has the declared cost paid first: a
-    further release of the same cost through ``dp`` is refused. One that takes ``dp`` alone pays its
-    release through it, as before; both are charged their declared 0.5 once."""
+    """Outside a run, a task declared with a mechanism has that mechanism's draw paid first: a further
+    release of the same cost through ``dp`` is refused. One declared with the event alone (nothing handed
+    that can draw) pays its release through ``dp``; both are charged their declared 0.5 once. What is paid
+    first follows from the declaration, not from the callable's parameters."""
     from airflow.sdk import DAG
 
     from airflow_plugin import dp_task
@@ -99,7 +100,7 @@ def test_on_its_own_reservation_dp_pays_only_beyond_the_mechanism(ledger, tmp_pa
                 out.write("both 0.5\n")
             return "paid twice"
 
-        @dp_task(dataset="visits", mechanism=declared)
+        @dp_task(dataset="visits", mechanism=declared.event)
         def through_dp(dp: Any) -> str:
             dp.spend("visits", declared, label="its one release")
             with released.open("a") as out:

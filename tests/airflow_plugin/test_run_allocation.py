@@ -34,7 +34,7 @@ def _recorder(path: Path) -> Callable[[str, Any], float]:
     def record(task: str, mechanism: Any) -> float:
         seen = json.loads(path.read_text()) if path.exists() else {}
         noise = {"sigma": mechanism.sigma} if hasattr(mechanism, "sigma") else {"scale": mechanism.scale}
-        seen[task] = {"class": type(mechanism).__name__, **noise}
+        seen[task] = {"class": mechanism.mechanism_type.__name__, **noise}  # a one-shot view
         path.write_text(json.dumps(seen))
         return float(mechanism.randomize(100.0))
 
@@ -82,8 +82,12 @@ def _three_gaussians(dag_id: str, seen: Path, share: Any, *, per_run: bool = Tru
 
 
 def _run_entries(ledger: Any, dataset: str) -> tuple[list[Any], list[Any]]:
+    """The dataset's charges, and the attempts' shares of them (the draws paid within a share, which
+    record its cap, are left out)."""
     history = ledger.history(dataset)
-    return [e for e in history if e.paid_from is None], [e for e in history if e.paid_from is not None]
+    within = {r.seq for r in ledger._records(dataset) if r.kind == "pay" and "cap" in r.body}
+    shares = [e for e in history if e.paid_from is not None and e.seq not in within]
+    return [e for e in history if e.paid_from is None], shares
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -18,10 +18,16 @@ START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def _run_entries(ledger: Any, dataset: str) -> tuple[list[Any], list[Any]]:
-    """The dataset's charges (reservations) and the releases paid from a run's reservation."""
+    """The dataset's charges (reservations) and the payments from a run's reservation: the attempts' shares
+    (the releases paid within a share, which record its ``cap``, count against the share only)."""
     history = ledger.history(dataset)
+    within = {r.seq for r in ledger._records(dataset) if r.kind == "pay" and "cap" in r.body}
     charged = [entry for entry in history if entry.paid_from is None]
-    paid = [entry for entry in history if entry.paid_from is not None and entry.paid_from.startswith("run/")]
+    paid = [
+        entry
+        for entry in history
+        if entry.paid_from is not None and entry.paid_from.startswith("run/") and entry.seq not in within
+    ]
     return charged, paid
 
 
@@ -50,7 +56,7 @@ def _four_task_dag(dag_id: str, marker: Path) -> Any:
             frame = pd.DataFrame({"visit": range(120)})
             return float(frame.pipe(dp_count, epsilon=0.25, accountant=dp, dataset="visits")["value"])
 
-        @dp_task(dataset="visits", mechanism=Laplace(epsilon=0.25, sensitivity=1.0))
+        @dp_task(dataset="visits", mechanism=Laplace(epsilon=0.25, sensitivity=1.0).event)
         def count(dp: Any) -> float:
             return counted("count", dp)
 
@@ -71,7 +77,7 @@ def _four_task_dag(dag_id: str, marker: Path) -> Any:
         third = PythonOperator(
             task_id="export",
             python_callable=export,
-            pre_execute=dp_guard("visits", Laplace(epsilon=0.25, sensitivity=1.0)),
+            pre_execute=dp_guard("visits", Laplace(epsilon=0.25, sensitivity=1.0).event),
         )
         fourth = BashOperator(
             task_id="archive",
@@ -85,8 +91,9 @@ def _four_task_dag(dag_id: str, marker: Path) -> Any:
 
 def test_a_run_reserves_its_plan_at_start_and_every_task_pays_from_it(any_ledger, tmp_path) -> None:
     """The setup reserves the four releases at their tight total (pure Laplace releases add up: 4 × 0.25),
-    the one charge of the run on the dataset. The two tasks that take ``dp`` pay their counts through it;
-    the two whose code releases by other means pay their declared cost when they start. The teardown keeps
+    the one charge of the run on the dataset. Every attempt claims its share (its declared cost) when it
+    starts; the two tasks declared with the event pay their counts within their shares, the two declared
+    with a mechanism have its draw paid there. The teardown keeps
     everything (every task started), and the dataset is charged the plan's total once."""
     from airflow_plugin import check_dag
     from dp_pipeline import PureDP
@@ -115,6 +122,8 @@ def test_a_run_reserves_its_plan_at_start_and_every_task_pays_from_it(any_ledger
     assert run.cost.epsilon == pytest.approx(check.total.epsilon)
     assert sorted(entry.label.split(" ")[0] for entry in paid if "(try 1)" in entry.label) == [
         "dp_run_fits.archive",
+        "dp_run_fits.count",
+        "dp_run_fits.export",
         "dp_run_fits.noisy",
     ]
     assert len(paid) == 4 and sum(entry.cost.epsilon for entry in paid) == pytest.approx(4 * 0.25)
@@ -212,7 +221,8 @@ def test_the_share_of_a_skipped_branch_goes_back_to_the_budget(any_ledger, tmp_p
 
     client = TestClient(create_app(lambda: ledger))
     (shown,) = client.get("/api/datasets/visits").json()["runs"]
-    assert shown["key"] == run.key and shown["payments"] == 1
+    # two pay records: the task's share, and its handed mechanism's draw paid within that share
+    assert shown["key"] == run.key and shown["payments"] == 2
     assert shown["reserved"]["epsilon"] == pytest.approx(0.25 + 0.5 + 0.125)
     assert shown["held"]["epsilon"] == shown["paid"]["epsilon"] == pytest.approx(0.25)
     page = client.get("/").text

@@ -75,9 +75,12 @@ def test_a_daily_dag_charges_each_day_on_its_own_partition(any_ledger, tmp_path)
     declared = {"2026-11-23": 0.6, "2026-11-24": 0.6}  # each day: one release of ε = 0.6
     assert _epsilons(ledger.partitions("visits")) == pytest.approx(declared)
     assert ledger.spent("visits").epsilon == pytest.approx(max(declared.values()))  # L = 1: the largest
+    # each day: its attempt's charge, and the handed mechanism's draw paid from it
     assert [(e.partitions, e.status) for e in ledger.history("visits")] == [
         (("2026-11-23",), "committed"),
+        (("2026-11-23",), "paid"),
         (("2026-11-24",), "committed"),
+        (("2026-11-24",), "paid"),
     ]
 
     before = ledger.records("visits")
@@ -156,7 +159,7 @@ def _two_days(dag_id: str, today: float, skipped: float, yesterday: float, marke
     with DAG(dag_id, schedule="@daily", start_date=START, catchup=False) as dag:
         branch = BranchPythonOperator(task_id="which", python_callable=lambda: "today")
 
-        @dp_task(dataset="visits/{{ ds }}", mechanism=Laplace(epsilon=today, sensitivity=1.0))
+        @dp_task(dataset="visits/{{ ds }}", mechanism=Laplace(epsilon=today, sensitivity=1.0).event)
         def today_count(dp: Any, dataset: str) -> float:
             mark(dataset)
             return float(_visits().pipe(dp_count, epsilon=today, accountant=dp, dataset=dataset)["value"])
@@ -350,8 +353,10 @@ def test_a_run_share_calibrates_a_free_task_on_its_day_partition(any_ledger, tmp
     (run,) = [e for e in ledger.history("visits") if e.paid_from is None]
     assert run.key == f"run/dp_share_day/{dag_run.run_id}/2026-11-23" and run.partitions == ("2026-11-23",)
     assert "share ε=0.5" in run.label
-    (paid,) = [e for e in ledger.history("visits") if e.paid_from == run.key]
-    assert paid.partitions == ("2026-11-23",) and paid.cost.epsilon == pytest.approx(1.0 / scale)
+    # the attempt's share, and its calibrated mechanism's draw paid within it
+    share, draw = [e for e in ledger.history("visits") if e.paid_from == run.key]
+    for paid in (share, draw):
+        assert paid.partitions == ("2026-11-23",) and paid.cost.epsilon == pytest.approx(1.0 / scale)
     assert ledger.partitions("visits")["2026-11-23"].epsilon <= 0.5
     assert ledger.spent("visits").epsilon == pytest.approx(0.5, rel=1e-3)
 
