@@ -104,7 +104,8 @@ class OneShot:
     ``copy.deepcopy`` and unpickling give a spent view, and in a process other than the one that made the
     view (a forked child inherits its memory) every draw is refused. So one view in any number of copies
     and processes releases at most once. A draw that raises (invalid input) returns nothing and does not
-    spend the view. Draws are serialised by a lock, so two threads cannot both make the first draw.
+    spend the view. A draw with a ``fast_rng`` generator is refused (``InvalidParameterError``): the charge
+    was recorded before the draw, unmarked, and fast noise is not covered by its ε. Draws are serialised by a lock, so two threads cannot both make the first draw.
 
     Attributes other than the draws (``event``, ``guarantee``, ``epsilon``, ``scale``, ``pdf``, ...) are the
     mechanism's.
@@ -159,6 +160,13 @@ class OneShot:
                         f"this one-shot {type(self._mechanism).__name__} already drew, or is a copy of one "
                         "(copied, pickled or in another process): its charge paid for one draw. A further "
                         "release needs a charge of its own"
+                    )
+                if any(isinstance(arg, sampling.FastGenerator) for arg in (*args, *kwargs.values())):
+                    raise InvalidParameterError(
+                        "a paid-for mechanism draws with the secure sampler only: its charge was recorded "
+                        "before the draw, so a fast_rng release (not floating-point safe) could not be "
+                        "marked on the ledger. Leave rng=None",
+                        "rng",
                     )
                 out = method(*args, **kwargs)
                 object.__setattr__(self, "_spent", True)

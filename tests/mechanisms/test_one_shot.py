@@ -13,6 +13,7 @@ import pytest
 
 from dp_pipeline.exceptions import InvalidParameterError, MechanismSpentError
 from dp_pipeline.mechanisms import Exponential, Gaussian, Laplace, OneShot
+from dp_pipeline.mechanisms.sampling import fast_rng
 
 
 def _views() -> list[OneShot]:
@@ -100,3 +101,16 @@ def test_racing_threads_draw_once() -> None:
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["drew"] + ["refused"] * 7
+
+
+@pytest.mark.parametrize("by_keyword", [True, False], ids=["rng=", "positional"])
+def test_a_fast_generator_is_refused_and_leaves_the_view_unspent(by_keyword: bool) -> None:
+    # The charge was recorded before the draw, unmarked: a fast_rng draw would be an unmarked fast release.
+    view = Laplace(epsilon=0.5, sensitivity=1.0).one_shot()
+    with pytest.raises(InvalidParameterError, match="secure sampler only"):
+        if by_keyword:
+            view.randomize(1.0, rng=fast_rng(3))
+        else:
+            view.randomize(1.0, fast_rng(3))
+    assert not view.spent
+    assert isinstance(view.randomize(1.0), float) and view.spent
