@@ -46,7 +46,8 @@ data, so that a run never charges more than the DAG check counted. A map index w
 ``expand_kwargs(..., strict=False)``) fails the same way: the check counted the ``.partial()`` cost.
 
 ``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run. On a
-dataset ``visits`` declared partitioned (``set_budget("visits", ..., partitions=L)``) the rendered name
+dataset ``visits`` declared partitioned (``set_budget("visits", ..., relation="add_remove",
+partitions=L)``) the rendered name
 ``visits/2026-11-24`` charges partition ``2026-11-24`` of ``visits``; a name that is itself a dataset is
 charged whole, and one that names a partition of a dataset that is not partitioned fails the task before
 anything is charged. The callable's ``dataset`` is the rendered name: ``dataset=dataset`` with

@@ -20,7 +20,8 @@ What a plan counts, so that no run can cost more than the check says:
   cannot be rendered before the run exists (no date given, or it needs the run id, a Variable, ...) is
   reported per template and not checked against any budget;
 - the partition a run charges: on a dataset declared partitioned (``set_budget("visits", ...,
-  partitions=L)``) a rendered name ``visits/2026-11-24`` is partition ``2026-11-24`` of ``visits``
+  relation="add_remove", partitions=L)``) a rendered name ``visits/2026-11-24`` is partition ``2026-11-24``
+  of ``visits``
   (:func:`locate_plan`), checked with ``plan_fits(..., partition=...)``; the parts of one run on one dataset
   (its partitions, the whole dataset) are also checked together (``plans_fit``), as the run charges them.
   Without a logical date, ``visits/{{ ds }}`` is checked as a partition that has spent nothing (what a new

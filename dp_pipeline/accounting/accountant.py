@@ -653,7 +653,8 @@ class PrivacyAccountant:
             asking for a different cost raises InvalidParameterError instead. Without a key, a random
             one is made (every call is a new release).
         partition : str or list of str, optional
-            On a partitioned dataset (``set_budget(..., partitions=L)``), the partition or partitions the
+            On a partitioned dataset (``set_budget(..., relation="add_remove", partitions=L)``), the
+            partition or partitions the
             release reads: it is charged to each of them. None: the whole dataset (it counts for every
             partition). InvalidParameterError on a dataset that is not partitioned.
 

@@ -1,7 +1,8 @@
 """Partition names: ``"visits/2026-11-24"`` is partition ``"2026-11-24"`` of dataset ``"visits"``.
 
 Templated dataset names (Airflow's ``visits/{{ ds }}``, one per run) name one partition of a partitioned
-dataset (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.set_budget`, ``partitions=L``). The
+dataset (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.set_budget`, ``relation="add_remove",
+partitions=L``). The
 accountant itself never splits names: whoever takes such a name (the Airflow operator, a script) maps it
 with :func:`locate_partition` (or :func:`split_partition`, which reads no ledger) and passes ``partition=``
 to ``spend``. A reservation, the budget a task's code spends from, maps the names it is given the same way
@@ -75,7 +76,8 @@ def locate_partition(name: str, ledger: _Budgets) -> tuple[str, str | None]:
 
     The name is split as :func:`split_partition` splits it, with the ledger's datasets: a name that is itself
     a dataset is that dataset, whole; ``"visits/2026-11-24"`` is partition ``"2026-11-24"`` of ``"visits"``
-    when ``visits`` was declared partitioned (``set_budget(..., partitions=L)``). A name that neither is a
+    when ``visits`` was declared partitioned (``set_budget(..., relation="add_remove", partitions=L)``). A
+    name that neither is a
     dataset nor names one is returned whole, so that charging it fails naming it (no budget). The ledger is
     read only for a name with a ``/``.
 

@@ -105,7 +105,8 @@ class OneShot:
     view (a forked child inherits its memory) every draw is refused. So one view in any number of copies
     and processes releases at most once. A draw that raises (invalid input) returns nothing and does not
     spend the view. A draw with a ``fast_rng`` generator is refused (``InvalidParameterError``): the charge
-    was recorded before the draw, unmarked, and fast noise is not covered by its ε. Draws are serialised by a lock, so two threads cannot both make the first draw.
+    was recorded before the draw, unmarked, and fast noise is not covered by its ε. Draws are serialised by a
+    lock, so two threads cannot both make the first draw.
 
     Attributes other than the draws (``event``, ``guarantee``, ``epsilon``, ``scale``, ``pdf``, ...) are the
     mechanism's.

@@ -12,7 +12,8 @@ amount under the rule) and :meth:`BudgetRule.counts` says what it adds to each c
 them, beside the number of active and open reservations, as the record's ``totals`` JSON: a new rule keeps
 its own sums there (say ρ for zCDP) without any change to the ledger.
 
-Partitions. A dataset declared partitioned (``set_budget(..., partitions=L)``) keeps, under ``"partitions"``
+Partitions. A dataset declared partitioned (``set_budget(..., relation="add_remove", partitions=L)``) keeps,
+under ``"partitions"``
 in the same JSON, one :class:`Part` (the rule's sums and counters) per partition that a release named; the
 top-level sums are then those of the releases that named none (they read the whole dataset). A rule never
 sees the parts: the accountant hands it the totals of each person (:meth:`Totals.each_person` for L = 1),
