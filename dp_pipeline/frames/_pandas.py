@@ -12,6 +12,7 @@ from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames.common import (
     bound_contributions,
     bound_partitions,
+    check_distinct_keys,
     check_frame,
     no_answer,
     no_partition,
@@ -19,6 +20,7 @@ from dp_pipeline.frames.common import (
     not_yes_no,
     numeric_values,
     observed_index,
+    pandas_value,
     require_pandas,
 )
 from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
@@ -81,6 +83,9 @@ class PandasEngine:
 
     def distinct_values(self, column: Hashable) -> NDArray[Any]:
         return np.asarray(self.df[column].to_numpy())
+
+    def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        check_distinct_keys(by, keys, [pandas_value(self.df[c].dtype) for c in by], name)
 
     def _rows(self, bounding: Bounding) -> pd.DataFrame:
         """The kept rows; one sample per bounding (a call that reads the column twice sees the same rows)."""

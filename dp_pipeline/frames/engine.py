@@ -109,6 +109,11 @@ class Engine(Protocol):
     def distinct_values(self, column: Hashable) -> NDArray[Any]:
         """The column's distinct values (``categories="data"``; not private)."""
 
+    def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        """InvalidParameterError naming ``name`` when two declared ``keys`` of the columns ``by`` are one
+        key once converted to the columns' types (see
+        :func:`~dp_pipeline.frames.common.check_distinct_keys`)."""
+
     def sums(
         self,
         bounding: Bounding,

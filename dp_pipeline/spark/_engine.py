@@ -30,6 +30,7 @@ from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames.common import (
+    check_distinct_keys,
     no_answer,
     no_partition,
     no_person,
@@ -44,7 +45,7 @@ from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._bounding import KEEP, with_kept
 from dp_pipeline.spark._grid import bucket
-from dp_pipeline.spark._keys import KEY, key_table, matches_any
+from dp_pipeline.spark._keys import KEY, key_table, matches_any, spark_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -152,6 +153,10 @@ class SparkEngine:
     def distinct_values(self, column: Hashable) -> NDArray[Any]:
         rows = self.sdf.select(str(column)).distinct().collect()
         return np.array([r[0] for r in rows], dtype=object)
+
+    def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        types = [self._type(c) for c in by]
+        check_distinct_keys(by, keys, [functools.partial(spark_value, data_type=t) for t in types], name)
 
     def _seed_of(self, bounding: Bounding) -> int:
         """The priority seed of a bounding: one per call, so that two jobs of a call keep the same rows."""
