@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
+from dp_pipeline.frames._exact_sums import grid_integers, join_sum, one_on_grid, split_sum
 from dp_pipeline.frames.common import (
     bound_contributions,
     bound_partitions,
@@ -120,19 +122,29 @@ class PandasEngine:
         clip: tuple[float, float],
         centre: float,
         powers: Sequence[int],
-    ) -> NDArray[np.float64]:
+        exponents: Sequence[int],
+    ) -> list[list[int]]:
         pandas = require_pandas()
         rows = self._rows(bounding)
-        if column is None:
-            base = np.zeros(len(rows))
-        else:
-            base = np.clip(rows[column].to_numpy(dtype=np.float64), *clip) - centre
-        parts = pandas.DataFrame(
-            {p: np.ones(len(rows)) if p == 0 else base**p for p in powers}, index=rows.index
-        )
+        base = None if column is None else np.clip(rows[column].to_numpy(dtype=np.float64), *clip) - centre
+        parts: dict[str, NDArray[np.int64]] = {"n": np.ones(len(rows), dtype=np.int64)}
+        for i, (p, j) in enumerate(zip(powers, exponents, strict=True)):
+            if p > 0:
+                assert base is not None
+                values = base if p == 1 else functools.reduce(np.multiply, [base] * p)
+                parts[f"hi{i}"], parts[f"lo{i}"] = split_sum(grid_integers(values, j))
+        table = pandas.DataFrame(parts, index=rows.index)
         if bounding.by is None:
-            return np.asarray(parts.sum().to_numpy(dtype=np.float64)).reshape(len(powers), 1)
-        return np.asarray(self._by_key(bounding, rows, parts).to_numpy(dtype=np.float64).T)
+            sums = {name: [int(total)] for name, total in table.sum().items()}
+        else:
+            grouped = self._by_key(bounding, rows, table)
+            sums = {name: grouped[name].tolist() for name in grouped.columns}
+        return [
+            [n * one_on_grid(j) for n in sums["n"]]
+            if p == 0
+            else [join_sum(hi, lo) for hi, lo in zip(sums[f"hi{i}"], sums[f"lo{i}"], strict=True)]
+            for i, (p, j) in enumerate(zip(powers, exponents, strict=True))
+        ]
 
     def grid_ranks(
         self, bounding: Bounding, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64]

@@ -17,6 +17,7 @@ would redraw fresh noise at every action and so release the data again for one c
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
+from dp_pipeline.frames._exact_sums import one_on_grid
 from dp_pipeline.frames.common import (
     check_distinct_keys,
     no_answer,
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["SparkEngine"]
 
 _SEED_RANGE = 2**62
+_EXACT = st.DecimalType(38, 0)
 _BUCKET = "__dp_bucket"
 
 
@@ -193,24 +196,31 @@ class SparkEngine:
         clip: tuple[float, float],
         centre: float,
         powers: Sequence[int],
-    ) -> NDArray[np.float64]:
+        exponents: Sequence[int],
+    ) -> list[list[int]]:
+        """The exact sums (see :meth:`~dp_pipeline.frames.engine.Engine.sums`): each row's grid integer is a
+        long (|q| < 2⁵³), summed as DecimalType(38, 0), which is exact; a sum beyond 10³⁸ (more than 10²²
+        rows) would be null or an error, never a rounded value, and is refused."""
         frame, kept = self._kept(bounding, column)
-        parts = []
-        for p in powers:
-            if p == 0:
-                parts.append(sf.count(sf.when(kept, 1)))
-                continue
-            assert column is not None
-            y = _clipped(sf.col(str(column)), clip) - sf.lit(centre)
-            term = functools.reduce(lambda a, b: a * b, [y] * p)
-            parts.append(sf.sum(sf.when(kept, term)))
+        parts = [sf.count(sf.when(kept, 1))]  # the kept rows: the count, and the overflow check
+        for p, j in zip(powers, exponents, strict=True):
+            if p > 0:
+                assert column is not None
+                y = _clipped(sf.col(str(column)), clip) - sf.lit(centre)
+                term = functools.reduce(lambda a, b: a * b, [y] * p)
+                parts.append(sf.sum(sf.when(kept, _grid_integer(term, j).cast(_EXACT))))
         counts = _check_counts(self._checks, sf.lit(True))
         rows = _aggregate(frame, bounding, [*parts, *counts])
         self._raise([sum(int(r[len(parts) + i] or 0) for r in rows) for i in range(len(counts))])
-        out = np.zeros((len(powers), bounding.n_keys))
+        out = [[0] * bounding.n_keys for _ in powers]
         for row in rows:
-            if row[KEY] is not None:
-                out[:, int(row[KEY])] = [float(v or 0.0) for v in list(row)[: len(parts)]]
+            if row[KEY] is None or not row[0]:
+                continue
+            if any(total is None for total in row[1 : len(parts)]):
+                raise OverflowError("an exact sum exceeded DecimalType(38, 0)")
+            totals = iter(row[1 : len(parts)])
+            for i, (p, j) in enumerate(zip(powers, exponents, strict=True)):
+                out[i][int(row[KEY])] = int(row[0]) * one_on_grid(j) if p == 0 else int(next(totals))
         return out
 
     def grid_ranks(
@@ -289,6 +299,17 @@ def _in_partition(
         rng = sampling.secure_rng((key << 32) | partition)
     for batch in batches:
         yield transform(batch, rng=rng)
+
+
+def _grid_integer(value: Column, exponent: int) -> Column:
+    """trunc(v / 2^j) as a long: v times 2^−j in exact power-of-two steps (each a normal double), then the
+    cast, which truncates toward zero (as :func:`~dp_pipeline.frames._exact_sums.grid_integers`)."""
+    shift = -exponent
+    while shift:
+        step = max(min(shift, 1000), -1000)
+        value = value * sf.lit(math.ldexp(1.0, step))
+        shift -= step
+    return value.cast("long")
 
 
 def _clipped(value: Column, clip: tuple[float, float]) -> Column:
