@@ -43,7 +43,9 @@ from numpy.typing import NDArray
 from dp_pipeline.mechanisms import ContinuousMechanism, Gaussian, Laplace, sampling
 
 __all__ = [
+    "SPLIT_ROWS",
     "ExactSums",
+    "exact_total",
     "grid_exponent",
     "grid_integers",
     "join_sum",
@@ -53,7 +55,10 @@ __all__ = [
 ]
 
 _FINEST = -1074  # 2^-1074, the smallest subnormal: every float is a multiple of it
+_BLOCK = 512  # 512 values below 2^53 sum below 2^62 in int64
 _HALF = 26  # q = hi·2^26 + lo, |hi| ≤ 2^27, 0 ≤ lo < 2^26: int64 sums of either are exact below 2^36 rows
+SPLIT_ROWS = 1 << 35
+"""Rows summed at once in int64 halves; longer frames are summed in slices of this many rows."""
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,19 @@ def _lattice(noise: ContinuousMechanism) -> float:
 
 
 def grid_integers(values: NDArray[np.float64], exponent: int) -> NDArray[np.int64]:
-    """q = trunc(v / 2^j) of each value, exactly (scaling by a power of two is exact above the subnormals,
-    and a value that falls among them is below 1, so it truncates to 0 either way)."""
-    return np.trunc(np.ldexp(values, -exponent)).astype(np.int64)
+    """q = trunc(v / 2^j) of each value, exactly: scaling by a power of two is exact above the subnormals
+    (a value that falls among them is below 1 and truncates to 0 either way), and the cast to int64
+    truncates toward zero (|v / 2^j| < 2⁵³)."""
+    power = math.ldexp(1.0, -exponent) if -1022 <= exponent <= 1023 else None
+    scaled = np.ldexp(values, -exponent) if power is None else values * power
+    return scaled.astype(np.int64)
+
+
+def exact_total(q: NDArray[np.int64]) -> int:
+    """Σq exactly: int64 sums of blocks of 512 (each below 2⁶²), then Python integers."""
+    whole = q.size - q.size % _BLOCK
+    blocks = q[:whole].reshape(-1, _BLOCK).sum(axis=1)
+    return sum(blocks.tolist(), int(q[whole:].sum()))
 
 
 def one_on_grid(exponent: int) -> int:
@@ -100,7 +115,7 @@ def one_on_grid(exponent: int) -> int:
 
 
 def split_sum(q: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(hi, lo) with q = hi·2^26 + lo: int64 sums of each are exact for fewer than 2^36 rows."""
+    """(hi, lo) with q = hi·2^26 + lo: int64 sums of each are exact for at most :data:`SPLIT_ROWS` rows."""
     return q >> _HALF, q & ((1 << _HALF) - 1)
 
 

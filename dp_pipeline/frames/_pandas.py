@@ -10,7 +10,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._exact_sums import grid_integers, join_sum, one_on_grid, split_sum
+from dp_pipeline.frames._exact_sums import (
+    SPLIT_ROWS,
+    exact_total,
+    grid_integers,
+    join_sum,
+    one_on_grid,
+    split_sum,
+)
 from dp_pipeline.frames.common import (
     bound_contributions,
     bound_partitions,
@@ -124,27 +131,44 @@ class PandasEngine:
         powers: Sequence[int],
         exponents: Sequence[int],
     ) -> list[list[int]]:
-        pandas = require_pandas()
         rows = self._rows(bounding)
         base = None if column is None else np.clip(rows[column].to_numpy(dtype=np.float64), *clip) - centre
-        parts: dict[str, NDArray[np.int64]] = {"n": np.ones(len(rows), dtype=np.int64)}
+        integers = {}
         for i, (p, j) in enumerate(zip(powers, exponents, strict=True)):
             if p > 0:
                 assert base is not None
                 values = base if p == 1 else functools.reduce(np.multiply, [base] * p)
-                parts[f"hi{i}"], parts[f"lo{i}"] = split_sum(grid_integers(values, j))
-        table = pandas.DataFrame(parts, index=rows.index)
+                integers[i] = grid_integers(values, j)
         if bounding.by is None:
-            sums = {name: [int(total)] for name, total in table.sum().items()}
+            count, totals = [len(rows)], {i: [exact_total(q)] for i, q in integers.items()}
         else:
-            grouped = self._by_key(bounding, rows, table)
-            sums = {name: grouped[name].tolist() for name in grouped.columns}
+            count, totals = self._totals_by_key(bounding, rows, integers)
         return [
-            [n * one_on_grid(j) for n in sums["n"]]
-            if p == 0
-            else [join_sum(hi, lo) for hi, lo in zip(sums[f"hi{i}"], sums[f"lo{i}"], strict=True)]
+            [n * one_on_grid(j) for n in count] if p == 0 else totals[i]
             for i, (p, j) in enumerate(zip(powers, exponents, strict=True))
         ]
+
+    def _totals_by_key(
+        self, bounding: Bounding, rows: pd.DataFrame, integers: dict[int, NDArray[np.int64]]
+    ) -> tuple[list[int], dict[int, list[int]]]:
+        """The row count and the exact Σq of each part per declared key: int64 sums of the halves of q
+        (:func:`~dp_pipeline.frames._exact_sums.split_sum`) over slices of at most ``SPLIT_ROWS`` rows,
+        added as Python integers."""
+        pandas = require_pandas()
+        count = [0] * bounding.n_keys
+        totals = {i: [0] * bounding.n_keys for i in integers}
+        for start in range(0, max(len(rows), 1), SPLIT_ROWS):
+            piece = slice(start, start + SPLIT_ROWS)
+            parts: dict[str, NDArray[np.int64]] = {"n": np.ones(len(rows.index[piece]), dtype=np.int64)}
+            for i, q in integers.items():
+                parts[f"hi{i}"], parts[f"lo{i}"] = split_sum(q[piece])
+            table = pandas.DataFrame(parts, index=rows.index[piece])
+            sums = self._by_key(bounding, rows.iloc[piece], table)
+            count = [a + int(b) for a, b in zip(count, sums["n"].tolist(), strict=True)]
+            for i, total in totals.items():
+                pairs = zip(total, sums[f"hi{i}"].tolist(), sums[f"lo{i}"].tolist(), strict=True)
+                totals[i] = [a + join_sum(hi, lo) for a, hi, lo in pairs]
+        return count, totals
 
     def grid_ranks(
         self, bounding: Bounding, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64]
