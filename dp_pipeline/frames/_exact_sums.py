@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 from dp_pipeline.mechanisms import ContinuousMechanism, Gaussian, Laplace, sampling
 
 __all__ = [
+    "HALF",
     "SPLIT_ROWS",
     "ExactSums",
     "exact_total",
@@ -56,7 +57,7 @@ __all__ = [
 
 _FINEST = -1074  # 2^-1074, the smallest subnormal: every float is a multiple of it
 _BLOCK = 512  # 512 values below 2^53 sum below 2^62 in int64
-_HALF = 26  # q = hi·2^26 + lo, |hi| ≤ 2^27, 0 ≤ lo < 2^26: int64 sums of either are exact below 2^36 rows
+HALF = 26  # q = hi·2^26 + lo, |hi| ≤ 2^27, 0 ≤ lo < 2^26: int64 sums of either are exact below 2^36 rows
 SPLIT_ROWS = 1 << 35
 """Rows summed at once in int64 halves; longer frames are summed in slices of this many rows."""
 
@@ -116,12 +117,12 @@ def one_on_grid(exponent: int) -> int:
 
 def split_sum(q: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(hi, lo) with q = hi·2^26 + lo: int64 sums of each are exact for at most :data:`SPLIT_ROWS` rows."""
-    return q >> _HALF, q & ((1 << _HALF) - 1)
+    return q >> HALF, q & ((1 << HALF) - 1)
 
 
 def join_sum(hi: int, lo: int) -> int:
     """Σq from Σhi and Σlo (Python integers)."""
-    return (int(hi) << _HALF) + int(lo)
+    return (int(hi) << HALF) + int(lo)
 
 
 def noisy_sums(

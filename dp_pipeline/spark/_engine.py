@@ -30,7 +30,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._exact_sums import one_on_grid
+from dp_pipeline.frames._exact_sums import HALF, join_sum, one_on_grid
 from dp_pipeline.frames.common import (
     check_distinct_keys,
     no_answer,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["SparkEngine"]
 
 _SEED_RANGE = 2**62
-_EXACT = st.DecimalType(38, 0)
+_WIDE = st.DecimalType(38, 0)
 _BUCKET = "__dp_bucket"
 
 
@@ -198,17 +198,32 @@ class SparkEngine:
         powers: Sequence[int],
         exponents: Sequence[int],
     ) -> list[list[int]]:
-        """The exact sums (see :meth:`~dp_pipeline.frames.engine.Engine.sums`): each row's grid integer is a
-        long (|q| < 2⁵³), summed as DecimalType(38, 0), which is exact; a sum beyond 10³⁸ (more than 10²²
-        rows) would be null or an error, never a rounded value, and is refused."""
+        """The exact sums (see :meth:`~dp_pipeline.frames.engine.Engine.sums`): each row's grid integer q is
+        a long (|q| < 2⁵³), split in halves q = hi·2²⁶ + lo whose long sums (``try_sum``: null on
+        overflow, never a wrapped value) are exact below 2³⁶ rows per key. When one overflows, the job
+        runs again with the halves summed as DecimalType(38, 0), exact below 10²² rows: the result is the
+        same exact sum either way (beyond that, OverflowError)."""
+        return self._sums(bounding, column, clip, centre, powers, exponents, wide=False)
+
+    def _sums(
+        self,
+        bounding: Bounding,
+        column: Hashable | None,
+        clip: tuple[float, float],
+        centre: float,
+        powers: Sequence[int],
+        exponents: Sequence[int],
+        wide: bool,
+    ) -> list[list[int]]:
         frame, kept = self._kept(bounding, column)
         parts = [sf.count(sf.when(kept, 1))]  # the kept rows: the count, and the overflow check
         for p, j in zip(powers, exponents, strict=True):
             if p > 0:
                 assert column is not None
                 y = _clipped(sf.col(str(column)), clip) - sf.lit(centre)
-                term = functools.reduce(lambda a, b: a * b, [y] * p)
-                parts.append(sf.sum(sf.when(kept, _grid_integer(term, j).cast(_EXACT))))
+                q = sf.when(kept, _grid_integer(functools.reduce(lambda a, b: a * b, [y] * p), j))
+                add = _wide_sum if wide else sf.try_sum
+                parts += [add(sf.shiftright(q, HALF)), add(q.bitwiseAND(sf.lit((1 << HALF) - 1)))]
         counts = _check_counts(self._checks, sf.lit(True))
         rows = _aggregate(frame, bounding, [*parts, *counts])
         self._raise([sum(int(r[len(parts) + i] or 0) for r in rows) for i in range(len(counts))])
@@ -217,10 +232,13 @@ class SparkEngine:
             if row[KEY] is None or not row[0]:
                 continue
             if any(total is None for total in row[1 : len(parts)]):
-                raise OverflowError("an exact sum exceeded DecimalType(38, 0)")
-            totals = iter(row[1 : len(parts)])
+                if wide:
+                    raise OverflowError("an exact sum exceeded DecimalType(38, 0)")
+                return self._sums(bounding, column, clip, centre, powers, exponents, wide=True)
+            halves = iter(row[1 : len(parts)])
             for i, (p, j) in enumerate(zip(powers, exponents, strict=True)):
-                out[i][int(row[KEY])] = int(row[0]) * one_on_grid(j) if p == 0 else int(next(totals))
+                total = int(row[0]) * one_on_grid(j) if p == 0 else join_sum(next(halves), next(halves))
+                out[i][int(row[KEY])] = total
         return out
 
     def grid_ranks(
@@ -299,6 +317,10 @@ def _in_partition(
         rng = sampling.secure_rng((key << 32) | partition)
     for batch in batches:
         yield transform(batch, rng=rng)
+
+
+def _wide_sum(value: Column) -> Column:
+    return sf.sum(value.cast(_WIDE))
 
 
 def _grid_integer(value: Column, exponent: int) -> Column:

@@ -75,3 +75,17 @@ def test_a_spark_sum_release_reads_the_exact_sum(spark: Any) -> None:
     # noise of scale 1e16/1e9 = 1e7: the value is 1e16 up to it (the grid of M = 1e16 is 2, so the ones
     # truncate to 0), never biased by the float rounding
     assert math.isclose(out["value"][0], 1e16, abs_tol=1e9)
+
+
+def test_the_decimal_sums_used_beyond_the_long_range_give_the_same_exact_sums(spark: Any) -> None:
+    """The job that sums the halves as DecimalType(38, 0) (run when a long sum overflows, beyond 2³⁶
+    rows in one key) gives the same exact sums as the long halves."""
+    df = adversarial()
+    noise = Laplace(epsilon=1.0, sensitivity=2e16)
+    exponents = [grid_exponent(1.0, 1.0, noise), grid_exponent(-1e16, 1e16, noise)]
+    bounding = Bounding(None, 1, ["g"], pd.Index(["a", "b"], name="g"), secure_rng(5))
+    engine = SparkEngine(spark.createDataFrame(df))
+    clip = (-1e16, 1e16)
+    wide = engine._sums(bounding, "x", clip, 0.0, [0, 1], exponents, wide=True)
+    assert wide == engine.sums(bounding, "x", clip, 0.0, [0, 1], exponents)
+    assert wide == PandasEngine(df).sums(bounding, "x", clip, 0.0, [0, 1], exponents)
