@@ -5,7 +5,8 @@ A frame function builds one :class:`Release` from its arguments (nothing is read
 declared bounds (:func:`sensitivity`), then computes the exact bounded aggregate inside
 :meth:`Release.charging`: the release is reserved on the ledger before any data is read (a refusal reads
 nothing), committed once the aggregate exists, and only then is the noise drawn, on the driver. Only the
-aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames.engine`) is the engine's.
+aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames.engine`) is the engine's. Sums
+are exact and the noise is added to the exact sum (:mod:`dp_pipeline.frames._exact_sums`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dp_pipeline.charging import (
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.frames._exact_sums import ExactSums, grid_exponent
 from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
 from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding, engine_of
 from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
@@ -158,10 +160,20 @@ class Release:
         return name, low, high
 
     def sums(
-        self, column: Hashable | None, clip: tuple[float, float], centre: float, powers: Sequence[int]
-    ) -> NDArray[np.float64]:
-        """The exact bounded sums of the powers (see :meth:`~dp_pipeline.frames.engine.Engine.sums`)."""
-        return self.engine.sums(self.bounding, column, clip, centre, powers)
+        self,
+        column: Hashable | None,
+        clip: tuple[float, float],
+        centre: float,
+        powers: Sequence[int],
+        plan: NoisePlan,
+        ranges: Sequence[tuple[float, float]],
+    ) -> ExactSums:
+        """The exact bounded sums of the powers, one per part of ``plan`` (whose value range is the
+        matching entry of ``ranges``), on the grid of each part (see :mod:`dp_pipeline.frames._exact_sums`
+        and :meth:`~dp_pipeline.frames.engine.Engine.sums`)."""
+        exponents = [grid_exponent(lo, hi, part) for (lo, hi), part in zip(ranges, plan.parts, strict=True)]
+        totals = self.engine.sums(self.bounding, column, clip, centre, powers, exponents)
+        return ExactSums(totals, exponents)
 
     def grid_ranks(
         self, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64], whole: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -9,9 +10,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
+from dp_pipeline.frames._exact_sums import (
+    SPLIT_ROWS,
+    exact_total,
+    grid_integers,
+    join_sum,
+    one_on_grid,
+    split_sum,
+)
 from dp_pipeline.frames.common import (
     bound_contributions,
     bound_partitions,
+    check_distinct_keys,
     check_frame,
     no_answer,
     no_partition,
@@ -19,6 +29,7 @@ from dp_pipeline.frames.common import (
     not_yes_no,
     numeric_values,
     observed_index,
+    pandas_value,
     require_pandas,
 )
 from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
@@ -82,6 +93,9 @@ class PandasEngine:
     def distinct_values(self, column: Hashable) -> NDArray[Any]:
         return np.asarray(self.df[column].to_numpy())
 
+    def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        check_distinct_keys(by, keys, [pandas_value(self.df[c].dtype) for c in by], name)
+
     def _rows(self, bounding: Bounding) -> pd.DataFrame:
         """The kept rows; one sample per bounding (a call that reads the column twice sees the same rows)."""
         if self._kept is None or self._kept[0] is not bounding:
@@ -115,19 +129,46 @@ class PandasEngine:
         clip: tuple[float, float],
         centre: float,
         powers: Sequence[int],
-    ) -> NDArray[np.float64]:
-        pandas = require_pandas()
+        exponents: Sequence[int],
+    ) -> list[list[int]]:
         rows = self._rows(bounding)
-        if column is None:
-            base = np.zeros(len(rows))
-        else:
-            base = np.clip(rows[column].to_numpy(dtype=np.float64), *clip) - centre
-        parts = pandas.DataFrame(
-            {p: np.ones(len(rows)) if p == 0 else base**p for p in powers}, index=rows.index
-        )
+        base = None if column is None else np.clip(rows[column].to_numpy(dtype=np.float64), *clip) - centre
+        integers = {}
+        for i, (p, j) in enumerate(zip(powers, exponents, strict=True)):
+            if p > 0:
+                assert base is not None
+                values = base if p == 1 else functools.reduce(np.multiply, [base] * p)
+                integers[i] = grid_integers(values, j)
         if bounding.by is None:
-            return np.asarray(parts.sum().to_numpy(dtype=np.float64)).reshape(len(powers), 1)
-        return np.asarray(self._by_key(bounding, rows, parts).to_numpy(dtype=np.float64).T)
+            count, totals = [len(rows)], {i: [exact_total(q)] for i, q in integers.items()}
+        else:
+            count, totals = self._totals_by_key(bounding, rows, integers)
+        return [
+            [n * one_on_grid(j) for n in count] if p == 0 else totals[i]
+            for i, (p, j) in enumerate(zip(powers, exponents, strict=True))
+        ]
+
+    def _totals_by_key(
+        self, bounding: Bounding, rows: pd.DataFrame, integers: dict[int, NDArray[np.int64]]
+    ) -> tuple[list[int], dict[int, list[int]]]:
+        """The row count and the exact Σq of each part per declared key: int64 sums of the halves of q
+        (:func:`~dp_pipeline.frames._exact_sums.split_sum`) over slices of at most ``SPLIT_ROWS`` rows,
+        added as Python integers."""
+        pandas = require_pandas()
+        count = [0] * bounding.n_keys
+        totals = {i: [0] * bounding.n_keys for i in integers}
+        for start in range(0, max(len(rows), 1), SPLIT_ROWS):
+            piece = slice(start, start + SPLIT_ROWS)
+            parts: dict[str, NDArray[np.int64]] = {"n": np.ones(len(rows.index[piece]), dtype=np.int64)}
+            for i, q in integers.items():
+                parts[f"hi{i}"], parts[f"lo{i}"] = split_sum(q[piece])
+            table = pandas.DataFrame(parts, index=rows.index[piece])
+            sums = self._by_key(bounding, rows.iloc[piece], table)
+            count = [a + int(b) for a, b in zip(count, sums["n"].tolist(), strict=True)]
+            for i, total in totals.items():
+                pairs = zip(total, sums[f"hi{i}"].tolist(), sums[f"lo{i}"].tolist(), strict=True)
+                totals[i] = [a + join_sum(hi, lo) for a, hi, lo in pairs]
+        return count, totals
 
     def grid_ranks(
         self, bounding: Bounding, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64]

@@ -40,6 +40,7 @@ from scipy import special
 from dp_pipeline.exact import subtract_up
 from dp_pipeline.frames._core import Release
 from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
+from dp_pipeline.frames._exact_sums import ExactSums, noisy_sums
 from dp_pipeline.frames.common import column_list, interval_half_width, result_frame
 from dp_pipeline.frames.engine import engine_of
 from dp_pipeline.splitting import NoisePlan
@@ -51,16 +52,15 @@ if TYPE_CHECKING:
 __all__ = ["dp_count", "dp_histogram", "dp_mean", "dp_sum"]
 
 
-def noisy(
-    plan: NoisePlan, part: int, exact: NDArray[np.float64], rng: np.random.Generator
-) -> NDArray[np.float64]:
-    """Part ``part`` of a release (one value per key) with its noise."""
-    return np.asarray(plan.parts[part].randomize(exact, rng), dtype=np.float64).reshape(exact.shape)
+def noisy(plan: NoisePlan, part: int, exact: ExactSums, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Part ``part`` of a release (one value per key) with its noise, added to the exact sum (see
+    :func:`~dp_pipeline.frames._exact_sums.noisy_sums`)."""
+    return noisy_sums(plan.parts[part], exact.totals[part], exact.exponents[part], rng)
 
 
 def _count_or_sum(
     release: Release,
-    exact: NDArray[np.float64],
+    exact: ExactSums,
     plan: NoisePlan,
     name: str,
     floor: float | None,
@@ -79,7 +79,7 @@ def _count(release: Release, label: str) -> Any:
     """The noisy row count, whole or per group (each row counts 1), clipped at 0."""
     plan = release.plan([(1.0, 1.0)])
     with release.charging(plan.event, label):
-        (exact,) = release.sums(None, (1.0, 1.0), 0.0, [0])
+        exact = release.sums(None, (1.0, 1.0), 0.0, [0], plan, [(1.0, 1.0)])
     return _count_or_sum(release, exact, plan, "count", 0.0, {})
 
 
@@ -224,7 +224,7 @@ def _charged_sums(
     powers: list[int],
     centred: bool,
     label_what: str,
-) -> tuple[Any, float, float, NoisePlan, NDArray[np.float64], dict[str, Any]]:
+) -> tuple[Any, float, float, NoisePlan, ExactSums, dict[str, Any]]:
     """Charge the release once and compute its exact bounded sums of ``powers`` (centred on the bounds'
     midpoint when ``centred``): (column, lower, upper, plan, sums, extra attributes).
 
@@ -245,7 +245,7 @@ def _charged_sums(
         if searched is not None:
             low, high, plan = learn_bounds(release, search, name, ranges)
         centre = (low + high) / 2.0 if centred else 0.0
-        exact = release.sums(name, (low, high), centre, powers)
+        exact = release.sums(name, (low, high), centre, powers, plan, ranges(low, high))
     return name, low, high, plan, exact, {"lower": low, "upper": high, **extra}
 
 
@@ -303,7 +303,7 @@ def dp_sum(
     sums L1 2mM, L2 m·max(W, √2·M).
     """
     release = Release("dp_sum", locals())
-    name, _, _, plan, (exact,), extra = _charged_sums(
+    name, _, _, plan, exact, extra = _charged_sums(
         release, column, locals(), lambda a, b: [(a, b)], [1], False, "dp_sum"
     )
     return _count_or_sum(release, exact, plan, f"sum({name})", None, extra)
@@ -359,12 +359,12 @@ def dp_mean(
     count with centring).
     """
     release = Release("dp_mean", locals())
-    name, low, high, plan, (exact_sum, exact_count), extra = _charged_sums(
+    name, low, high, plan, exact, extra = _charged_sums(
         release, column, locals(), _mean_ranges, [1, 0], True, "dp_mean"
     )
     centre = (low + high) / 2.0
-    noisy_sum = noisy(plan, 0, exact_sum, release.rng)
-    noisy_count = noisy(plan, 1, exact_count, release.rng)
+    noisy_sum = noisy(plan, 0, exact, release.rng)
+    noisy_count = noisy(plan, 1, exact, release.rng)
     count = np.maximum(noisy_count, 1.0)
     ratio = noisy_sum / count
     mean = np.clip(centre + ratio, low, high)

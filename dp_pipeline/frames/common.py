@@ -4,11 +4,14 @@ group keys, the refusals of bad columns, and the result table."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import importlib
 import math
 import numbers
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from fractions import Fraction
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "bound_contributions",
     "bound_partitions",
+    "check_distinct_keys",
     "check_frame",
     "check_level",
     "check_limit",
@@ -40,6 +44,7 @@ __all__ = [
     "not_yes_no",
     "numeric_values",
     "observed_index",
+    "pandas_value",
     "require_pandas",
     "result_frame",
 ]
@@ -268,7 +273,100 @@ def group_index(engine: Any, by: Any, keys: Any, name: str = "keys") -> tuple[li
         index = pandas.MultiIndex.from_tuples(items, names=columns)
     if index.has_duplicates:
         raise InvalidParameterError(f"{name!r} lists a key twice", name)
+    engine.check_keys(columns, index, name)
     return columns, index
+
+
+NO_MATCH: Any = object()
+"""What a declared key value becomes when no value of the column's type equals it (it matches no row)."""
+
+
+def check_distinct_keys(
+    by: Sequence[Hashable], index: pd.Index, convert: Sequence[Callable[[Any], Any]], name: str
+) -> None:
+    """Refuse declared keys that become the same key once converted to the columns' types.
+
+    ``convert[i]`` maps a declared value of column ``by[i]`` to the value of that column's type that equals
+    it (what the engine matches the rows with), or :data:`NO_MATCH`. Two declared keys whose converted
+    values are all equal would each be credited with the same rows: a person in that group would count
+    twice while the noise covers one count (2^53 and 2^53 + 1 are one float64). A key with a value that
+    matches nothing is never a collision. The error names the keys' positions, never a value of the data.
+    """
+    seen: dict[tuple[Any, ...], int] = {}
+    for position, key in enumerate(index):
+        parts = key if len(by) > 1 else (key,)
+        converted = tuple(f(v) for f, v in zip(convert, parts, strict=True))
+        if any(v is NO_MATCH for v in converted):
+            continue
+        first = seen.setdefault(converted, position)
+        if first != position:
+            raise InvalidParameterError(
+                f"{name!r}: the keys at positions {first} and {position} become one key once converted to "
+                f"the type of column(s) {list(by)} (e.g. two integers beyond 2**53 on a float64 column, or "
+                "two times closer than the column's resolution), so both would be credited with the same "
+                "rows. Declare each key once, as a value of the column's type",
+                name,
+            )
+
+
+def pandas_value(dtype: Any) -> Callable[[Any], Any]:
+    """The declared value → its value in a pandas column of ``dtype`` (see :func:`check_distinct_keys`).
+
+    Numbers (bools, Decimals) become the column's number type (a float column rounds, an integer column
+    takes only integers in range); dates and times become the column's datetime or timedelta type (at its
+    resolution, in its time zone); a categorical column converts to its categories' type; any other column
+    compares Python values. A missing value (None, NaN, NaT) stays a missing value: it matches the missing
+    keys.
+    """
+    pandas = require_pandas()
+    if isinstance(dtype, pandas.CategoricalDtype):
+        return pandas_value(dtype.categories.dtype)
+    kind = getattr(dtype, "kind", "O")
+    numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype)) if kind in "biuf" else None
+
+    def convert(value: Any) -> Any:
+        if value is None or value is pandas.NA or value is pandas.NaT:
+            return None
+        if isinstance(value, float | np.floating) and math.isnan(value):
+            return None
+        if numpy_dtype is not None:
+            return _as_number(value, numpy_dtype)
+        if kind not in "mM":
+            return value
+        temporal = (dt.date, dt.timedelta, np.datetime64, np.timedelta64)
+        if not isinstance(value, temporal):
+            return NO_MATCH
+        try:
+            converted = pandas.Series([value]).astype(dtype)
+        except (TypeError, ValueError, OverflowError):
+            return NO_MATCH
+        return converted.iloc[0] if converted.dtype.kind == kind else NO_MATCH
+
+    return convert
+
+
+def _as_number(value: Any, dtype: np.dtype[Any]) -> Any:
+    """A number as a value of the numpy number type ``dtype`` (NO_MATCH when no such value equals it)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, numbers.Real | decimal.Decimal):
+        return NO_MATCH
+    if dtype.kind == "f":
+        try:
+            return dtype.type(float(value))
+        except OverflowError:
+            return NO_MATCH
+    try:
+        exact = Fraction(value)  # type: ignore[arg-type]  # every Rational, float and Decimal
+    except (ValueError, OverflowError):  # NaN, ±inf
+        return NO_MATCH
+    if exact.denominator != 1:
+        return NO_MATCH
+    number = int(exact)
+    if dtype.kind == "b":
+        return bool(number) if number in (0, 1) else NO_MATCH
+    info = np.iinfo(dtype)
+    return number if info.min <= number <= info.max else NO_MATCH
 
 
 def observed_index(observed: pd.DataFrame) -> pd.Index:

@@ -6,9 +6,10 @@ engine only reads the data:
 
 * checks that a column exists and holds numbers (from the schema; an engine may also check the values
   here, when that is cheap, or else while it computes);
-* :meth:`Engine.sums`: Σ (clip(x) − c)ᵖ over the rows that enter the release (on a partitioned dataset
-  those of the partitions read, each person in at most L of them; then at most m per person, a uniform
-  random sample of that person's rows), per declared key, zero for a key no row has;
+* :meth:`Engine.sums`: Σ (clip(x) − c)ᵖ (on a grid, summed exactly) over the rows that enter the
+  release (on a partitioned dataset those of the partitions read, each person in at most L of them; then
+  at most m per person, a uniform random sample of that person's rows), per declared key, zero for a key
+  no row has;
 * :meth:`Engine.grid_ranks`: #{kept values < cₖ} at each point cₖ of a grid, per declared key;
 * the per-row releases: noise on numeric columns, randomized response on a column.
 
@@ -109,6 +110,11 @@ class Engine(Protocol):
     def distinct_values(self, column: Hashable) -> NDArray[Any]:
         """The column's distinct values (``categories="data"``; not private)."""
 
+    def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        """InvalidParameterError naming ``name`` when two declared ``keys`` of the columns ``by`` are one
+        key once converted to the columns' types (see
+        :func:`~dp_pipeline.frames.common.check_distinct_keys`)."""
+
     def sums(
         self,
         bounding: Bounding,
@@ -116,9 +122,13 @@ class Engine(Protocol):
         clip: tuple[float, float],
         centre: float,
         powers: Sequence[int],
-    ) -> NDArray[np.float64]:
-        """Σ (clip(x) − centre)ᵖ over the kept rows for each p of ``powers`` (p = 0: the row count; then
-        ``column`` may be None), per key: an array (len(powers), n_keys)."""
+        exponents: Sequence[int],
+    ) -> list[list[int]]:
+        """Σ trunc((clip(x) − centre)ᵖ / 2^j) over the kept rows, exactly, for each p of ``powers`` with its
+        grid exponent j of ``exponents`` (p = 0: the row count times trunc(2^−j); then ``column`` may be
+        None), per key: Python integers, [len(powers)][n_keys]. The power is the product of p floats
+        (y·y for p = 2), each row's quotient is exact (:func:`~dp_pipeline.frames._exact_sums.grid_integers`)
+        and so is the sum, whatever the number of rows and their order."""
 
     def grid_ranks(
         self, bounding: Bounding, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64]

@@ -41,10 +41,11 @@ def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
     release = Release(owner, arguments)
     name, low, high = release.value_column(arguments["column"], arguments["lower"], arguments["upper"])
     centre, half = centred(low, high)
-    plan = release.plan([(-half, half), (0.0, half * half), (1.0, 1.0)])
+    ranges = [(-half, half), (0.0, half * half), (1.0, 1.0)]
+    plan = release.plan(ranges)
     with release.charging(plan.event, release.label(f"{owner} of {name!r}")):
-        exact = release.sums(name, (low, high), centre, [1, 2, 0])
-    s1, s2, count = (noisy(plan, part, exact[part], release.rng) for part in range(3))
+        exact = release.sums(name, (low, high), centre, [1, 2, 0], plan, ranges)
+    s1, s2, count = (noisy(plan, part, exact, release.rng) for part in range(3))
     n = np.maximum(count, 1.0)
     cap = half * half
     variance = np.clip(s2 / n - (s1 / n) ** 2, 0.0, cap)

@@ -17,6 +17,7 @@ would redraw fresh noise at every action and so release the data again for one c
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,9 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
+from dp_pipeline.frames._exact_sums import HALF, join_sum, one_on_grid
 from dp_pipeline.frames.common import (
+    check_distinct_keys,
     no_answer,
     no_partition,
     no_person,
@@ -44,7 +47,7 @@ from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._bounding import KEEP, with_kept
 from dp_pipeline.spark._grid import bucket
-from dp_pipeline.spark._keys import KEY, key_table, matches_any
+from dp_pipeline.spark._keys import KEY, key_table, matches_any, spark_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["SparkEngine"]
 
 _SEED_RANGE = 2**62
+_WIDE = st.DecimalType(38, 0)
 _BUCKET = "__dp_bucket"
 
 
@@ -153,6 +157,10 @@ class SparkEngine:
         rows = self.sdf.select(str(column)).distinct().collect()
         return np.array([r[0] for r in rows], dtype=object)
 
+    def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        types = [self._type(c) for c in by]
+        check_distinct_keys(by, keys, [functools.partial(spark_value, data_type=t) for t in types], name)
+
     def _seed_of(self, bounding: Bounding) -> int:
         """The priority seed of a bounding: one per call, so that two jobs of a call keep the same rows."""
         if self._seed is None or self._seed[0] is not bounding:
@@ -188,24 +196,49 @@ class SparkEngine:
         clip: tuple[float, float],
         centre: float,
         powers: Sequence[int],
-    ) -> NDArray[np.float64]:
+        exponents: Sequence[int],
+    ) -> list[list[int]]:
+        """The exact sums (see :meth:`~dp_pipeline.frames.engine.Engine.sums`): each row's grid integer q is
+        a long (|q| < 2⁵³), split in halves q = hi·2²⁶ + lo whose long sums (``try_sum``: null on
+        overflow, never a wrapped value) are exact below 2³⁶ rows per key. When one overflows, the job
+        runs again with the halves summed as DecimalType(38, 0), exact below 10²² rows: the result is the
+        same exact sum either way (beyond that, OverflowError)."""
+        return self._sums(bounding, column, clip, centre, powers, exponents, wide=False)
+
+    def _sums(
+        self,
+        bounding: Bounding,
+        column: Hashable | None,
+        clip: tuple[float, float],
+        centre: float,
+        powers: Sequence[int],
+        exponents: Sequence[int],
+        wide: bool,
+    ) -> list[list[int]]:
         frame, kept = self._kept(bounding, column)
-        parts = []
-        for p in powers:
-            if p == 0:
-                parts.append(sf.count(sf.when(kept, 1)))
-                continue
-            assert column is not None
-            y = _clipped(sf.col(str(column)), clip) - sf.lit(centre)
-            term = functools.reduce(lambda a, b: a * b, [y] * p)
-            parts.append(sf.sum(sf.when(kept, term)))
+        parts = [sf.count(sf.when(kept, 1))]  # the kept rows: the count, and the overflow check
+        for p, j in zip(powers, exponents, strict=True):
+            if p > 0:
+                assert column is not None
+                y = _clipped(sf.col(str(column)), clip) - sf.lit(centre)
+                q = sf.when(kept, _grid_integer(functools.reduce(lambda a, b: a * b, [y] * p), j))
+                add = _wide_sum if wide else sf.try_sum
+                parts += [add(sf.shiftright(q, HALF)), add(q.bitwiseAND(sf.lit((1 << HALF) - 1)))]
         counts = _check_counts(self._checks, sf.lit(True))
         rows = _aggregate(frame, bounding, [*parts, *counts])
         self._raise([sum(int(r[len(parts) + i] or 0) for r in rows) for i in range(len(counts))])
-        out = np.zeros((len(powers), bounding.n_keys))
+        out = [[0] * bounding.n_keys for _ in powers]
         for row in rows:
-            if row[KEY] is not None:
-                out[:, int(row[KEY])] = [float(v or 0.0) for v in list(row)[: len(parts)]]
+            if row[KEY] is None or not row[0]:
+                continue
+            if any(total is None for total in row[1 : len(parts)]):
+                if wide:
+                    raise OverflowError("an exact sum exceeded DecimalType(38, 0)")
+                return self._sums(bounding, column, clip, centre, powers, exponents, wide=True)
+            halves = iter(row[1 : len(parts)])
+            for i, (p, j) in enumerate(zip(powers, exponents, strict=True)):
+                total = int(row[0]) * one_on_grid(j) if p == 0 else join_sum(next(halves), next(halves))
+                out[i][int(row[KEY])] = total
         return out
 
     def grid_ranks(
@@ -284,6 +317,21 @@ def _in_partition(
         rng = sampling.secure_rng((key << 32) | partition)
     for batch in batches:
         yield transform(batch, rng=rng)
+
+
+def _wide_sum(value: Column) -> Column:
+    return sf.sum(value.cast(_WIDE))
+
+
+def _grid_integer(value: Column, exponent: int) -> Column:
+    """trunc(v / 2^j) as a long: v times 2^−j in exact power-of-two steps (each a normal double), then the
+    cast, which truncates toward zero (as :func:`~dp_pipeline.frames._exact_sums.grid_integers`)."""
+    shift = -exponent
+    while shift:
+        step = max(min(shift, 1000), -1000)
+        value = value * sf.lit(math.ldexp(1.0, step))
+        shift -= step
+    return value.cast("long")
 
 
 def _clipped(value: Column, clip: tuple[float, float]) -> Column:

@@ -5,6 +5,9 @@ typed values, and with ANSI mode (the default in Spark 4) an implicit cast of a 
 job. So each declared value is converted here, on the driver, to the column's type, and a value that no
 row of that type can hold (a string key for an integer column, 1.5 for an integer column) matches
 nothing: its group is released with a zero statistic, as pandas releases a declared key no row has.
+The conversion is the one Spark applies (float rounds to float32, a decimal to its scale, a timestamp
+to microseconds, an aware one to its instant), so two declared keys that become one Spark value are
+seen here and refused (:func:`~dp_pipeline.frames.common.check_distinct_keys`).
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 from pyspark.sql.types import DataType
 
+from dp_pipeline.frames.common import NO_MATCH as _NO_MATCH
+
 __all__ = ["KEY", "key_table", "matches_any", "spark_value"]
 
 KEY = "__dp_key"
 """The column holding a row's position among the declared keys (null: an undeclared key)."""
-
-_NO_MATCH = object()
 
 _INTEGER_RANGE = {"byte": 8, "short": 16, "integer": 32, "long": 64}
 
@@ -50,25 +53,61 @@ def spark_value(value: Any, data_type: DataType) -> Any:
             return number if -(2 ** (bits - 1)) <= number < 2 ** (bits - 1) else _NO_MATCH
         return _NO_MATCH
     if isinstance(data_type, st.DecimalType):
-        if isinstance(value, numbers.Real) and not (isinstance(value, float) and not math.isfinite(value)):
-            return decimal.Decimal(str(value))
-        return _NO_MATCH
+        return _decimal_value(value, data_type)
     if isinstance(data_type, st.FractionalType):
-        return float(value) if isinstance(value, numbers.Real) else _NO_MATCH
+        return _float_value(value, isinstance(data_type, st.FloatType))
     if isinstance(data_type, st.StringType):
         return value if isinstance(value, str) else _NO_MATCH
     if isinstance(data_type, st.TimestampType | st.TimestampNTZType):
-        converted = getattr(value, "to_pydatetime", lambda: value)()
-        return converted if isinstance(converted, dt.datetime) else _NO_MATCH
+        return _timestamp_value(value, isinstance(data_type, st.TimestampType))
     if isinstance(data_type, st.DateType):
         is_date = isinstance(value, dt.date) and not isinstance(value, dt.datetime)
         return value if is_date else _NO_MATCH
     return _NO_MATCH
 
 
-def key_table(
-    session: SparkSession, schema: Any, by: Sequence[Hashable], keys: Sequence[Any]
-) -> DataFrame:
+def _float_value(value: Any, single: bool) -> Any:
+    """A number as a Spark double, or float (``single``: rounded to float32, as Spark stores it)."""
+    if not isinstance(value, numbers.Real | decimal.Decimal):
+        return _NO_MATCH
+    try:
+        number = float(value)
+    except OverflowError:
+        return _NO_MATCH
+    return float(np.float32(number)) if single else number
+
+
+def _decimal_value(value: Any, data_type: st.DecimalType) -> Any:
+    """A number as a Spark decimal(p, s): rounded half up to s places (as Spark casts), NO_MATCH when it
+    is not finite or needs more than p digits."""
+    if not isinstance(value, numbers.Real | decimal.Decimal):
+        return _NO_MATCH
+    exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+    if not exact.is_finite():
+        return _NO_MATCH
+    with decimal.localcontext() as context:
+        context.prec = 100
+        rounded = exact.quantize(decimal.Decimal(1).scaleb(-data_type.scale), rounding=decimal.ROUND_HALF_UP)
+    whole_digits = data_type.precision - data_type.scale
+    return rounded if abs(rounded) < decimal.Decimal(10) ** whole_digits else _NO_MATCH
+
+
+def _timestamp_value(value: Any, instant: bool) -> Any:
+    """A datetime as a Spark timestamp: truncated to microseconds; for a timestamp with a time zone
+    (``instant``), an aware datetime as its instant in UTC."""
+    if isinstance(value, np.datetime64):
+        value = value.astype("datetime64[us]").item()
+    floor = getattr(value, "floor", None)
+    if callable(floor):  # a pandas Timestamp: drop the nanoseconds a datetime cannot hold
+        value = floor("us").to_pydatetime()
+    if not isinstance(value, dt.datetime):
+        return _NO_MATCH
+    if instant and value.tzinfo is not None:
+        return value.astimezone(dt.UTC)
+    return value
+
+
+def key_table(session: SparkSession, schema: Any, by: Sequence[Hashable], keys: Sequence[Any]) -> DataFrame:
     """A small table (KEY, *by) of the declared keys that values of the columns' types can equal; KEY is
     the key's position in ``keys``. ``keys`` are tuples when grouping by several columns."""
     types = [schema[str(c)].dataType for c in by]

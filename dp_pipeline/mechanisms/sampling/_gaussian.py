@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -317,7 +317,11 @@ def _gaussian_sampler(sigma: float) -> tuple[Callable[[Cells], Round], int]:
 
 
 def gaussian_cells(
-    rng: np.random.Generator, values: NDArray[np.float64], sigma: float, k: int
+    rng: np.random.Generator,
+    values: NDArray[np.float64],
+    sigma: float,
+    k: int,
+    offsets: Sequence[int] | None = None,
 ) -> NDArray[np.float64]:
     """Secure Gaussian release: the centre of the cell of 2^k·ℤ that holds x + N, N ~ N(0, σ²), exactly.
 
@@ -325,9 +329,11 @@ def gaussian_cells(
     rejection, with a fair sign: for 2¹⁰ ≤ σ' < 2⁴⁸ (always the case for the mechanism's lattice, where
     2¹² ≤ σ' < 2¹³) from a piecewise-uniform proposal on blocks of width about σ'/100 with an exponential
     tail (:class:`_GaussTable`, acceptance above 0.99), otherwise from Exp(1/σ') (acceptance about 0.76).
+    ``offsets`` (one integer oᵢ per non-negative xᵢ): the input is the exact oᵢ·2^k + xᵢ (see
+    :func:`~dp_pipeline.mechanisms.sampling._lattice.in_chunks`).
     """
     make_round, chunk = _gaussian_sampler(sigma * 2.0**-k)
-    return in_chunks(rng, values, k, make_round, chunk)
+    return in_chunks(rng, values, k, make_round, chunk, offsets)
 
 
 def gaussian_integers(rng: np.random.Generator, sigma: float, n: int) -> NDArray[np.int64]:

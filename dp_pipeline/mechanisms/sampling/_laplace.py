@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-def _laplace_round(p: ExpParams, cells: Cells, bounds: tuple[float, float] | None) -> Round:
+def _laplace_round(p: ExpParams, cells: Cells, bounds: tuple[float, float] | None = None) -> Round:
     """One round of Laplace cells; with ``bounds`` = (lower, upper) in lattice units, outputs outside the
     range are rejected (bounded Laplace: the Laplace law conditioned on the range)."""
 
@@ -74,8 +76,12 @@ def laplace_cells(
     scale: float,
     k: int,
     bounds: tuple[float, float] | None = None,
+    offsets: Sequence[int] | None = None,
 ) -> NDArray[np.float64]:
     """Secure Laplace release: the centre of the cell of the lattice 2^k·ℤ that holds x + L, L ~ Lap(scale).
+
+    ``offsets`` (one integer oᵢ per non-negative xᵢ, without ``bounds``): the input is the exact
+    oᵢ·2^k + xᵢ (see :func:`~dp_pipeline.mechanisms.sampling._lattice.in_chunks`).
 
     m = ⌊(x + L)/λ⌋ is drawn from its exact law, a post-processing of the ideal Laplace mechanism; the
     centre (m + ½)λ is returned. In lattice units |L|/λ ~ Exp(c) with c = λ/scale exactly (the rational
@@ -86,7 +92,8 @@ def laplace_cells(
     """
     p = params_for(Fraction(2) ** k / Fraction(scale))
     lattice_bounds = None if bounds is None else (bounds[0] * 2.0**-k, bounds[1] * 2.0**-k)
-    return in_chunks(rng, values, k, lambda cells: _laplace_round(p, cells, lattice_bounds))
+    make_round = functools.partial(_laplace_round, p, bounds=lattice_bounds)
+    return in_chunks(rng, values, k, make_round, offsets=offsets)
 
 
 def laplace_integers(rng: np.random.Generator, scale: float, n: int) -> NDArray[np.int64]:

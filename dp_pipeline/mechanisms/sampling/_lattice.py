@@ -4,7 +4,7 @@ rounds of rejection samplers that decide each cell exactly."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -91,9 +91,15 @@ def _exact_centre(x: float, z: int, k: int) -> float:
     return -value if math.copysign(1.0, x) < 0 else value
 
 
-def _release_cells(cells: Cells, z: NDArray[np.int64], shape: tuple[int, ...]) -> NDArray[np.float64]:
+def _release_cells(
+    cells: Cells, z: NDArray[np.int64], shape: tuple[int, ...], offsets: Sequence[int] | None = None
+) -> NDArray[np.float64]:
     """The centre ±(n + z + ½)·λ of each released cell: exact in floats below 2⁵¹ cells, else one rounding
-    of the exact value (either way a deterministic function of the exact cell)."""
+    of the exact value (either way a deterministic function of the exact cell). With ``offsets`` (whole
+    cells oᵢ added to non-negative inputs), the centre (oᵢ + n + z + ½)·λ, rounded once."""
+    if offsets is not None:
+        cell = zip(cells.values, z, offsets, strict=True)
+        return np.array([_exact_centre(float(x), int(zi) + o, cells.k) for x, zi, o in cell]).reshape(shape)
     m = z.astype(np.float64)
     m += cells.n
     if z.size and (z.min() > -(2**50) and z.max() < 2**50 and m.min() > -(2.0**51) and m.max() < 2.0**51):
@@ -181,14 +187,22 @@ def in_chunks(
     k: int,
     make_round: Callable[[Cells], Round],
     chunk: int = CHUNK,
+    offsets: Sequence[int] | None = None,
 ) -> NDArray[np.float64]:
-    """Release the lattice cells of ``values`` chunk by chunk (same law; faster than whole arrays)."""
+    """Release the lattice cells of ``values`` chunk by chunk (same law; faster than whole arrays).
+
+    ``offsets``: integers oᵢ (any size) for non-negative ``values`` xᵢ: the input is then the exact real
+    oᵢ·λ + xᵢ, which a float need not hold. The cell of oᵢ·λ + xᵢ + X is oᵢ plus the cell of xᵢ + X
+    (λ-periodic lattice), so the release is the ideal mechanism's on that exact input."""
     flat = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    if offsets is not None and (len(offsets) != flat.size or bool(np.signbit(flat).any())):
+        raise ValueError("offsets need one integer per value and non-negative values")
     out = np.empty(flat.size, dtype=np.float64)
     for start in range(0, flat.size, chunk):
         cells = _to_cells(flat[start : start + chunk], k)
         z = _run_rounds(rng, cells.f.size, make_round(cells), cells.index)
-        out[start : start + chunk] = _release_cells(cells, z, (cells.f.size,))
+        part = None if offsets is None else offsets[start : start + chunk]
+        out[start : start + chunk] = _release_cells(cells, z, (cells.f.size,), part)
     return out.reshape(values.shape)
 
 
