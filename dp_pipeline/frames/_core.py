@@ -139,7 +139,8 @@ class Release:
         if limit is None:
             raise InvalidParameterError(
                 "'partition_column' keeps each person in the L partitions that the dataset charged declares "
-                "(set_budget(..., partitions=L)); this release is charged to no partitioned dataset",
+                "(set_budget(..., relation='add_remove', partitions=L)); this release is charged to no "
+                "partitioned dataset",
                 "partition_column",
             )
         self.engine.check_partition(column)
