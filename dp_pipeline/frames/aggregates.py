@@ -139,11 +139,12 @@ def dp_count(
         bare seed or numpy Generator raises PrivacyLeakWarning (reproducible noise is for tests only);
         ``secure_rng(seed)`` seeds on purpose, without the warning.
     partition_column : column name, optional
-        On a partitioned dataset (``set_budget(..., relation="add_remove", partitions=L)``): the
-        column holding each row's partition (read as a string). Only rows of the named ``partition``
-        enter the release, and with a ``privacy_unit`` each person's rows are kept in at most L of their
-        partitions, chosen at random (as ``max_contributions`` keeps rows). That bounds this release's rows; L must hold for the whole
-        dataset, so when releases read one partition each, bound the data once before splitting them.
+        On a partitioned dataset (``set_budget(..., relation="add_remove", partitions=L)``): the column
+        holding each row's partition (read as a string). Only rows of the named ``partition`` enter the
+        release, and with a ``privacy_unit`` each person's rows are kept in at most L of their partitions,
+        chosen at random (as ``max_contributions`` keeps rows). That bounds this release's rows; L must hold
+        for the whole dataset, so when releases read one partition each, bound the data once before splitting
+        them.
     partition : str or list of str, optional
         The partitions the release reads: it is charged to each of them (``spend(..., partition=...)``).
         None: the whole dataset. Without ``partition_column`` every row of ``df`` is read as theirs (a
