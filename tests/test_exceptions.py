@@ -36,6 +36,7 @@ CORE_EXAMPLES: dict[str, BaseException] = {
     "KeyAlreadyUsedError": core.KeyAlreadyUsedError("patients", "dag/task/run/1", "committed"),
     "PrivacyLeakWarning": core.PrivacyLeakWarning("bounds from the data"),
     "FastSamplerWarning": core.FastSamplerWarning("fast_rng is not floating-point safe"),
+    "MechanismSpentError": core.MechanismSpentError("this one-shot Laplace already drew"),
 }
 
 

@@ -33,12 +33,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from dp_pipeline.frames._exact_sums import HALF, join_sum, one_on_grid  # what engines sum with (re-exported)
 from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Bounding", "Engine", "PartitionBounding", "engine_of", "noisy_batch", "randomized_batch"]
+__all__ = [
+    "HALF",
+    "Bounding",
+    "Engine",
+    "PartitionBounding",
+    "engine_of",
+    "join_sum",
+    "noisy_batch",
+    "one_on_grid",
+    "randomized_batch",
+]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._exact_sums import HALF, join_sum, one_on_grid
 from dp_pipeline.frames.common import (
     check_distinct_keys,
     no_answer,
@@ -42,7 +41,7 @@ from dp_pipeline.frames.common import (
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.frames.engine import HALF, Bounding, join_sum, noisy_batch, one_on_grid, randomized_batch
 from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._bounding import KEEP, with_kept
