@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
+# A second environment resolved afresh to the newest versions pyproject.toml allows (what `pip install
+# dp-pipeline[...]` gives a user today), beside the locked one; `make test` runs the suite in both.
+LATEST := .venv-latest
+LATEST_OVERRIDES := .ci/latest-overrides.txt
 UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null)
 ifeq ($(UV),)
@@ -15,10 +19,11 @@ DEMO_EXTRAS := --extra airflow --extra cli
 ENSURE_UV := command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || \
 	python3 -m pip install --quiet "uv==$(UV_VERSION)"
 
-.PHONY: env demo-env system-deps lint typecheck pytest test demo examples benchmarks clean
+.PHONY: env demo-env latest-env system-deps lint typecheck pytest pytest-latest test demo examples benchmarks clean
 
 env: $(VENV)/.synced
 demo-env: $(VENV)/.synced-demo
+latest-env: $(LATEST)/.installed
 
 $(VENV)/.synced: uv.lock pyproject.toml
 	@$(ENSURE_UV)
@@ -30,6 +35,19 @@ $(VENV)/.synced-demo: uv.lock pyproject.toml
 	@$(ENSURE_UV)
 	@echo "installing what the demo runs into $(VENV) (dp-pipeline[airflow,cli]; first time: about a minute)"
 	@$(UV) sync --frozen --inexact $(DEMO_EXTRAS) --quiet
+	@touch $@
+
+# Re-resolved whenever pyproject.toml changes: every extra and the test tools (the dev extra), the highest
+# versions allowed, with the overrides in $(LATEST_OVERRIDES).
+$(LATEST)/.installed: pyproject.toml $(LATEST_OVERRIDES)
+	@$(ENSURE_UV)
+	@echo "installing the newest allowed versions of every dependency into $(LATEST) (first time: a few minutes)"
+	@rm -rf $(LATEST)
+	@$(UV) venv --quiet $(LATEST)
+	@$(UV) pip install --quiet --python $(LATEST)/bin/python --resolution highest \
+		--override $(LATEST_OVERRIDES) -e ".[dev]"
+	@$(LATEST)/bin/python -c "import numpy, pandas; print('newest environment: numpy', numpy.__version__, \
+		'pandas', pandas.__version__)"
 	@touch $@
 
 # Debian packages the tests use: a PostgreSQL server for the ledger tests, Chromium for the UI test, Java 17
@@ -53,11 +71,15 @@ typecheck: env
 pytest: env system-deps
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+# Every module again in the newest environment; the slow statistical tests run in the locked run only.
+pytest-latest: latest-env system-deps
+	$(LATEST)/bin/pytest -m "not slow"
+
+test: lint typecheck pytest pytest-latest
 
 demo: demo-env
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/airflow_demo.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) .pytest_cache .mypy_cache .ruff_cache

@@ -25,10 +25,14 @@ __all__ = [
 
 
 def as_real(value: Any) -> float:
-    """Return ``value`` as a finite float; reject bools, strings, NaN and infinities."""
+    """Return ``value`` as a finite float; reject bools, strings, NaN, infinities and numbers beyond the
+    largest float (an int or a Fraction of magnitude ≥ 2¹⁰²⁴, whose ``float()`` raises OverflowError)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"must be a real number, got {type(value).__name__}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError("must be finite, got a number beyond the largest float (about 1.8e308)") from None
     if not math.isfinite(result):
         raise ValueError(f"must be finite, got {result}")
     return result + 0.0  # -0.0 becomes 0.0: a parameter is recorded and printed as 0, never as -0

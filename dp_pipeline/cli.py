@@ -630,7 +630,8 @@ def ledger_verify(
 ) -> None:
     """Recompute every hash chain, total and budget check (read-only); exit 1 naming the first problem.
 
-    Signatures are checked when DP_PIPELINE_LEDGER_KEY holds the ledger key.
+    Signatures are checked when DP_PIPELINE_LEDGER_KEY holds the ledger key; the output says how many
+    records are signed (none: the key checked nothing). An anchor with a MAC is checked only with the key.
     """
     with _errors(), _accountant(ledger, read_only=True) as acct:
         report = acct.verify(dataset, anchor=anchor)
@@ -641,6 +642,7 @@ def ledger_verify(
                     "datasets": list(report.datasets),
                     "records": report.records,
                     "signatures": report.signatures,
+                    "signed_records": report.signed,
                     "anchored": report.anchored,
                     "findings": list(report.findings),
                 }

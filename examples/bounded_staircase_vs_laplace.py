@@ -16,8 +16,9 @@ Mechanisms: bounded Laplace (sensitivity u − l), and bounded staircase with γ
 with the γ that minimises the exact MSE at that ε (found by a grid search refined by Brent's method).
 The table goes to ``bounded_mse.csv`` and the figure to ``bounded_mse.png`` in the output directory.
 
-Usage::
+Usage (the figure needs matplotlib and tqdm, which dp-pipeline does not install)::
 
+    pip install dp-pipeline matplotlib tqdm
     python examples/bounded_staircase_vs_laplace.py [--output DIR] [--quick]
 """
 
@@ -98,11 +99,14 @@ def optimal_gamma(epsilon: float, objective: Callable[[BoundedStaircase], float]
 
 def run(output: Path, quick: bool = False) -> Path:
     """Run the sweep; write ``bounded_mse.csv`` and ``bounded_mse.png`` into ``output``; return the CSV."""
-    import matplotlib
-
+    try:
+        import matplotlib
+        from tqdm import tqdm
+    except ImportError as err:
+        needs = "this example needs matplotlib and tqdm (pip install matplotlib tqdm)"
+        raise SystemExit(f"{needs}: {err}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from tqdm import tqdm
 
     output.mkdir(parents=True, exist_ok=True)
     t = heights(N_SAMPLES // 10 if quick else N_SAMPLES)

@@ -39,7 +39,8 @@ def _as_postgres(args: list[str]) -> list[str]:
 
 
 class TemporaryPostgres:
-    """A PostgreSQL cluster on a free port, reachable only through a Unix socket in a temporary directory.
+    """A PostgreSQL cluster on a free port, reachable through a Unix socket in a temporary directory (and
+    over TCP only on the ``listen`` addresses).
 
     Parameters
     ----------
@@ -48,11 +49,14 @@ class TemporaryPostgres:
         cluster, which does not matter for a throw-away one. ``True`` runs with PostgreSQL's durable
         defaults, as a production server would.
     max_connections : int, default 60
+    listen : str, default ""
+        The TCP addresses the server listens on (``listen_addresses``), besides its Unix socket; none by
+        default.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, *, fsync: bool = False, max_connections: int = 60) -> None:
+    def __init__(self, *, fsync: bool = False, max_connections: int = 60, listen: str = "") -> None:
         bindir = postgres_bindir()
         if bindir is None:
             raise FileNotFoundError(
@@ -61,6 +65,7 @@ class TemporaryPostgres:
         self.bindir = bindir
         self.fsync = fsync
         self.max_connections = max_connections
+        self.listen = listen
         self.port = _free_port()
         self._base: Path | None = None
         self._counter = 0
@@ -84,7 +89,8 @@ class TemporaryPostgres:
             shutil.chown(base, "postgres", "postgres")
             shutil.chown(sockets, "postgres", "postgres")
         options = (
-            f"-p {self.port} -k {sockets} -c listen_addresses='' -c max_connections={self.max_connections}"
+            f"-p {self.port} -k {sockets} -c listen_addresses='{self.listen}' "
+            f"-c max_connections={self.max_connections}"
         )
         if not self.fsync:
             options += " -c fsync=off"

@@ -94,6 +94,7 @@ def test_ledger_verify_passes_and_detects_tampering(url: str, tmp_path: Path) ->
         "datasets": ["d"],
         "records": 5,
         "signatures": False,
+        "signed_records": 0,
         "anchored": False,
         "findings": [],
     }

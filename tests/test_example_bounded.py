@@ -33,6 +33,8 @@ def load_example() -> ModuleType:
 
 
 def test_example_quick_run_writes_the_table_and_the_figure(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("tqdm")
     example = load_example()
     assert example.main(["--output", str(tmp_path), "--quick"]) == 0
     table, figure = tmp_path / "bounded_mse.csv", tmp_path / "bounded_mse.png"

@@ -45,7 +45,7 @@ def test_gdp_delta_is_finite_and_a_probability(mu: float, eps: float) -> None:
 
 
 def test_gdp_delta_equals_gaussian_mechanism_pld_from_dp_accounting() -> None:
-    from dp_accounting.pld import privacy_loss_distribution as pld
+    pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
     for mu in (0.3, 1.0, 2.5):
         dist = pld.from_gaussian_mechanism(standard_deviation=1.0 / mu, value_discretization_interval=1e-4)

@@ -80,3 +80,29 @@ def test_no_package_imports_another_packages_private_module_or_name(package: str
             if not (importer == owner or importer.startswith(owner + ".")):
                 wrong.append(f"{module} imports {name}")
     assert wrong == []
+
+
+def test_the_wheel_carries_both_type_markers_one_license_and_the_project_urls(tmp_path: Path) -> None:
+    """What users install: py.typed in both packages, the SPDX license expression and no license
+    classifier beside it, and the project's URLs (read from the built wheel's METADATA)."""
+    import shutil
+    import zipfile
+
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (make env installs it)")
+    root = Path(__file__).resolve().parents[1]
+    build = [uv, "build", "--wheel", "--quiet", "-o", str(tmp_path), str(root)]
+    subprocess.run(build, check=True, timeout=300)
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (metadata,) = (n for n in names if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(metadata).decode("utf-8").splitlines()
+    assert {"dp_pipeline/py.typed", "airflow_plugin/py.typed"} <= names
+    assert "License-Expression: Apache-2.0" in lines
+    assert not [line for line in lines if line.startswith("Classifier: License ::")]
+    assert {line.split(",")[0] for line in lines if line.startswith("Project-URL:")} >= {
+        "Project-URL: Homepage",
+        "Project-URL: Changelog",
+    }

@@ -1214,7 +1214,7 @@ class PrivacyAccountant:
                 raise UnknownDatasetError(dataset)
             names = [dataset]
         signer = getattr(self._store, "signer", None)
-        count = 0
+        count = signed = 0
         tips: dict[str, list[LedgerRecord]] = {}
         findings: list[str] = []
         for name in names:
@@ -1224,6 +1224,7 @@ class PrivacyAccountant:
             if problem:
                 raise LedgerError(f"ledger verification failed: {problem}")
             count += len(records)
+            signed += 0 if signer is None else sum(record.sig is not None for record in records)
             tips[name] = records
             finding = legacy_partitions_finding(name, records, head)
             if finding:
@@ -1232,7 +1233,9 @@ class PrivacyAccountant:
             problem = check_anchor(read_anchor(anchor), tips, signer, only=dataset)
             if problem:
                 raise LedgerError(f"ledger verification against the anchor failed: {problem}")
-        return VerifyReport(tuple(names), count, signer is not None, anchor is not None, tuple(findings))
+        return VerifyReport(
+            tuple(names), count, signer is not None, anchor is not None, tuple(findings), signed
+        )
 
     def anchor(self) -> dict[str, Any]:
         """Verify the ledger and return a checkpoint of every dataset's head, to keep outside the database.

@@ -278,6 +278,11 @@ class VerifyReport:
         How many records were checked.
     signatures : bool
         Whether signatures were checked (a key was configured).
+    signed : int
+        How many of the records carry a signature, every one of them valid (0 without a key). With a key,
+        fewer than ``records`` means that the records before each dataset's first signed one are unsigned
+        (written before the key was introduced); 0 means the key checked nothing: the ledger was written
+        without it, or all its signatures were removed, which only an anchor detects.
     anchored : bool
         Whether the chains were checked against an anchor.
     findings : tuple of str
@@ -291,14 +296,30 @@ class VerifyReport:
     signatures: bool = False
     anchored: bool = False
     findings: tuple[str, ...] = ()
+    signed: int = 0
 
     def __str__(self) -> str:
         n = len(self.datasets)
         text = f"ledger verified: {self.records} records in {n} dataset(s); chains, totals and budgets intact"
-        text += "; signatures valid" if self.signatures else "; signatures not checked (no key)"
+        text += self._signatures_text()
         if self.anchored:
             text += "; the anchor's heads are still in the chains"
         return "\n".join([text, *(f"finding: {finding}" for finding in self.findings)])
+
+    def _signatures_text(self) -> str:
+        if not self.signatures:
+            return "; signatures not checked (no key)"
+        if self.signed == 0:
+            return (
+                "; NO record is signed, so the key checked nothing (the ledger was written without the key, "
+                "or its signatures were removed: only an anchor proves the chains were not rewritten)"
+            )
+        if self.signed < self.records:
+            return (
+                f"; {self.signed} signatures valid; the {self.records - self.signed} records before each "
+                "dataset's first signed one are unsigned (written before the key)"
+            )
+        return f"; all {self.signed} signatures valid"
 
 
 def budget_report(

@@ -389,7 +389,17 @@ def check_anchor(
     signer: RecordSigner | None,
     only: str | None,
 ) -> str | None:
-    """The first way the chains fail to extend the anchor's heads, or None."""
+    """The first way the chains fail to extend the anchor's heads, or None.
+
+    An anchor's MAC is checked whenever it has one: an anchor with a MAC checked without a key is refused
+    (skipping the MAC would let an edited anchor vouch for a rolled-back ledger), and an anchor without a
+    MAC checked with a key is refused (the MAC was removed, or the anchor predates the key).
+    """
+    if signer is None and "mac" in anchor:
+        return (
+            "the anchor carries a MAC but no ledger key is configured, so the anchor cannot be trusted: give "
+            "the key (key=… or DP_PIPELINE_LEDGER_KEY) to check it"
+        )
     if signer is not None and "mac" not in anchor:
         return (
             "the anchor carries no MAC, but the ledger is checked with a key: an anchor written with the key "

@@ -405,8 +405,8 @@ def test_laplace_plan_matches_an_independent_convolution(delta: float) -> None:
 
 
 def test_laplace_rdp_is_an_upper_bound_and_not_absurd() -> None:
-    from dp_accounting import dp_event
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+    dp_event = pytest.importorskip("dp_accounting.dp_event")
+    rdp = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 
     for eps, n in ((0.1, 50), (0.5, 10), (0.05, 200)):
         for delta in (1e-5, 1e-9):
@@ -440,8 +440,8 @@ def test_gaussian_plan_pld_matches_exact_gdp(delta: float) -> None:
 
 
 def test_gaussian_rdp_is_an_upper_bound_and_not_absurd() -> None:
-    from dp_accounting import dp_event
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+    dp_event = pytest.importorskip("dp_accounting.dp_event")
+    rdp = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 
     for sigma, n in ((1.0, 1), (2.0, 10), (20.0, 50)):
         for delta in (1e-5, 1e-9):
@@ -615,11 +615,11 @@ def test_a_plan_of_20_distinct_events_is_fast() -> None:
         + [rr(e, k) for e, k in zip(np.linspace(0.1, 2.0, 6), range(2, 8), strict=True)]
     )
     compose_plan(events[:2], delta=1e-6)  # import dp-accounting outside the timing
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other processes on the machine do not count
     result = compose_plan(events, delta=1e-6)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert result.method == "pld"
-    assert elapsed < 1.5  # measured about 0.1 s; generous for a loaded shared machine
+    assert elapsed < 1.5  # measured about 0.1 s of CPU (numpy 1.26 and 2.4, dp-accounting 0.4.4 and 0.6)
 
 
 def test_events_from_the_mechanisms() -> None:

@@ -11,12 +11,18 @@ removed state directory does not know the ledger. Code that must never create a 
 the dashboard, the command except ``ledger init``) opens with ``create=False``; anchors (see
 :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.anchor`) catch a replaced ledger everywhere.
 Recording is best effort: an unwritable state directory only loses the net.
+
+Ledgers are listed, and looked up, by :func:`~dp_pipeline.accounting.ledger.urls.ledger_identity`: a
+ledger created at ``postgresql://127.0.0.1/db`` is known at ``postgres://LOCALHOST:5432/db?sslmode=require``
+too. Lines written by earlier versions (a URL as given, password hidden) are normalised when read.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from dp_pipeline.accounting.ledger.urls import ledger_identity
 
 __all__ = ["STATE_ENV", "known", "registry_path", "remember"]
 
@@ -33,16 +39,19 @@ def registry_path() -> Path:
 
 
 def known(identity: str) -> bool:
-    """Whether a ledger was created at ``identity`` (a resolved file path, or a password-free URL)."""
+    """Whether a ledger was created at ``identity`` (a resolved file path, or a URL: compared by
+    :func:`~dp_pipeline.accounting.ledger.urls.ledger_identity`)."""
+    wanted = ledger_identity(identity)
     try:
         with registry_path().open(encoding="utf-8") as lines:
-            return any(line.rstrip("\n") == identity for line in lines)
+            return any(ledger_identity(line.rstrip("\n")) == wanted for line in lines)
     except (OSError, UnicodeDecodeError):
         return False
 
 
 def remember(identity: str) -> None:
     """Record that a ledger was created at ``identity`` (best effort; one short append)."""
+    identity = ledger_identity(identity)
     if "\n" in identity or known(identity):
         return
     path = registry_path()

@@ -72,7 +72,7 @@ from dp_pipeline.accounting.ledger.base import (
 from dp_pipeline.accounting.ledger.known import known, registry_path, remember
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
 from dp_pipeline.accounting.ledger.urls import parse_url, redact_text, redact_url
-from dp_pipeline.exceptions import LedgerError
+from dp_pipeline.exceptions import LedgerError, LedgerURLError
 
 __all__ = ["MIGRATIONS_DIR", "SQLLedger", "known_revisions", "normalize_url"]
 
@@ -448,7 +448,11 @@ class SQLLedger:
         self._memory = False
         self._path: Path | None = None
         if self._sa_url.get_backend_name() == "sqlite":
-            read_only = self._sqlite_options(read_only)
+            try:
+                read_only = self._sqlite_options(read_only)
+            except OSError as err:  # a path the file system refuses (too long, a file as a directory, …)
+                problem = f"cannot use the ledger file {self._shown}: {err.strerror}"
+                raise LedgerURLError(problem, "url") from None
         self.read_only = read_only
         self._pid = os.getpid()
         self._closed = False
@@ -695,6 +699,8 @@ class SQLLedger:
         statements = grant_statements(role)
         if self.dialect != "postgresql":
             raise LedgerError("least-privilege grants are for a PostgreSQL ledger")
+        if self.read_only:
+            raise LedgerError(f"ledger {self._shown} is open read-only: it grants nothing (nothing changed)")
         with self._reading() as conn:
             for statement in statements:
                 conn.execute(sa.text(statement))
