@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 from pyspark.sql.types import DataType
 
 from dp_pipeline.frames.common import NO_MATCH as _NO_MATCH
+from dp_pipeline.spark._api import functions_of
 
 __all__ = ["KEY", "key_table", "matches_any", "spark_value"]
 
@@ -127,4 +127,4 @@ def matches_any(column: Column, data_type: DataType, values: Sequence[Any]) -> C
     missing value)."""
     converted = [spark_value(v, data_type) for v in values]
     present = [v for v in converted if v is not _NO_MATCH and v is not None]
-    return column.isin(present) if present else sf.lit(False)
+    return column.isin(present) if present else functions_of(column).lit(False)
