@@ -31,6 +31,7 @@ from pyspark.sql import types as st
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames._exact_sums import HALF, join_sum, one_on_grid
 from dp_pipeline.frames.common import (
+    NO_MATCH,
     check_distinct_keys,
     no_answer,
     no_partition,
@@ -159,8 +160,23 @@ class SparkEngine:
         return np.array([r[0] for r in rows], dtype=object)
 
     def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        """Also refuses a declared key value that no value of its column's Spark type equals: the result
+        table holds the keys in the columns' types (:meth:`result`), so such a key could be released by
+        pandas (with a zero statistic) but not stored in a Spark result, a failure known before the data is
+        read and so refused before the charge. The error counts the values, never quotes one."""
         types = [self._type(c) for c in by]
-        check_distinct_keys(by, keys, [functools.partial(spark_value, data_type=t) for t in types], name)
+        converts = [functools.partial(spark_value, data_type=t) for t in types]
+        for level, (column, convert) in enumerate(zip(by, converts, strict=True)):
+            values = keys.get_level_values(level) if len(by) > 1 else keys
+            foreign = sum(convert(v) is NO_MATCH for v in values)
+            if foreign:
+                raise InvalidParameterError(
+                    f"{name!r}: {foreign} declared value(s) for column {column!r} cannot be a value of its "
+                    f"Spark type {types[level].simpleString()}; a Spark result holds the keys in the "
+                    "column's type: declare keys of that type",
+                    name,
+                )
+        check_distinct_keys(by, keys, converts, name)
 
     def _seed_of(self, bounding: Bounding) -> int:
         """The priority seed of a bounding: one per call, so that two jobs of a call keep the same rows."""
@@ -265,9 +281,22 @@ class SparkEngine:
         pandas result's columns, one row per key; ``.attrs`` holds the pandas result's attrs and
         ``.toPandas()`` brings the table back to the driver."""
         pandas = require_pandas()
-        frame = table.to_frame().T if isinstance(table, pandas.Series) else table.reset_index()
-        frame.columns = [str(c) for c in frame.columns]
-        out = self.sdf.sparkSession.createDataFrame(frame.reset_index(drop=True))
+        if isinstance(table, pandas.Series):
+            frame, keys = table.to_frame().T, set()
+        else:  # the index levels that are columns of the data (not a quantile level) hold keys
+            frame, keys = table.reset_index(), {str(c) for c in table.index.names} & set(self.sdf.columns)
+        # the key columns in the data's types (each key a value of it: check_keys), the rest doubles: an
+        # explicit schema, so that building the table cannot fail after the charge on either Spark API
+        fields = [
+            st.StructField(str(c), self._type(c) if str(c) in keys else st.DoubleType(), True)
+            for c in frame.columns
+        ]
+        convert = [
+            functools.partial(spark_value, data_type=f.dataType) if f.name in keys else _double
+            for f in fields
+        ]
+        rows = [tuple(f(v) for f, v in zip(convert, row, strict=True)) for row in frame.itertuples(False)]
+        out = self.sdf.sparkSession.createDataFrame(rows, st.StructType(fields))
         return _with_attrs(out, table.attrs)
 
     def attrs(self) -> dict[str, Any]:
@@ -325,6 +354,10 @@ class _DistributedRows:
 
     def run(self, attrs: Mapping[str, Any]) -> DataFrame:
         return _with_attrs(self.mapped.localCheckpoint(eager=True), attrs)
+
+
+def _double(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _with_attrs(frame: DataFrame, attrs: Mapping[str, Any]) -> DataFrame:
