@@ -4,7 +4,8 @@ A declared key is matched against the data by equality. pandas compares Python v
 typed values, and with ANSI mode (the default in Spark 4) an implicit cast of a mistyped literal fails the
 job. So each declared value is converted here, on the driver, to the column's type, and a value that no
 row of that type can hold (a string key for an integer column, 1.5 for an integer column) matches
-nothing: its group is released with a zero statistic, as pandas releases a declared key no row has.
+nothing (the frame functions refuse such a key before the charge, since a Spark result holds the keys
+in the column's type: :meth:`~dp_pipeline.spark._engine.SparkEngine.check_keys`).
 The conversion is the one Spark applies (float rounds to float32, a decimal to its scale, a timestamp
 to microseconds, an aware one to its instant), so two declared keys that become one Spark value are
 seen here and refused (:func:`~dp_pipeline.frames.common.check_distinct_keys`).
