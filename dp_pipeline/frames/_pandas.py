@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -194,6 +195,9 @@ class PandasEngine:
     def result(self, table: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
         return table
 
+    def attrs(self) -> dict[str, Any]:
+        return dict(self.df.attrs)
+
     def with_noise(
         self,
         columns: list[Hashable],
@@ -201,13 +205,31 @@ class PandasEngine:
         upper: NDArray[np.float64],
         mechanisms: Sequence[ContinuousMechanism],
         rng: np.random.Generator | None,
-    ) -> pd.DataFrame:
-        return noisy_batch(self.df, columns, lower, upper, mechanisms, rng or sampling.secure_rng())
+    ) -> _InMemoryRows:
+        transform = functools.partial(
+            noisy_batch, self.df, columns=columns, lower=lower, upper=upper, mechanisms=mechanisms
+        )
+        return _InMemoryRows(transform, rng)
 
     def randomized(
         self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None
-    ) -> pd.DataFrame:
-        return randomized_batch(self.df, column, mechanism, rng or sampling.secure_rng())
+    ) -> _InMemoryRows:
+        transform = functools.partial(randomized_batch, self.df, column=column, mechanism=mechanism)
+        return _InMemoryRows(transform, rng)
+
+
+@dataclass(frozen=True)
+class _InMemoryRows:
+    """A per-row release of a pandas frame (see :class:`~dp_pipeline.frames.engine.RowRelease`): the
+    transform of the whole frame, run with ``rng`` (None: a generator from OS entropy)."""
+
+    transform: Callable[..., pd.DataFrame]
+    rng: np.random.Generator | None
+
+    def run(self, attrs: Mapping[str, Any]) -> pd.DataFrame:
+        out = self.transform(rng=self.rng or sampling.secure_rng())
+        out.attrs = dict(attrs)
+        return out
 
 
 def check_answer_values(column: Hashable, values: NDArray[Any], mechanism: Mechanism) -> None:

@@ -26,7 +26,7 @@ job, which Narwhals does not express. The protocol here keeps each engine's fast
 from __future__ import annotations
 
 import importlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,6 +44,7 @@ __all__ = [
     "Bounding",
     "Engine",
     "PartitionBounding",
+    "RowRelease",
     "engine_of",
     "join_sum",
     "noisy_batch",
@@ -80,6 +81,16 @@ class Bounding:
     @property
     def n_keys(self) -> int:
         return 1 if self.keys is None else len(self.keys)
+
+
+class RowRelease(Protocol):
+    """A per-row release made ready before its charge (:meth:`Engine.with_noise`,
+    :meth:`Engine.randomized`): what can fail without reading the data (the result's schema, the plan that
+    randomises the rows) has been built and checked, so that what is left after the charge is reading the
+    rows and randomising them."""
+
+    def run(self, attrs: Mapping[str, Any]) -> Any:
+        """The released DataFrame, its rows randomised now, carrying ``attrs`` (see :meth:`Engine.attrs`)."""
 
 
 class Engine(Protocol):
@@ -150,6 +161,9 @@ class Engine(Protocol):
     def result(self, table: pd.Series | pd.DataFrame) -> Any:
         """The release's result table (pandas, built by the core) as this engine returns it."""
 
+    def attrs(self) -> dict[str, Any]:
+        """The DataFrame's attributes: pandas' ``attrs``; on Spark those a frame function set on it."""
+
     def with_noise(
         self,
         columns: list[Hashable],
@@ -157,13 +171,16 @@ class Engine(Protocol):
         upper: NDArray[np.float64],
         mechanisms: Sequence[ContinuousMechanism],
         rng: np.random.Generator | None,
-    ) -> Any:
-        """A new DataFrame whose listed columns are clipped to [lowerⱼ, upperⱼ] and noised (see
-        :func:`noisy_batch`); ``rng`` None: a generator from OS entropy where the noise is drawn."""
+    ) -> RowRelease:
+        """The release of a new DataFrame whose listed columns are clipped to [lowerⱼ, upperⱼ] and noised
+        (see :func:`noisy_batch`), ready to run; ``rng`` None: a generator from OS entropy where the noise
+        is drawn."""
 
-    def randomized(self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None) -> Any:
-        """A new DataFrame whose ``column`` holds the mechanism's reports (``rng`` as for
-        :meth:`with_noise`)."""
+    def randomized(
+        self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None
+    ) -> RowRelease:
+        """The release of a new DataFrame whose ``column`` holds the mechanism's reports, ready to run
+        (``rng`` as for :meth:`with_noise`)."""
 
 
 def noisy_batch(

@@ -137,8 +137,13 @@ def add_noise(
     k = check_positive_int(group_size, "group_size")
     search = None if searched is None else BoundsSearch.plan(search_epsilon, low, high, "replace_one")
     event = drawn_event(noise.event if search is None else search.cost([noise.event]), rng)
+    rows_rng = None if random_state is None else rng
+    # made ready before the charge; with bounds="dp" the same release at the outer range, redone at the
+    # learned bounds (only numbers change)
+    release = engine.with_noise(names, low, high, noise.parts, rows_rng)
     if _nothing_to_release(engine, accountant, dataset):
-        return engine.with_noise(names, low, high, noise.parts, rng)
+        return release.run(engine.attrs())
+    attrs = engine.attrs()
     with charging(accountant, dataset, event, f"add_noise to {labels}", k):
         if search is None:
             engine.validate()
@@ -149,11 +154,10 @@ def add_noise(
 
             low, high = learn(search, ranks, names, rng)
             noise = plan(declared_sensitivity(None, low, high, labels))
-    out = engine.with_noise(names, low, high, noise.parts, None if random_state is None else rng)
-    if search is not None:
-        learned = {name: (a, b) for name, a, b in zip(names, low.tolist(), high.tolist(), strict=True)}
-        out.attrs = {**(getattr(out, "attrs", None) or {}), "bounds": learned}
-    return out
+            release = engine.with_noise(names, low, high, noise.parts, rows_rng)
+            learned = zip(names, low.tolist(), high.tolist(), strict=True)
+            attrs["bounds"] = {name: (a, b) for name, a, b in learned}
+    return release.run(attrs)
 
 
 def randomized_response(
@@ -241,19 +245,19 @@ def randomized_response(
     rng = release_rng(random_state, "randomized_response")
     engine.check_answers(name, mechanism)
     k = check_positive_int(group_size, "group_size")
+    release = engine.randomized(name, mechanism, None if random_state is None else rng)  # before the charge
+    attrs = engine.attrs()
     if _nothing_to_release(engine, accountant, dataset):
-        return engine.randomized(name, mechanism, rng)
-    event = drawn_event(mechanism.event, rng)
-    with charging(accountant, dataset, event, f"randomized_response of {name!r}", k):
-        engine.validate()
-    out = engine.randomized(name, mechanism, None if random_state is None else rng)
+        return release.run(attrs)
     recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}
     if isinstance(mechanism, KRandomizedResponse):
         recorded["categories"] = list(mechanism.categories)
-    attrs = getattr(out, "attrs", None)
-    if attrs is not None:  # pandas keeps what rr_share and krr_frequencies read; Spark frames have no attrs
-        out.attrs = {**attrs, RR_ATTRS: {**attrs.get(RR_ATTRS, {}), name: recorded}}
-    return out
+    # what rr_share and krr_frequencies read
+    attrs[RR_ATTRS] = {**attrs.get(RR_ATTRS, {}), name: recorded}
+    event = drawn_event(mechanism.event, rng)
+    with charging(accountant, dataset, event, f"randomized_response of {name!r}", k):
+        engine.validate()
+    return release.run(attrs)
 
 
 def _nothing_to_release(engine: Engine, accountant: Any, dataset: Any) -> bool:

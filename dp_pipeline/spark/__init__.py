@@ -16,7 +16,15 @@ per engine (:mod:`dp_pipeline.spark._engine`):
 * ``add_noise`` and ``randomized_response`` return a Spark DataFrame whose rows were randomised by the
   executors, each partition from its own secure generator keyed from OS entropy.
 
-Needs the ``spark`` extra: ``pip install "dp-pipeline[spark]"``.
+The functions take a classic DataFrame or a Spark Connect one (``SparkSession.builder.remote(...)``;
+:mod:`dp_pipeline.spark._api` builds each column with the DataFrame's own API). What can fail without
+reading the data fails before the charge: the schema checks, the plan of a per-row release (analysed
+before the charge), and the result's schema (the keys in their column's types; a declared key that no
+value of its column's Spark type equals is refused). After the charge a function only reads the rows and
+adds the noise.
+
+Needs the ``spark`` extra: ``pip install "dp-pipeline[spark]"`` (and ``pyspark[connect]`` for Spark
+Connect).
 """
 
 try:

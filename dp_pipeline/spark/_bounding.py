@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as sf
+from pyspark.sql import Column, DataFrame
 
 from dp_pipeline.frames.engine import PartitionBounding
+from dp_pipeline.spark._api import functions_of, window_of
 
 __all__ = ["KEEP", "with_kept"]
 
@@ -38,19 +38,23 @@ def with_kept(
     a random seed), and a person's read partitions are ranked by it; the rows are then sampled among the
     kept ones (as :func:`~dp_pipeline.frames.common.bound_partitions` does in memory).
     """
-    read: Column = sf.lit(True) if partitions is None else _partition_kept(unit, seed, partitions)
+    sf = functions_of(sdf)
+    read: Column = sf.lit(True) if partitions is None else _partition_kept(sdf, unit, seed, partitions)
     if unit is None:
         return sdf.withColumn(KEEP, read)
-    window = Window.partitionBy(sf.col(str(unit))).orderBy(~read, sf.rand(seed))
+    window = window_of(sdf).partitionBy(sf.col(str(unit))).orderBy(~read, sf.rand(seed))
     return sdf.withColumn(KEEP, read & (sf.row_number().over(window) <= limit))
 
 
-def _partition_kept(unit: Hashable | None, seed: int, partitions: PartitionBounding) -> Column:
-    """True for the rows of the partitions read, in at most L of them per person."""
+def _partition_kept(
+    sdf: DataFrame, unit: Hashable | None, seed: int, partitions: PartitionBounding
+) -> Column:
+    """True for the rows of ``sdf`` of the partitions read, in at most L of them per person."""
+    sf = functions_of(sdf)
     name = sf.col(str(partitions.column)).cast("string")
     read = name.isin(list(partitions.names)) if partitions.names else sf.lit(True)
     if unit is None:
         return read
     priority = sf.xxhash64(sf.lit(seed), sf.col(str(unit)), name)
-    window = Window.partitionBy(sf.col(str(unit))).orderBy(~read, priority, name)
+    window = window_of(sdf).partitionBy(sf.col(str(unit))).orderBy(~read, priority, name)
     return read & (sf.dense_rank().over(window) <= partitions.limit)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +26,11 @@ import numpy as np
 from numpy.typing import NDArray
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
 from dp_pipeline.frames.common import (
+    NO_MATCH,
     check_distinct_keys,
     no_answer,
     no_partition,
@@ -44,6 +44,7 @@ from dp_pipeline.frames.common import (
 from dp_pipeline.frames.engine import HALF, Bounding, join_sum, noisy_batch, one_on_grid, randomized_batch
 from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
+from dp_pipeline.spark._api import functions_of
 from dp_pipeline.spark._bounding import KEEP, with_kept
 from dp_pipeline.spark._grid import bucket
 from dp_pipeline.spark._keys import KEY, key_table, matches_any, spark_value
@@ -75,6 +76,7 @@ class SparkEngine:
 
     def __init__(self, sdf: DataFrame) -> None:
         self.sdf = sdf
+        self._sf = functions_of(sdf)  # classic or Spark Connect, as the DataFrame is
         self._checks: list[_Check] = []
         self._seed: tuple[Bounding, int] | None = None
 
@@ -99,17 +101,17 @@ class SparkEngine:
         data_type = self._type(column)
         if not isinstance(data_type, st.NumericType):
             raise not_a_number(name, column, data_type.simpleString(), isinstance(data_type, st.BooleanType))
-        value = sf.col(str(column))
+        value = self._sf.col(str(column))
         bad = value.isNull()
         if isinstance(data_type, st.FloatType | st.DoubleType):
-            bad = bad | sf.isnan(value) | (sf.abs(value) == sf.lit(float("inf")))
+            bad = bad | self._sf.isnan(value) | (self._sf.abs(value) == self._sf.lit(float("inf")))
         self._checks.append(_Check(bad, _fixed(not_finite(name, column))))
 
     def check_unit(self, unit: Hashable) -> None:
-        self._checks.append(_Check(sf.col(str(unit)).isNull(), _fixed(no_person(unit))))
+        self._checks.append(_Check(self._sf.col(str(unit)).isNull(), _fixed(no_person(unit))))
 
     def check_partition(self, column: Hashable) -> None:
-        self._checks.append(_Check(sf.col(str(column)).isNull(), _fixed(no_partition(column))))
+        self._checks.append(_Check(self._sf.col(str(column)).isNull(), _fixed(no_partition(column))))
 
     def check_yes_no(self, column: Hashable) -> None:
         data_type = self._type(column)
@@ -117,7 +119,7 @@ class SparkEngine:
             raise not_yes_no(column, data_type.simpleString())
 
     def check_answers(self, column: Hashable, mechanism: Mechanism) -> None:
-        value, data_type = sf.col(str(column)), self._type(column)
+        value, data_type = self._sf.col(str(column)), self._type(column)
         self._checks.append(_Check(value.isNull(), _fixed(no_answer(column))))
         if isinstance(mechanism, KRandomizedResponse):
             allowed, problem = list(mechanism.categories), f"not among the {mechanism.k} declared categories"
@@ -136,7 +138,7 @@ class SparkEngine:
 
     def validate(self) -> None:
         if self._checks:
-            (row,) = self.sdf.agg(*_check_counts(self._checks, sf.lit(True))).collect()
+            (row,) = self.sdf.agg(*_check_counts(self._checks, self._sf.lit(True))).collect()
             self._raise(list(row))
 
     def _raise(self, counts: Sequence[Any]) -> None:
@@ -157,8 +159,23 @@ class SparkEngine:
         return np.array([r[0] for r in rows], dtype=object)
 
     def check_keys(self, by: list[Hashable], keys: pd.Index, name: str) -> None:
+        """Also refuses a declared key value that no value of its column's Spark type equals: the result
+        table holds the keys in the columns' types (:meth:`result`), so such a key could be released by
+        pandas (with a zero statistic) but not stored in a Spark result, a failure known before the data is
+        read and so refused before the charge. The error counts the values, never quotes one."""
         types = [self._type(c) for c in by]
-        check_distinct_keys(by, keys, [functools.partial(spark_value, data_type=t) for t in types], name)
+        converts = [functools.partial(spark_value, data_type=t) for t in types]
+        for level, (column, convert) in enumerate(zip(by, converts, strict=True)):
+            values = keys.get_level_values(level) if len(by) > 1 else keys
+            foreign = sum(convert(v) is NO_MATCH for v in values)
+            if foreign:
+                raise InvalidParameterError(
+                    f"{name!r}: {foreign} declared value(s) for column {column!r} cannot be a value of its "
+                    f"Spark type {types[level].simpleString()}; a Spark result holds the keys in the "
+                    "column's type: declare keys of that type",
+                    name,
+                )
+        check_distinct_keys(by, keys, converts, name)
 
     def _seed_of(self, bounding: Bounding) -> int:
         """The priority seed of a bounding: one per call, so that two jobs of a call keep the same rows."""
@@ -179,14 +196,14 @@ class SparkEngine:
             read,
         )
         if bounding.by is None:
-            return frame, sf.col(KEEP)
+            return frame, self._sf.col(KEEP)
         assert bounding.keys is not None
         keys = key_table(self.sdf.sparkSession, self.sdf.schema, bounding.by, list(bounding.keys))
         on = functools.reduce(
             lambda a, b: a & b, [frame[str(c)].eqNullSafe(keys[str(c)]) for c in bounding.by]
         )
-        joined = frame.join(sf.broadcast(keys), on, "left").select(frame["*"], keys[KEY])
-        return joined, sf.col(KEEP) & sf.col(KEY).isNotNull()
+        joined = frame.join(self._sf.broadcast(keys), on, "left").select(frame["*"], keys[KEY])
+        return joined, self._sf.col(KEEP) & self._sf.col(KEY).isNotNull()
 
     def sums(
         self,
@@ -215,15 +232,15 @@ class SparkEngine:
         wide: bool,
     ) -> list[list[int]]:
         frame, kept = self._kept(bounding, column)
-        parts = [sf.count(sf.when(kept, 1))]  # the kept rows: the count, and the overflow check
+        parts = [self._sf.count(self._sf.when(kept, 1))]  # the kept rows: the count, and the overflow check
         for p, j in zip(powers, exponents, strict=True):
             if p > 0:
                 assert column is not None
-                y = _clipped(sf.col(str(column)), clip) - sf.lit(centre)
-                q = sf.when(kept, _grid_integer(functools.reduce(lambda a, b: a * b, [y] * p), j))
-                add = _wide_sum if wide else sf.try_sum
-                parts += [add(sf.shiftright(q, HALF)), add(q.bitwiseAND(sf.lit((1 << HALF) - 1)))]
-        counts = _check_counts(self._checks, sf.lit(True))
+                y = _clipped(self._sf.col(str(column)), clip) - self._sf.lit(centre)
+                q = self._sf.when(kept, _grid_integer(functools.reduce(lambda a, b: a * b, [y] * p), j))
+                add = _wide_sum if wide else self._sf.try_sum
+                parts += [add(self._sf.shiftright(q, HALF)), add(q.bitwiseAND(self._sf.lit((1 << HALF) - 1)))]
+        counts = _check_counts(self._checks, self._sf.lit(True))
         rows = _aggregate(frame, bounding, [*parts, *counts])
         self._raise([sum(int(r[len(parts) + i] or 0) for r in rows) for i in range(len(counts))])
         out = [[0] * bounding.n_keys for _ in powers]
@@ -244,10 +261,10 @@ class SparkEngine:
         self, bounding: Bounding, column: Hashable, clip: tuple[float, float], grid: NDArray[np.float64]
     ) -> NDArray[np.int64]:
         frame, kept = self._kept(bounding, column)
-        cell = bucket(_clipped(sf.col(str(column)), clip), float(grid[0]), clip[1], grid.size)
-        frame = frame.withColumn(_BUCKET, sf.when(kept, cell))
-        counts = _check_counts(self._checks, sf.lit(True))
-        rows = _aggregate(frame, bounding, [sf.count(sf.lit(1)), *counts], _BUCKET)
+        cell = bucket(_clipped(self._sf.col(str(column)), clip), float(grid[0]), clip[1], grid.size)
+        frame = frame.withColumn(_BUCKET, self._sf.when(kept, cell))
+        counts = _check_counts(self._checks, self._sf.lit(True))
+        rows = _aggregate(frame, bounding, [self._sf.count(self._sf.lit(1)), *counts], _BUCKET)
         self._raise([sum(int(r[1 + i] or 0) for r in rows) for i in range(len(counts))])
         histogram = np.zeros((bounding.n_keys, grid.size + 1), dtype=np.int64)
         for row in rows:
@@ -263,11 +280,28 @@ class SparkEngine:
         pandas result's columns, one row per key; ``.attrs`` holds the pandas result's attrs and
         ``.toPandas()`` brings the table back to the driver."""
         pandas = require_pandas()
-        frame = table.to_frame().T if isinstance(table, pandas.Series) else table.reset_index()
-        frame.columns = [str(c) for c in frame.columns]
-        out = self.sdf.sparkSession.createDataFrame(frame.reset_index(drop=True))
-        out.attrs = dict(table.attrs)  # type: ignore[attr-defined]
-        return out
+        if isinstance(table, pandas.Series):
+            frame, keys = table.to_frame().T, set()
+        else:  # the index levels that are columns of the data (not a quantile level) hold keys
+            frame, keys = table.reset_index(), {str(c) for c in table.index.names} & set(self.sdf.columns)
+        # the key columns in the data's types (each key a value of it: check_keys), the rest doubles: an
+        # explicit schema, so that building the table cannot fail after the charge on either Spark API
+        fields = [
+            st.StructField(str(c), self._type(c) if str(c) in keys else st.DoubleType(), True)
+            for c in frame.columns
+        ]
+        convert = [
+            functools.partial(spark_value, data_type=f.dataType) if f.name in keys else _double
+            for f in fields
+        ]
+        rows = [tuple(f(v) for f, v in zip(convert, row, strict=True)) for row in frame.itertuples(False)]
+        out = self.sdf.sparkSession.createDataFrame(rows, st.StructType(fields))
+        return _with_attrs(out, table.attrs)
+
+    def attrs(self) -> dict[str, Any]:
+        """The ``attrs`` a frame function set on this Spark DataFrame (read from the object itself: on a
+        Spark Connect DataFrame, ``sdf.attrs`` would name a column when none was set)."""
+        return dict(vars(self.sdf).get("attrs", {}))
 
     # ------------------------------------------------------------------------------ per-row releases
 
@@ -278,7 +312,7 @@ class SparkEngine:
         upper: NDArray[np.float64],
         mechanisms: Sequence[ContinuousMechanism],
         rng: np.random.Generator | None,
-    ) -> DataFrame:
+    ) -> _DistributedRows:
         names = {str(c) for c in columns}
         fields = self.sdf.schema.fields
         schema = st.StructType(
@@ -291,16 +325,44 @@ class SparkEngine:
 
     def randomized(
         self, column: Hashable, mechanism: Mechanism, rng: np.random.Generator | None
-    ) -> DataFrame:
+    ) -> _DistributedRows:
         transform = functools.partial(randomized_batch, column=column, mechanism=mechanism)
         return self._per_row(transform, self.sdf.schema, rng)
 
     def _per_row(
         self, transform: Callable[..., pd.DataFrame], schema: Any, rng: np.random.Generator | None
-    ) -> DataFrame:
+    ) -> _DistributedRows:
+        """The plan that randomises the rows in ``mapInPandas``, analysed now (no job runs): the schema
+        is resolved and, on Spark Connect, the pickled function sent, so that neither fails after the
+        charge."""
         key = None if rng is None else sampling.uniform_index(rng, _SEED_RANGE)
         run = functools.partial(_in_partition, transform=transform, key=key)
-        return self.sdf.mapInPandas(run, schema).localCheckpoint(eager=True)
+        mapped = self.sdf.mapInPandas(run, schema)
+        mapped.schema  # noqa: B018 - the analysis (a Spark Connect DataFrame is analysed only when asked)
+        return _DistributedRows(mapped)
+
+
+@dataclass(frozen=True)
+class _DistributedRows:
+    """A per-row release of a Spark frame (see :class:`~dp_pipeline.frames.engine.RowRelease`): the
+    analysed ``mapInPandas`` plan. :meth:`run` checkpoints it at once (``localCheckpoint(eager=True)``):
+    every later action reads the same noisy rows, where a lazy frame would draw fresh noise at every action
+    and so release the data again for one charge."""
+
+    mapped: DataFrame
+
+    def run(self, attrs: Mapping[str, Any]) -> DataFrame:
+        return _with_attrs(self.mapped.localCheckpoint(eager=True), attrs)
+
+
+def _double(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _with_attrs(frame: DataFrame, attrs: Mapping[str, Any]) -> DataFrame:
+    """``frame`` carrying ``attrs`` as its Python attribute ``attrs`` (as a pandas frame carries its own)."""
+    frame.attrs = dict(attrs)  # type: ignore[attr-defined]
+    return frame
 
 
 def _in_partition(
@@ -319,12 +381,13 @@ def _in_partition(
 
 
 def _wide_sum(value: Column) -> Column:
-    return sf.sum(value.cast(_WIDE))
+    return functions_of(value).sum(value.cast(_WIDE))
 
 
 def _grid_integer(value: Column, exponent: int) -> Column:
     """trunc(v / 2^j) as a long: v times 2^−j in exact power-of-two steps (each a normal double), then the
     cast, which truncates toward zero (as :func:`~dp_pipeline.frames._exact_sums.grid_integers`)."""
+    sf = functions_of(value)
     shift = -exponent
     while shift:
         step = max(min(shift, 1000), -1000)
@@ -334,10 +397,12 @@ def _grid_integer(value: Column, exponent: int) -> Column:
 
 
 def _clipped(value: Column, clip: tuple[float, float]) -> Column:
+    sf = functions_of(value)
     return sf.least(sf.greatest(value.cast("double"), sf.lit(clip[0])), sf.lit(clip[1]))
 
 
 def _check_counts(checks: Sequence[_Check], rows: Column) -> list[Column]:
+    sf = functions_of(rows)
     return [sf.sum(sf.when(rows & check.bad, 1).otherwise(0)) for check in checks]
 
 
@@ -345,6 +410,6 @@ def _aggregate(frame: DataFrame, bounding: Bounding, columns: list[Column], *ext
     """The aggregates per declared key (and the ``extra`` columns), collected; one row without groups."""
     named = [c.alias(f"__dp_{i}") for i, c in enumerate(columns)]
     if bounding.by is None:
-        frame = frame.withColumn(KEY, sf.lit(0))
+        frame = frame.withColumn(KEY, functions_of(frame).lit(0))
     grouped = frame.groupBy(KEY, *extra).agg(*named)
     return grouped.select(*[f"__dp_{i}" for i in range(len(named))], KEY, *extra).collect()

@@ -9,7 +9,8 @@ A value's bucket is b(x) = #{j : cⱼ ≤ x} (numpy's ``searchsorted(grid, x, si
 from __future__ import annotations
 
 from pyspark.sql import Column
-from pyspark.sql import functions as sf
+
+from dp_pipeline.spark._api import functions_of
 
 __all__ = ["bucket"]
 
@@ -20,6 +21,7 @@ within this many of t is compared exactly, and those below are counted without c
 
 def bucket(x: Column, low: float, high: float, points: int) -> Column:
     """b(x) = #{j : cⱼ ≤ x} over the ``points`` = K + 1 grid points, for values x in [low, high]."""
+    sf = functions_of(x)
     steps = points - 1
     width = high - low
 

@@ -4,7 +4,8 @@ A declared key is matched against the data by equality. pandas compares Python v
 typed values, and with ANSI mode (the default in Spark 4) an implicit cast of a mistyped literal fails the
 job. So each declared value is converted here, on the driver, to the column's type, and a value that no
 row of that type can hold (a string key for an integer column, 1.5 for an integer column) matches
-nothing: its group is released with a zero statistic, as pandas releases a declared key no row has.
+nothing (the frame functions refuse such a key before the charge, since a Spark result holds the keys
+in the column's type: :meth:`~dp_pipeline.spark._engine.SparkEngine.check_keys`).
 The conversion is the one Spark applies (float rounds to float32, a decimal to its scale, a timestamp
 to microseconds, an aware one to its instant), so two declared keys that become one Spark value are
 seen here and refused (:func:`~dp_pipeline.frames.common.check_distinct_keys`).
@@ -21,11 +22,11 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 from pyspark.sql.types import DataType
 
 from dp_pipeline.frames.common import NO_MATCH as _NO_MATCH
+from dp_pipeline.spark._api import functions_of
 
 __all__ = ["KEY", "key_table", "matches_any", "spark_value"]
 
@@ -127,4 +128,4 @@ def matches_any(column: Column, data_type: DataType, values: Sequence[Any]) -> C
     missing value)."""
     converted = [spark_value(v, data_type) for v in values]
     present = [v for v in converted if v is not _NO_MATCH and v is not None]
-    return column.isin(present) if present else sf.lit(False)
+    return column.isin(present) if present else functions_of(column).lit(False)

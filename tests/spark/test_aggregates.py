@@ -50,6 +50,7 @@ CALLS: dict[str, Callable[..., Any]] = {
     "dp_mean": lambda f, df, **kw: f.dp_mean(df, "age", lower=0, upper=100, by="ward", keys=WARDS, **kw),
     "dp_histogram": lambda f, df, **kw: f.dp_histogram(df, "ward", categories=WARDS, **kw),
     "dp_var": lambda f, df, **kw: f.dp_var(df, "age", lower=0, upper=100, **kw),
+    "dp_quantile": lambda f, df, **kw: f.dp_quantile(df, "age", 0.5, lower=0, upper=100, **kw),
     "dp_quantiles": lambda f, df, **kw: f.dp_quantiles(df, "age", [0.25, 0.75], lower=0, upper=100, **kw),
     "dp_median": lambda f, df, **kw: f.dp_median(df, "age", lower=0, upper=100, by="ward", keys=WARDS, **kw),
     "dp_std": lambda f, df, **kw: f.dp_std(df, "age", lower=0, upper=100, by="ward", keys=WARDS, **kw),
@@ -62,9 +63,9 @@ CALLS: dict[str, Callable[..., Any]] = {
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_one_charge_per_call_with_the_pandas_label_and_cost(
-    spark: Any, acct: PrivacyAccountant, name: str
+    any_spark: Any, acct: PrivacyAccountant, name: str
 ) -> None:
-    sdf = spark.createDataFrame(patients())
+    sdf = any_spark.createDataFrame(patients())
     CALLS[name](dps, sdf, epsilon=0.5, accountant=acct, dataset="d")
     (entry,) = charges(acct)
     reference = PrivacyAccountant("memory://")
