@@ -124,6 +124,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
 def read_json_object(text: Any, where: str) -> dict[str, Any]:
     """A JSON object read from a ledger column, or LedgerError naming ``where``.
 
@@ -135,7 +138,7 @@ def read_json_object(text: Any, where: str) -> dict[str, Any]:
         raise LedgerError(f"{where}: holds {type(text).__name__}, not JSON text")
     check_json_text(text, where)
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        value = _DECODER.decode(text)
     except ValueError as err:
         raise LedgerError(f"{where}: not valid JSON ({err})") from None
     if not isinstance(value, dict):

@@ -116,28 +116,26 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in script.walk_revisions()}
 
 
-_RECORD_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
-    ("dataset", (str,)),
-    ("seq", (int,)),
-    ("kind", (str,)),
-    ("created_at", (str,)),
-    ("idem_key", (str, type(None))),
-    ("reservation", (int, type(None))),
-    ("prev_hash", (str,)),
-    ("hash", (str,)),
-    ("sig", (str, type(None))),
-)
+_RECORD_TYPES = (str, int, str, str, (str, type(None)), (int, type(None)), str, str, (str, type(None)))
+"""The types of the columns dataset, seq, kind, created_at, idem_key, reservation, prev_hash, hash, sig."""
 
 
 def _record(row: Any) -> LedgerRecord:
     """A record read from its row; LedgerError naming it when a column holds what no writer writes."""
+    values = (
+        row.dataset,
+        row.seq,
+        row.kind,
+        row.created_at,
+        row.idem_key,
+        row.reservation,
+        row.prev_hash,
+        row.hash,
+        row.sig,
+    )
     where = f"{_dataset_of(row)}, record seq={row.seq if type(row.seq) is int else '?'}"
-    for column, types in _RECORD_TYPES:
-        value = getattr(row, column)
-        if not isinstance(value, types) or isinstance(value, bool):
-            raise LedgerError(
-                f"{where}: column {column} holds a {type(value).__name__}; the ledger is corrupt"
-            )
+    if not all(map(isinstance, values, _RECORD_TYPES)) or isinstance(row.seq, bool):
+        raise LedgerError(f"{where}: a column holds a value of another type; the ledger is corrupt")
     return LedgerRecord(
         dataset=row.dataset,
         seq=row.seq,
