@@ -23,6 +23,7 @@ from scipy.stats import norm
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.ledger.base import canonical_json, record_hash
+from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import dump_rows, untriggered
 
@@ -321,11 +322,30 @@ def test_without_a_key_a_well_formed_record_is_what_the_api_allows(tmp_path: Pat
 # ------------------------------------------------------------------------------------------- replace
 
 
-def test_insert_or_replace_on_an_idempotency_key_cannot_delete_a_reservation(tmp_path: Path) -> None:
+def _downgrade(path: Path, revision: str) -> None:
+    from alembic import command
+
+    from dp_pipeline.accounting.ledger.sql import _alembic_config
+
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.downgrade(_alembic_config(conn), revision)
+    engine.dispose()
+
+
+@pytest.mark.parametrize("upgraded", [False, True])
+def test_insert_or_replace_on_an_idempotency_key_cannot_delete_a_reservation(
+    tmp_path: Path, upgraded: bool
+) -> None:
     path = tmp_path / "ledger.db"
     acct = PrivacyAccountant(f"sqlite:///{path}", create=True)
     acct.set_budget("d", ApproxDP(1.0, 0.0))
     acct.spend("d", PureDP(0.5), key="old")
+    if upgraded:  # a ledger of the previous schema gains the guard when it is next opened for writing
+        acct.close()
+        _downgrade(path, "0003_payments")
+        acct = PrivacyAccountant(f"sqlite:///{path}")
+        assert acct.store.schema_revision() == HEAD_REVISION  # type: ignore[attr-defined]
     forger = Forger(f"sqlite:///{path}")
     seq, prev, _ = forger.last("d")
     body: dict[str, Any] = {}

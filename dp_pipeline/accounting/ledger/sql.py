@@ -116,7 +116,17 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in script.walk_revisions()}
 
 
-_RECORD_TYPES = (str, int, str, str, (str, type(None)), (int, type(None)), str, str, (str, type(None)))
+_RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (
+    str,
+    int,
+    str,
+    str,
+    (str, type(None)),
+    (int, type(None)),
+    str,
+    str,
+    (str, type(None)),
+)
 """The types of the columns dataset, seq, kind, created_at, idem_key, reservation, prev_hash, hash, sig."""
 
 
@@ -134,7 +144,9 @@ def _record(row: Any) -> LedgerRecord:
         row.sig,
     )
     where = f"{_dataset_of(row)}, record seq={row.seq if type(row.seq) is int else '?'}"
-    if not all(map(isinstance, values, _RECORD_TYPES)) or isinstance(row.seq, bool):
+    if not all(isinstance(v, t) for v, t in zip(values, _RECORD_TYPES, strict=True)) or isinstance(
+        row.seq, bool
+    ):
         raise LedgerError(f"{where}: a column holds a value of another type; the ledger is corrupt")
     return LedgerRecord(
         dataset=row.dataset,
