@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting import pricing
+from dp_pipeline.accounting.incremental import IncrementalVerifier
 from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
 from dp_pipeline.accounting.ledger.base import (
     END_KINDS,
@@ -398,6 +399,7 @@ class PrivacyAccountant:
                 f"got {type(ledger).__name__}",
                 "ledger",
             )
+        self._verifier = IncrementalVerifier(self._store)
 
     @property
     def store(self) -> LedgerStore:
@@ -509,7 +511,7 @@ class PrivacyAccountant:
             body = BudgetBody(new, previous_guarantee, reason, actor or _default_actor(), totals)
             append(tx, body, new.head_state(totals))
 
-        self._store.atomic(dataset, run)
+        self._atomic(dataset, run)
 
     def budget(self, dataset: str) -> BudgetReport:
         """The dataset's budget and its rule (``method``: the rule's stored name, "basic" or "gdp")."""
@@ -1269,9 +1271,11 @@ class PrivacyAccountant:
         return value
 
     def _atomic(self, dataset: str, fn: Callable[[LedgerTransaction], T]) -> T:
-        """``store.atomic``; an UnknownDatasetError raised inside names the ledger (read after the lock)."""
+        """``store.atomic`` after checking the records appended since this process last checked (see
+        :mod:`~dp_pipeline.accounting.incremental`); an UnknownDatasetError raised inside names the ledger
+        (read after the lock)."""
         try:
-            return self._store.atomic(dataset, fn)
+            return self._verifier.atomic(dataset, fn)
         except UnknownDatasetError as err:
             if err.ledger is not None:
                 raise
@@ -1444,7 +1448,7 @@ class PrivacyAccountant:
                 append_commit(tx, head.state, totals, key, found.reserve.seq)
             return "committed"
 
-        return self._store.atomic(dataset, run)
+        return self._atomic(dataset, run)
 
     def _cancel(self, dataset: str, key: str, reason: Any, actor: Any, *, by: str) -> str:
         reason = _check_name(reason, "reason", 2000) if isinstance(reason, str) and reason.strip() else None

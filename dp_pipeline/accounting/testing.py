@@ -120,6 +120,20 @@ class LedgerStoreContract:
         head = store.head("d")
         assert head is not None and head.seq == commit.seq == 3 and head.hash == commit.hash
 
+    def test_records_after_a_seq_include_the_transactions_own_appends(self, store: LedgerStore) -> None:
+        acct = PrivacyAccountant(store)
+        acct.set_budget("d", ApproxDP(1.0, 0.0))
+        acct.spend("d", PureDP(0.5), key="first")
+        committed = store.records("d")
+
+        def run(tx: LedgerTransaction) -> tuple[list[Any], list[Any], list[Any]]:
+            before = tx.records_after(1)
+            record = tx.append("reserve", {"label": "x"}, _same_state(tx), key="k2")
+            return before, tx.records_after(2), [record]
+
+        before, after, appended = store.atomic("d", run)
+        assert before == committed[1:] and after == [committed[2], *appended]
+
     def test_a_transaction_that_raises_after_appending_writes_nothing(self, store: LedgerStore) -> None:
         acct = PrivacyAccountant(store)
         acct.set_budget("d", ApproxDP(1.0, 0.0))

@@ -26,6 +26,7 @@ from dp_pipeline.guarantees import format_guarantee, guarantee_from_dict
 __all__ = [
     "ANCHOR_FORMAT",
     "ROW_LEVEL_KINDS",
+    "Replay",
     "check_anchor",
     "check_semantics",
     "legacy_partitions_finding",
@@ -55,6 +56,20 @@ def _stored_budget(body: Mapping[str, Any], where: str) -> tuple[DatasetBudget, 
 def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
     """Replay the running totals, the budgets and the reservation states; the first inconsistency, or None.
 
+    The records are fed, in chain order, to one :class:`Replay` (the reducer every write of the accountant
+    also applies to the records appended since it last looked), and the head is compared with its result.
+    """
+    replay = Replay(dataset)
+    for record in records:
+        problem = replay.feed(record)
+        if problem:
+            return problem
+    return replay.check_head(head)
+
+
+class Replay:
+    """The state of a dataset's records replayed so far: one reducer for verify and for every write.
+
     Every reservation is re-priced under the budget in force when it was made and must fit it, so a
     budget raised outside dp-pipeline for a spend and put back afterwards is found. Every release paid from
     a reservation is re-priced too, its running sum recomputed, and the payments so far must fit what the
@@ -62,112 +77,182 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
     must keep a sub-plan that costs no more and still covers the payments; each attempt's share is claimed
     once, and the releases paid within it fit its claim (the cap it records); a reservation that paid for a
     release cannot have been cancelled; nothing is paid from a spend's own charge, and one release (not a
-    plan) that was committed is not shrunk.
+    plan) that was committed is not shrunk. A record of another kind, a budget record whose stored rule
+    settings its budget does not allow (an inflated μ limit), a charge below its request's price (a
+    negative one included) and running totals that are not the sum of the charges are all found.
+
+    Feed the records in chain order with :meth:`feed`; :meth:`check_head` compares a head row with the
+    state replayed. After a problem the replay is spent: build a new one.
+
+    Parameters
+    ----------
+    dataset : str
+        The dataset whose chain is replayed (named in the problems).
     """
-    totals: Totals | None = None
-    budget: DatasetBudget | None = None
-    budget_state: tuple[dict[str, Any], str] | None = None
-    held: dict[int, Holding] = {}
-    paid: dict[int, Paid] = {}
-    shares: dict[int, dict[str, Share]] = {}
-    named: dict[int, tuple[str, ...]] = {}
-    spends: set[int] = set()
-    ended: dict[int, str] = {}
-    keys: dict[str, int] = {}
-    try:
-        for record in records:
-            where = f"dataset {dataset!r}, record seq={record.seq}"
-            body = record.body
-            if record.kind == "budget":
-                budget, state, method = _stored_budget(body, where)
-                budget_state = (state, method)
-                problem = budget.rule.check_parameters()
-                if problem:
-                    return f"{where}: {problem}"
-                totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
-                touched: Collection[str] | None = None  # a budget record stores every partition
-                if not budget.fitted_when_written(totals):
-                    return f"{where}: the budget {budget.rule.describe()} is below what was already spent"
-            elif budget is None or totals is None:
-                return f"{where}: a {record.kind} record before any budget was set"
-            elif record.kind == "reserve":
-                if record.key is None or record.key in keys:
-                    return f"{where}: missing or repeated idempotency key {record.key!r}"
-                keys[record.key] = record.seq
-                charge = budget.rule.read_charge(body.get("charge"), where)
-                touched = partitions_of(body, where)
-                if touched and budget.partitions is None:
-                    return f"{where}: the reservation names partitions of a dataset that is not partitioned"
-                if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
-                    return (
-                        f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
-                        f"under the budget in force, {budget.rule.describe()}"
-                    )
-                held[record.seq] = Holding.of(body, budget.rule, where)
-                paid[record.seq] = Paid()
-                named[record.seq] = touched
-                if body.get("spend"):
-                    spends.add(record.seq)
-                totals = budget.rule.add(totals, charge, touched)
-                if not budget.fitted_when_written(totals):
-                    return (
-                        f"{where}: the reservation does not fit the budget in force, "
-                        f"{budget.rule.describe()}; it was accepted against another budget (the stored "
-                        "budget was changed outside dp-pipeline)"
-                    )
-            else:
-                target = record.reservation
-                if target is None or target not in held:
-                    return f"{where}: {record.kind} of seq={target}, which is not a reservation"
-                if record.kind in ("pay", "shrink"):
-                    if keys.get(record.key or "") != target:
-                        return f"{where}: the {record.kind} names seq={target} but carries another key"
-                    if ended.get(target) == "release":
-                        return f"{where}: a {record.kind} from reservation seq={target}, which was cancelled"
-                    if record.kind == "pay" and target in spends:
-                        return f"{where}: a payment from seq={target}, a spend that holds nothing to pay from"
-                    if record.kind == "shrink" and not held[target].plan and ended.get(target) == "commit":
-                        return f"{where}: a shrink of seq={target}, one committed release (not a plan)"
-                    # a payment stores the parts it names (unchanged), a shrink those of its reservation
-                    touched = partitions_of(body, where) if record.kind == "pay" else named[target]
-                    if record.kind == "pay" and named[target] and not set(touched) <= set(named[target]):
-                        return (
-                            f"{where}: a payment reads partitions that reservation seq={target} did not name"
-                        )
-                    problem, totals = _replay_payment(
-                        record, budget, totals, held, paid, named[target], shares.setdefault(target, {})
-                    )
-                    if problem:
-                        return f"{where}: {problem}"
-                else:
-                    if target in ended:
-                        return f"{where}: reservation seq={target} was already committed or released"
-                    if record.kind == "release" and paid[target].charges:
-                        return f"{where}: reservation seq={target} was cancelled after it paid for releases"
-                    ended[target] = record.kind
-                    touched = () if record.kind == "commit" else named[target]
-                    if record.kind == "commit":
-                        totals = totals.committed()
-                    else:
-                        totals = budget.rule.remove(totals, held[target].charge, named[target])
-            stored = budget.rule.read_totals(body.get("totals"), where)
-            if not stored.same_as(totals if touched is None else totals.only(touched)):
-                return (
-                    f"{where}: running totals {stored.to_json()} differ from the records' sum "
-                    f"{totals.to_json()}"
-                )
-        if head is not None and budget is not None and totals is not None and budget_state is not None:
-            where = f"dataset {dataset!r}, head row"
+
+    def __init__(self, dataset: str) -> None:
+        self.dataset = dataset
+        self._totals: Totals | None = None
+        self._budget: DatasetBudget | None = None
+        self._budget_state: tuple[dict[str, Any], str] | None = None
+        self._held: dict[int, Holding] = {}
+        self._paid: dict[int, Paid] = {}
+        self._shares: dict[int, dict[str, Share]] = {}
+        self._named: dict[int, tuple[str, ...]] = {}
+        self._spends: set[int] = set()
+        self._ended: dict[int, str] = {}
+        self._keys: dict[str, int] = {}
+
+    def feed(self, record: LedgerRecord) -> str | None:
+        """Replay one record (the next in the chain): a description of what is wrong with it, or None."""
+        try:
+            self._apply(record)
+        except LedgerError as err:
+            return str(err)
+        except (AttributeError, KeyError, TypeError, ValueError, InvalidParameterError) as err:
+            return (
+                f"dataset {self.dataset!r}, record seq={record.seq}: unreadable record "
+                f"({type(err).__name__}: {err})"
+            )
+        return None
+
+    def check_head(self, head: DatasetHead | None) -> str | None:
+        """Whether ``head`` caches the budget, rule settings and totals replayed: a problem, or None."""
+        budget, totals, budget_state = self._budget, self._totals, self._budget_state
+        if head is None or budget is None or totals is None or budget_state is None:
+            return None
+        where = f"dataset {self.dataset!r}, head row"
+        try:
             if not budget.rule.read_totals(head.state.totals, where).same_as(totals):
                 return f"{where}: cached totals {dict(head.state.totals)} differ from the records' sum"
             cached = (dict(head.state.budget), head.state.method)
-            if canonical_json(cached[0]) != canonical_json(budget_state[0]) or cached[1] != budget_state[1]:
-                return f"{where}: cached budget {cached} differs from the last budget record"
-    except LedgerError as err:
-        return str(err)
-    except (KeyError, TypeError, ValueError, InvalidParameterError) as err:
-        return f"dataset {dataset!r}: unreadable record ({type(err).__name__}: {err})"
-    return None
+        except LedgerError as err:
+            return str(err)
+        except (AttributeError, KeyError, TypeError, ValueError, InvalidParameterError) as err:
+            return f"{where}: unreadable ({type(err).__name__}: {err})"
+        if canonical_json(cached[0]) != canonical_json(budget_state[0]) or cached[1] != budget_state[1]:
+            return f"{where}: cached budget {cached} differs from the last budget record"
+        return None
+
+    def _apply(self, record: LedgerRecord) -> None:
+        """Replay one record; raise LedgerError naming what is wrong with it."""
+        where = f"dataset {self.dataset!r}, record seq={record.seq}"
+        touched: Collection[str] | None
+        if record.kind == "budget":
+            budget, totals, touched = self._set_budget(record, where), self._totals, None
+            totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
+            if not budget.fitted_when_written(totals):
+                raise LedgerError(
+                    f"{where}: the budget {budget.rule.describe()} is below what was already spent"
+                )
+        elif self._budget is None or self._totals is None:
+            raise LedgerError(f"{where}: a {record.kind} record before any budget was set")
+        elif record.kind == "reserve":
+            budget, (totals, touched) = self._budget, self._reserve(record, self._budget, self._totals, where)
+        elif record.kind in ("pay", "shrink", "commit", "release"):
+            budget, (totals, touched) = self._budget, self._naming(record, self._budget, self._totals, where)
+        else:
+            raise LedgerError(f"{where}: unknown record kind {record.kind!r}")
+        self._totals = totals
+        stored = budget.rule.read_totals(record.body.get("totals"), where)
+        if not stored.same_as(totals if touched is None else totals.only(touched)):
+            raise LedgerError(
+                f"{where}: running totals {stored.to_json()} differ from the records' sum {totals.to_json()}"
+            )
+
+    def _set_budget(self, record: LedgerRecord, where: str) -> DatasetBudget:
+        budget, state, method = _stored_budget(record.body, where)
+        self._budget, self._budget_state = budget, (state, method)
+        problem = budget.rule.check_parameters()
+        if problem:
+            raise LedgerError(f"{where}: {problem}")
+        return budget
+
+    def _reserve(
+        self, record: LedgerRecord, budget: DatasetBudget, totals: Totals, where: str
+    ) -> tuple[Totals, Collection[str]]:
+        body = record.body
+        if record.key is None or record.key in self._keys:
+            raise LedgerError(f"{where}: missing or repeated idempotency key {record.key!r}")
+        self._keys[record.key] = record.seq
+        charge = budget.rule.read_charge(body.get("charge"), where)
+        touched = partitions_of(body, where)
+        if touched and budget.partitions is None:
+            raise LedgerError(
+                f"{where}: the reservation names partitions of a dataset that is not partitioned"
+            )
+        if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
+            raise LedgerError(
+                f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
+                f"under the budget in force, {budget.rule.describe()}"
+            )
+        self._held[record.seq] = Holding.of(body, budget.rule, where)
+        self._paid[record.seq] = Paid()
+        self._named[record.seq] = touched
+        if body.get("spend"):
+            self._spends.add(record.seq)
+        totals = budget.rule.add(totals, charge, touched)
+        if not budget.fitted_when_written(totals):
+            raise LedgerError(
+                f"{where}: the reservation does not fit the budget in force, "
+                f"{budget.rule.describe()}; it was accepted against another budget (the stored "
+                "budget was changed outside dp-pipeline)"
+            )
+        return totals, touched
+
+    def _naming(
+        self, record: LedgerRecord, budget: DatasetBudget, totals: Totals, where: str
+    ) -> tuple[Totals, Collection[str]]:
+        """Replay a record that names a reservation (pay, shrink, commit, release)."""
+        target = self._named_reservation(record, where)
+        named = self._named[target]
+        if record.kind in ("pay", "shrink"):
+            # a payment stores the parts it names (unchanged), a shrink those of its reservation
+            touched = partitions_of(record.body, where) if record.kind == "pay" else named
+            problem, totals = _replay_payment(
+                record, budget, totals, self._held, self._paid, named, self._shares.setdefault(target, {})
+            )
+            if problem:
+                raise LedgerError(f"{where}: {problem}")
+            return totals, touched
+        self._ended[target] = record.kind
+        if record.kind == "commit":
+            return totals.committed(), ()
+        return budget.rule.remove(totals, self._held[target].charge, named), named
+
+    def _named_reservation(self, record: LedgerRecord, where: str) -> int:
+        """The reservation a pay, shrink, commit or release record names, if it may name it."""
+        target, ended = record.reservation, self._ended
+        if target is None or target not in self._held:
+            problem = f"{record.kind} of seq={target}, which is not a reservation"
+        elif record.kind not in ("pay", "shrink"):
+            problem = (
+                f"reservation seq={target} was already committed or released"
+                if target in ended
+                else f"reservation seq={target} was cancelled after it paid for releases"
+                if record.kind == "release" and self._paid[target].charges
+                else ""
+            )
+        elif self._keys.get(record.key or "") != target:
+            problem = f"the {record.kind} names seq={target} but carries another key"
+        elif ended.get(target) == "release":
+            problem = f"a {record.kind} from reservation seq={target}, which was cancelled"
+        elif record.kind == "pay" and target in self._spends:
+            problem = f"a payment from seq={target}, a spend that holds nothing to pay from"
+        elif record.kind == "shrink" and not self._held[target].plan and ended.get(target) == "commit":
+            problem = f"a shrink of seq={target}, one committed release (not a plan)"
+        elif (
+            record.kind == "pay"
+            and self._named[target]
+            and not set(partitions_of(record.body, where)) <= set(self._named[target])
+        ):
+            problem = f"a payment reads partitions that reservation seq={target} did not name"
+        else:
+            problem = ""
+        if problem:
+            raise LedgerError(f"{where}: {problem}")
+        assert target is not None
+        return target
 
 
 ROW_LEVEL_KINDS = frozenset({"randomized_response", "bounded_laplace", "bounded_staircase"})

@@ -32,7 +32,7 @@ from dp_pipeline.accounting.ledger.base import GENESIS_HASH, record_hash
 from dp_pipeline.accounting.ledger.privileges import grant_statements
 from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
-from tests.accounting.conftest import untriggered
+from tests.accounting.conftest import dump_rows, untriggered
 
 KEY = "a test key that is long enough"
 
@@ -184,11 +184,12 @@ def test_a_budget_raised_for_one_spend_and_put_back_is_refused_or_found(tmp_path
     conn = untriggered(path)  # the owner drops the trigger first
     conn.execute(raise_budget)
     conn.close()
-    acct.spend("d", PureDP(1.0))  # 2.0 spent on a budget of 1.0
-    conn = untriggered(path)
-    conn.execute("UPDATE dp_ledger_budgets SET budget = replace(budget, '2.0', '1.0')")
-    conn.close()
-    with pytest.raises(LedgerError, match=r"seq=4: the reservation does not fit the budget in force"):
+    before = dump_rows(f"sqlite:///{path}")
+    for writer in (acct, PrivacyAccountant(f"sqlite:///{path}")):  # refused by every write: nothing spent
+        with pytest.raises(LedgerError, match=r"head row: cached budget .* differs from the last budget"):
+            writer.spend("d", PureDP(1.0))
+    assert dump_rows(f"sqlite:///{path}") == before
+    with pytest.raises(LedgerError, match=r"head row: cached budget .* differs from the last budget"):
         acct.verify()
 
 
@@ -297,7 +298,7 @@ def test_insert_or_replace_is_refused_by_the_chain_trigger(tmp_path: Path) -> No
         "INSERT OR REPLACE INTO dp_ledger_records SELECT * FROM dp_ledger_records WHERE seq = 2",
         "INSERT OR REPLACE INTO dp_ledger_budgets SELECT * FROM dp_ledger_budgets",
     ):
-        with pytest.raises(sqlite3.DatabaseError, match=r"must extend|head row moves only"):
+        with pytest.raises(sqlite3.DatabaseError, match=r"must extend|head row moves only|known kind"):
             conn.execute(statement)
     conn.close()
     assert acct.verify().records == 3
@@ -314,7 +315,10 @@ def test_a_deleted_and_recreated_dataset_is_caught_by_the_anchor(tmp_path: Path)
     conn.execute("DELETE FROM dp_ledger_records WHERE dataset = 'd'")
     conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset = 'd'")
     conn.close()
-    acct.set_budget("d", ApproxDP(1.0, 0.0))  # a fresh, full budget, signed by the app that holds the key
+    with pytest.raises(LedgerError, match=r"now ends at seq=0, before seq=3, which this process checked"):
+        acct.set_budget("d", ApproxDP(1.0, 0.0))  # a process that saw the dataset refuses the gap
+    acct = PrivacyAccountant(f"sqlite:///{path}", key=KEY)  # a new process of the app that holds the key
+    acct.set_budget("d", ApproxDP(1.0, 0.0))  # a fresh, full budget, signed
     acct.verify()
     with pytest.raises(LedgerError, match="the anchor has seq=3 but the ledger ends at seq=1"):
         acct.verify(anchor=anchor)
@@ -512,17 +516,22 @@ def test_postgres_triggers_guard_the_head_and_the_chain(pg_url: str) -> None:
         "INSERT INTO dp_ledger_records (dataset, seq, kind, created_at, body, prev_hash, hash) "
         "VALUES ('d', 9, 'release', 'now', '{}', 'x', 'y')",
     ):
-        with owner.begin() as conn, pytest.raises(sa.exc.DBAPIError, match=r"head row moves|must extend"):
+        with (
+            owner.begin() as conn,
+            pytest.raises(sa.exc.DBAPIError, match=r"head row moves|must extend|kind"),
+        ):
             conn.execute(sa.text(statement))
-    # the owner can disable the triggers: the budget replay, the key and the anchor still see it
+    # the owner can disable the triggers: every write, the budget replay, the key and the anchor see it
     with owner.begin() as conn:
         conn.execute(sa.text("ALTER TABLE dp_ledger_budgets DISABLE TRIGGER USER"))
         conn.execute(sa.text("UPDATE dp_ledger_budgets SET budget = replace(budget, '1.0', '2.0')"))
-    acct.spend("d", PureDP(1.0))
+    with pytest.raises(LedgerError, match=r"head row: cached budget .* differs from the last budget record"):
+        acct.spend("d", PureDP(1.0))
+    with pytest.raises(LedgerError, match=r"head row: cached budget .* differs from the last budget record"):
+        acct.verify()
     with owner.begin() as conn:
         conn.execute(sa.text("UPDATE dp_ledger_budgets SET budget = replace(budget, '2.0', '1.0')"))
-    with pytest.raises(LedgerError, match="seq=4: the reservation does not fit the budget in force"):
-        acct.verify()
+    assert acct.verify().records == 3
     with owner.begin() as conn:  # then truncates the chain to its budget record
         conn.execute(sa.text("ALTER TABLE dp_ledger_records DISABLE TRIGGER USER"))
         conn.execute(sa.text("DELETE FROM dp_ledger_records WHERE seq > 1"))

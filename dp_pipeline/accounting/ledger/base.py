@@ -23,17 +23,23 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 
 __all__ = [
     "END_KINDS",
     "GENESIS_HASH",
     "KEY_ENV",
+    "MAX_JSON_CHARS",
+    "MAX_JSON_DEPTH",
+    "ORIGIN",
     "RECORD_KINDS",
+    "ChainPoint",
     "DatasetHead",
     "DatasetState",
     "LedgerRecord",
@@ -44,7 +50,9 @@ __all__ = [
     "ReservationRecords",
     "canonical_json",
     "check_chain",
+    "check_json_text",
     "next_record",
+    "read_json_object",
     "record_hash",
     "record_hash_of_text",
     "utc_now",
@@ -67,6 +75,75 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys, no whitespace and no NaN/∞: the same data always gives the same text."""
     return _CANONICAL.encode(value)
+
+
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of arrays and objects a ledger's JSON may have (the accountant writes at most ~10)."""
+
+MAX_JSON_CHARS = 64 * 2**20
+"""The most characters one JSON column of a ledger may hold (a plan of 100,000 releases fits)."""
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"\[\]|\{\}")
+
+
+def check_json_text(text: str, where: str) -> None:
+    """Raise LedgerError unless ``text`` is at most :data:`MAX_JSON_CHARS` long and nests arrays and
+    objects at most :data:`MAX_JSON_DEPTH` deep.
+
+    No recursion: the strings are cut out and only the brackets kept (regular expressions), then each
+    pass removes the innermost pairs (``[]`` and ``{}`` adjacent in the text before the pass), that is
+    exactly one level. Brackets left after :data:`MAX_JSON_DEPTH` passes nest deeper, or do not pair up
+    (the text is not JSON). Text with no more brackets than that limit is not scanned at all. JSON that
+    passes is parsed and encoded again without deep recursion.
+    """
+    if len(text) > MAX_JSON_CHARS:
+        raise LedgerError(
+            f"{where}: {len(text):,} characters of JSON, more than a ledger holds ({MAX_JSON_CHARS:,})"
+        )
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    for _ in range(MAX_JSON_DEPTH):
+        if not brackets:
+            return
+        brackets = _INNERMOST.sub("", brackets)
+    if brackets:
+        raise LedgerError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels (or malformed)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number too large for a double")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
+def read_json_object(text: Any, where: str) -> dict[str, Any]:
+    """A JSON object read from a ledger column, or LedgerError naming ``where``.
+
+    The text is bounded first (:func:`check_json_text`), so a deeply nested or huge value cannot
+    exhaust the stack or memory; numbers must be finite (no ``NaN``, ``Infinity`` or ``1e400``), as
+    :func:`canonical_json` writes them.
+    """
+    if not isinstance(text, str):
+        raise LedgerError(f"{where}: holds {type(text).__name__}, not JSON text")
+    check_json_text(text, where)
+    try:
+        value = _DECODER.decode(text)
+    except ValueError as err:
+        raise LedgerError(f"{where}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise LedgerError(f"{where}: holds a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def utc_now() -> str:
@@ -286,6 +363,9 @@ class LedgerTransaction(Protocol):
     def reservation(self, *, key: str | None = None, seq: int | None = None) -> ReservationRecords | None:
         """The reservation with idempotency ``key`` or reserve ``seq``, or None."""
 
+    def records_after(self, seq: int) -> list[LedgerRecord]:
+        """The dataset's records after ``seq`` (this transaction's appends included), in chain order."""
+
     def append(
         self,
         kind: RecordKind,
@@ -336,11 +416,33 @@ class LedgerStore(Protocol):
         """Release connections; the store must not be used afterwards."""
 
 
+@dataclass(frozen=True)
+class ChainPoint:
+    """A point of a dataset's chain that was checked: the seq and hash of its last record, and whether a
+    signed record came before (so that every later one must be signed). :data:`ORIGIN` is the start."""
+
+    seq: int
+    hash: str
+    signed: bool = False
+
+    def after(self, records: Sequence[LedgerRecord]) -> ChainPoint:
+        """The point after ``records``, which :func:`check_chain` accepted from this point."""
+        if not records:
+            return self
+        signed = self.signed or any(r.sig is not None for r in records)
+        return ChainPoint(records[-1].seq, records[-1].hash, signed)
+
+
+ORIGIN = ChainPoint(0, GENESIS_HASH)
+"""The point before a dataset's first record."""
+
+
 def check_chain(
     dataset: str,
     records: Sequence[LedgerRecord],
     head: DatasetHead | None,
     signer: RecordSigner | None = None,
+    start: ChainPoint = ORIGIN,
 ) -> str | None:
     """Check a dataset's hash chain and its head; return a description of the first problem, or None.
 
@@ -348,11 +450,11 @@ def check_chain(
     ``seq`` or a ``prev_hash`` that is not the previous hash), and a head that does not point at the last
     record (the newest records were deleted, or the head row was edited). With a ``signer``, every signature
     must be valid, and every record after the first signed one must be signed (records written before the
-    key was introduced may be unsigned).
+    key was introduced may be unsigned). ``records`` are those after ``start``, a point checked before.
     """
-    prev_hash = GENESIS_HASH
-    signed = False
-    for expected_seq, record in enumerate(records, start=1):
+    prev_hash = start.hash
+    signed = start.signed
+    for expected_seq, record in enumerate(records, start=start.seq + 1):
         where = f"dataset {dataset!r}, record seq={record.seq}"
         if record.dataset != dataset:
             return f"{where}: belongs to dataset {record.dataset!r}"
@@ -371,13 +473,13 @@ def check_chain(
                 return f"{where}: the signature does not match the ledger key (forged, or another key)"
             signed = True
         prev_hash = record.hash
+    last = start.after(records)
     if head is None:
-        if records:
+        if last.seq:
             return f"dataset {dataset!r}: records exist but the dataset's head row is missing"
         return None
-    if not records:
+    if not last.seq:
         return f"dataset {dataset!r}: the head row exists but the dataset has no records"
-    last = records[-1]
     if head.seq != last.seq or head.hash != last.hash:
         return (
             f"dataset {dataset!r}: the head points at seq={head.seq} but the last record is seq={last.seq}; "
@@ -398,12 +500,18 @@ def next_record(
     """The record that follows ``head`` in ``dataset``'s chain, and its body as canonical JSON text.
 
     The body is stored as plain data (round-tripped through JSON, exactly as an SQL store returns it). With
-    a ``signer`` the record carries the signature of its hash.
+    a ``signer`` the record carries the signature of its hash. A body whose JSON is nested deeper than
+    :data:`MAX_JSON_DEPTH` or longer than :data:`MAX_JSON_CHARS` raises LedgerError (nothing is written).
     """
     seq = 1 if head is None else head.seq + 1
     prev = GENESIS_HASH if head is None else head.hash
     time = utc_now()
-    text = canonical_json(body if isinstance(body, dict) else dict(body))
+    where = f"dataset {dataset!r}, new {kind} record seq={seq}"
+    try:
+        text = canonical_json(body if isinstance(body, dict) else dict(body))
+    except RecursionError:  # the C encoder's own depth guard: nothing was written
+        raise LedgerError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    check_json_text(text, where)
     digest = record_hash_of_text(dataset, seq, kind, time, key, reservation, text, prev)
     sig = None if signer is None else signer.sign(digest)
     return LedgerRecord(dataset, seq, kind, time, key, reservation, json.loads(text), prev, digest, sig), text

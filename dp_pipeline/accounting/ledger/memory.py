@@ -84,6 +84,9 @@ class _MemoryTransaction:
                 found = ReservationRecords.of(found.reserve, [*found.after, *_end(found), record])
         return found
 
+    def records_after(self, seq: int) -> list[LedgerRecord]:
+        return [r for r in self._chain.records[max(seq, 0) :]] + [r for r, _ in self._staged if r.seq > seq]
+
     def append(
         self,
         kind: RecordKind,

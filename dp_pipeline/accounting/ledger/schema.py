@@ -16,7 +16,11 @@ Tables
     ``(dataset, idem_key)`` over ``reserve`` records; ``sig`` is the record's HMAC under the ledger key
     (NULL without a key). Triggers reject UPDATE and DELETE, an INSERT that does not extend the
     dataset's chain (also ``INSERT OR REPLACE``), and (revision ``0003_payments``) a record that names a
-    reservation which is not one of its dataset's, or cancels a reservation that paid for a release.
+    reservation which is not one of its dataset's, or cancels a reservation that paid for a release; and
+    (revision ``0004_record_guards``) a record of an unknown kind, a ``reserve`` record without a key or
+    with one an earlier reservation holds (SQLite's ``INSERT OR REPLACE`` would delete that one), and on
+    SQLite a second head row for a dataset. What the JSON columns say is checked by every write instead
+    (:mod:`dp_pipeline.accounting.incremental`).
 ``dp_ledger_schema``
     Alembic's version table (a name of its own, so that a database shared with another Alembic-managed
     application keeps both).
@@ -28,7 +32,7 @@ import sqlalchemy as sa
 
 __all__ = ["BUDGETS", "HEAD_REVISION", "METADATA", "RECORDS", "VERSION_TABLE"]
 
-HEAD_REVISION = "0003_payments"
+HEAD_REVISION = "0004_record_guards"
 VERSION_TABLE = "dp_ledger_schema"
 
 METADATA = sa.MetaData()

@@ -68,6 +68,7 @@ from dp_pipeline.accounting.ledger.base import (
     ReservationRecords,
     canonical_json,
     next_record,
+    read_json_object,
 )
 from dp_pipeline.accounting.ledger.known import known, registry_path, remember
 from dp_pipeline.accounting.ledger.schema import BUDGETS, HEAD_REVISION, RECORDS, VERSION_TABLE
@@ -115,11 +116,38 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in script.walk_revisions()}
 
 
+_RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (
+    str,
+    int,
+    str,
+    str,
+    (str, type(None)),
+    (int, type(None)),
+    str,
+    str,
+    (str, type(None)),
+)
+"""The types of the columns dataset, seq, kind, created_at, idem_key, reservation, prev_hash, hash, sig."""
+
+
 def _record(row: Any) -> LedgerRecord:
-    try:
-        body = json.loads(row.body)
-    except (TypeError, ValueError):
-        body = {"unreadable_body": str(row.body)}
+    """A record read from its row; LedgerError naming it when a column holds what no writer writes."""
+    values = (
+        row.dataset,
+        row.seq,
+        row.kind,
+        row.created_at,
+        row.idem_key,
+        row.reservation,
+        row.prev_hash,
+        row.hash,
+        row.sig,
+    )
+    where = f"{_dataset_of(row)}, record seq={row.seq if type(row.seq) is int else '?'}"
+    if not all(isinstance(v, t) for v, t in zip(values, _RECORD_TYPES, strict=True)) or isinstance(
+        row.seq, bool
+    ):
+        raise LedgerError(f"{where}: a column holds a value of another type; the ledger is corrupt")
     return LedgerRecord(
         dataset=row.dataset,
         seq=row.seq,
@@ -127,18 +155,24 @@ def _record(row: Any) -> LedgerRecord:
         time=row.created_at,
         key=row.idem_key,
         reservation=row.reservation,
-        body=body,
+        body=read_json_object(row.body, f"{where}, body"),
         prev_hash=row.prev_hash,
         hash=row.hash,
         sig=row.sig,
     )
 
 
+def _dataset_of(row: Any) -> str:
+    name = row.dataset
+    return f"dataset {name!r}" if isinstance(name, str) and len(name) <= 255 else "a dataset of another type"
+
+
 def _head(row: Any) -> DatasetHead:
-    try:
-        state = DatasetState(json.loads(row.budget), row.method, json.loads(row.totals))
-    except (TypeError, ValueError) as err:
-        raise LedgerError(f"dataset {row.dataset!r}: the head row is not valid JSON ({err})") from None
+    where = f"{_dataset_of(row)}, head row"
+    if not (isinstance(row.method, str) and type(row.head_seq) is int and isinstance(row.head_hash, str)):
+        raise LedgerError(f"{where}: its method, seq or hash is not of its type; the ledger is corrupt")
+    budget = read_json_object(row.budget, f"{where}, budget")
+    state = DatasetState(budget, row.method, read_json_object(row.totals, f"{where}, totals"))
     return DatasetHead(row.dataset, state, row.head_seq, row.head_hash)
 
 
@@ -236,6 +270,12 @@ class _WriteStatements:
         self.insert_head = _Compiled(
             BUDGETS.insert().values({n: sa.bindparam(n) for n in _HEAD_COLUMNS}), dialect
         )
+        self.after = _Compiled(
+            sa.select(*[RECORDS.c[n] for n in _RECORD_COLUMNS])
+            .where(RECORDS.c.dataset == sa.bindparam("dataset"), RECORDS.c.seq > sa.bindparam("seq"))
+            .order_by(RECORDS.c.seq),
+            dialect,
+        )
         self.any_record = _Compiled(
             sa.select(RECORDS.c.seq).where(RECORDS.c.dataset == sa.bindparam("dataset")).limit(1), dialect
         )
@@ -302,6 +342,12 @@ class _SQLTransaction:
         n = len(_RECORD_COLUMNS)
         naming = [_record_of(row[n:]) for row in rows if row[n] is not None]
         return ReservationRecords.of(_record_of(rows[0][:n]), naming)
+
+    def records_after(self, seq: int) -> list[LedgerRecord]:
+        self._write_records()  # a lookup sees this transaction's own appends
+        statement = self._sql.after
+        self.cursor.execute(statement.sql, statement.params({"dataset": self._dataset, "seq": seq}))
+        return [_record_of(row) for row in self.cursor.fetchall()]
 
     def append(
         self,
