@@ -6,9 +6,10 @@ disable their triggers. The workers should therefore write as another role, whic
 * reads the ledger's tables;
 * may INSERT records (the chain trigger accepts only a record that extends its dataset's chain; UPDATE,
   DELETE and TRUNCATE are not granted, and the append-only triggers refuse them anyway);
-* may INSERT a dataset's head row and UPDATE only its columns (the head trigger accepts only what the
-  accountant's own statements write: the head moves forward to the dataset's last record, and the budget
-  changes only with a new ``budget`` record);
+* may INSERT a dataset's head row and UPDATE only its columns (the head trigger refuses what no writer
+  writes: the head moves forward to the dataset's last record, and the budget changes only with a new
+  ``budget`` record; what the JSON says is checked by every write before it trusts it, see
+  :mod:`dp_pipeline.accounting.incremental`);
 * does not own the tables, so it cannot ``ALTER TABLE … DISABLE TRIGGER``, drop them or change the
   schema (``SET session_replication_role``, which would skip triggers, needs a superuser).
 
