@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import fft, special
 
-__all__ = ["GridPLD", "connect_dots", "gaussian_profile", "laplace_profile"]
+__all__ = ["GridPLD", "connect_dots", "gaussian_profile", "laplace_profile", "rounded_down"]
 
 _U = 2.0**-53  # unit roundoff of binary64
 _PROFILE_RAISE = 1e-10  # profile values are raised by this (relative) before connect-the-dots
@@ -108,14 +108,21 @@ def gaussian_profile(mu: float) -> Callable[[float], float]:
 
 @dataclass(frozen=True)
 class GridPLD:
-    """A pessimistic PLD on the grid h·ℤ: mass ``probs[i]`` at loss (lo + i)·h, ``infinity`` at +∞, and
-    ``error`` bounding the ℓ1 floating-point error of ``probs`` (see the module notes)."""
+    """A PLD on the grid h·ℤ: mass ``probs[i]`` at loss (lo + i)·h, ``infinity`` at +∞, and ``error``
+    bounding the ℓ2 floating-point error of ``probs`` (see the module notes).
+
+    ``upper`` (the default): the PLD dominates the exact one and every reading errs toward more loss.
+    ``upper=False`` (from :func:`rounded_down`): it is dominated by the exact one and every reading errs
+    toward less loss, for a proven lower bound: losses rounded down to the grid, tails dropped, the
+    floating-point error and the sums' rounding subtracted (module notes, mirrored).
+    """
 
     interval: float
     lo: int
     probs: np.ndarray
     infinity: float
     error: float
+    upper: bool = True
 
     def mass_bound(self) -> float:
         """An upper bound on the total finite mass of the dominating measure."""
@@ -124,12 +131,16 @@ class GridPLD:
 
     def compose(self, other: GridPLD, tail_mass: float) -> GridPLD:
         """The composition with ``other`` (same grid), the tails of mass ≤ ``tail_mass`` each moved up."""
-        if self.interval != other.interval:
-            raise ValueError("PLDs on different grids")
-        probs, conv_error = _convolve(self.probs, other.probs)
+        if self.interval != other.interval or self.upper != other.upper:
+            raise ValueError("PLDs on different grids or bounding from different sides")
+        probs, conv_error = _convolve(self.probs, other.probs, self.upper)
         error = self.error * other.mass_bound() + self.mass_bound() * other.error + conv_error
+        lo = self.lo + other.lo
+        if not self.upper:  # exact ∞ mass, rounded down; both tails dropped
+            infinity = (self.infinity + other.infinity - self.infinity * other.infinity) * (1.0 - 4.0 * _U)
+            return GridPLD(self.interval, lo, probs, infinity, error, upper=False)
         infinity = min(1.0, self.infinity + other.infinity)
-        return _truncated(self.interval, self.lo + other.lo, probs, infinity, error, tail_mass)
+        return _truncated(self.interval, lo, probs, infinity, error, tail_mass)
 
     def self_compose(self, count: int, tail_mass: float) -> GridPLD:
         """The composition of ``count`` ≥ 1 copies, by repeated squaring."""
@@ -155,43 +166,59 @@ class GridPLD:
         losses, probs = self._positive()
         above = losses > epsilon
         terms = probs[above] * -np.expm1(epsilon - losses[above])
+        slack = math.sqrt(terms.size) * self.error
+        if not self.upper:
+            return max(0.0, float(np.sum(terms)) * (1.0 - _SUM_REL) + self.infinity - slack)
         value = float(np.sum(terms)) * (1.0 + _SUM_REL) + self.infinity
-        return min(1.0, value + math.sqrt(terms.size) * self.error)
+        return min(1.0, value + slack)
 
     def epsilon_for_delta(self, delta: float) -> float:
-        """The least ε ≥ 0 with ``delta_for_epsilon(ε) ≤ delta`` (up to the ε's own rounding), +∞ if none.
+        """The least ε ≥ 0 whose bound on δ(ε) is at most ``delta`` (+∞ if none): an upper bound on the
+        exact composition's ε (``upper``), else a lower bound.
 
         On the segment between consecutive grid losses ℓ_j < ε ≤ ℓ_{j+1} the stored curve is
-        A − e^ε·B with A = Σ_{i>j} pᵢ and B = Σ_{i>j} pᵢe^{−ℓᵢ}; with the sums' rounding taken
-        pessimistically (A raised by κ, B lowered by 4κ), ε = ln((A(1 + κ) − t)/(B(1 − 4κ))) where t is
-        the δ left for the finite losses (δ less P_∞ and √K·E, K the grid losses above the segment's start).
+        A − e^ε·B with A = Σ_{i>j} pᵢ and B = Σ_{i>j} pᵢe^{−ℓᵢ}. For an upper bound A is raised by κ and
+        B lowered by 4κ (its running log-sum-exp has at most twice the plain sums' error per term), and
+        √K·E is added to P_∞ (K: the grid losses above the segment's start); for a lower bound each the
+        other way. Then ε = ln((A' − t)/B') with t = δ − P_∞ ∓ √K·E.
         """
+        side = 1.0 if self.upper else -1.0
         losses, probs = self._positive()
         if losses.size == 0:
             return 0.0 if delta >= self.infinity else math.inf
-        above = np.arange(losses.size, 0, -1)  # the grid losses above each segment's start
-        budgets = (delta - self.infinity - np.sqrt(above) * self.error) / (1.0 + _SUM_REL)
+        above = np.arange(losses.size, 0, -1)
+        budgets = delta - self.infinity - side * np.sqrt(above) * self.error
         if budgets[-1] < 0.0:
             return math.inf
         # suffix sums from the top: A_j (mass above loss j) and ln B_j (ln Σ pᵢe^{−ℓᵢ} above it)
-        mass_above = np.cumsum(probs[::-1])[::-1]
+        mass_above = np.cumsum(probs[::-1])[::-1] * (1.0 + side * _SUM_REL)
         with np.errstate(divide="ignore"):
             log_weighted = np.logaddexp.accumulate((np.log(probs) - losses)[::-1])[::-1]
-        # δ at ε = losses[j], j ≥ 0, and at ε = 0 (index −1): the mass above minus e^ε·B above
+        log_weighted += math.log1p(-4.0 * side * _SUM_REL)
+        # the curve at the start of each segment: ε = 0, then each grid loss
         starts = np.concatenate(([0.0], losses[:-1]))
-        # B's running log-sum-exp has at most twice the plain sums' error per term: lowered by 4κ
-        upper = mass_above * (1.0 + _SUM_REL) - np.exp(starts + log_weighted) * (1.0 - 4.0 * _SUM_REL)
-        crossing = np.nonzero(upper > budgets)[0]
+        crossing = np.nonzero(mass_above - np.exp(starts + log_weighted) > budgets)[0]
         if crossing.size == 0:
             return 0.0
         j = int(crossing[-1])  # the segment (starts[j], losses[j]] where the target is crossed
-        budget = float(budgets[j])
-        if budget < 0.0:
+        if budgets[j] < 0.0:
             return math.inf
-        a = float(mass_above[j]) * (1.0 + _SUM_REL)
-        log_b = float(log_weighted[j]) + math.log1p(-4.0 * _SUM_REL)
-        epsilon = math.log(a - budget) - log_b
+        epsilon = math.log(float(mass_above[j]) - float(budgets[j])) - float(log_weighted[j])
         return min(max(epsilon, float(starts[j])), float(losses[j]))
+
+
+def rounded_down(interval: float, losses: np.ndarray, masses: np.ndarray, infinity: float) -> GridPLD:
+    """A PLD dominated by the one with ``masses`` at ``losses`` (and ``infinity`` at +∞): each loss rounded
+    down to the grid, each mass lowered by 4u relative (it may carry a few ulps of rounding).
+
+    Moving mass to a smaller loss, or removing mass, lowers every later curve (module notes, 2, mirrored),
+    so its compositions bound the exact ε from below.
+    """
+    index = np.floor(np.asarray(losses) / interval).astype(np.int64)
+    lo = int(index.min())
+    probs = np.zeros(int(index.max()) - lo + 1)
+    np.add.at(probs, index - lo, np.maximum(np.asarray(masses) * (1.0 - 4.0 * _U), 0.0))
+    return GridPLD(interval, lo, probs, infinity * (1.0 - 4.0 * _U), 0.0, upper=False)
 
 
 def connect_dots(points: Sequence[int], interval: float, profile: Callable[[float], float]) -> GridPLD:
@@ -225,13 +252,14 @@ def _fft_constant(n: int) -> float:
     return 4.0 * rho / (1.0 - rho)
 
 
-def _convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
-    """a * b and a bound on the ℓ2 error it adds (module notes, 3)."""
+def _convolve(a: np.ndarray, b: np.ndarray, upper: bool) -> tuple[np.ndarray, float]:
+    """a * b and a bound on the ℓ2 error it adds (module notes, 3); a direct result is raised (``upper``)
+    or lowered by its relative bound."""
     out = a.size + b.size - 1
     if a.size * b.size <= _DIRECT_WORK:
         # each output is a sum of at most min(|a|, |b|) non-negative products: relative error ≤ γ_{n+1}
         n = min(a.size, b.size) + 1
-        return np.convolve(a, b) * (1.0 + 2.0 * n * _U), 0.0
+        return np.convolve(a, b) * (1.0 + (2.0 if upper else -2.0) * n * _U), 0.0
     size = fft.next_fast_len(out, real=True)
     result = fft.irfft(fft.rfft(a, size) * fft.rfft(b, size), size)[:out]
     bound = _fft_constant(size) * (

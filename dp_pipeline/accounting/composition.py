@@ -35,6 +35,7 @@ Zhu, Dong & Wang, "Optimal accounting of differential privacy via characteristic
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -46,7 +47,7 @@ from scipy import optimize, special
 from scipy.special import gammaln, xlogy
 
 from dp_pipeline._validation import check_positive_int, check_real
-from dp_pipeline.accounting._pld import GridPLD, connect_dots, gaussian_profile, laplace_profile
+from dp_pipeline.accounting._pld import GridPLD, connect_dots, gaussian_profile, laplace_profile, rounded_down
 from dp_pipeline.events import PrivacyEvent, check_events, composite_event, flatten_events
 from dp_pipeline.exact import divide_up, sum_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
@@ -61,6 +62,7 @@ from dp_pipeline.guarantees import (
 )
 
 __all__ = [
+    "PRICING",
     "Composition",
     "as_approx_dp",
     "as_gdp",
@@ -74,7 +76,13 @@ __all__ = [
     "group_event",
     "group_plan",
     "laplace_mu",
+    "plan_epsilon_floor",
 ]
+
+PRICING = "dp-pipeline pld 1"
+"""The version of the prices this module computes, which every new reserve, pay and shrink record states
+(its ``"pricing"`` field) so that verify knows which records it can re-price exactly. Change it whenever
+any price may change, by even one ulp (the grid, a tolerance, the PLD code)."""
 
 # Tolerances of the check that an event's guarantee is implied by its noise parameters: they absorb the
 # rounding of the mechanisms' own arithmetic (a few ulps; for δ, the 1e-10 margin of gaussian_log_delta),
@@ -902,6 +910,87 @@ def _gdp_candidate(events: Sequence[PrivacyEvent], delta: float) -> Composition 
         return None
     assert isinstance(total, GaussianDP)
     return Composition(total.to_approx_dp(delta), "gdp")
+
+
+# --------------------------------------------------------------------------------------------------
+# a proven lower bound on a plan's privacy curve
+
+_FLOOR_BINS = 1 << 20  # grid points over the summed loss ranges of the lower bound
+
+
+def _cells(low: float, high: float, interval: float) -> tuple[np.ndarray, np.ndarray]:
+    """The grid cells [a, c) covering [low, high], clipped to it: their lower and upper ends."""
+    edges = np.arange(math.floor(low / interval), math.ceil(high / interval) + 1) * interval
+    edges = np.unique(np.clip(edges, low, high))
+    return edges[:-1], edges[1:]
+
+
+def _floor_pld(loss: _Loss, interval: float) -> GridPLD:
+    """A PLD dominated by the event's (its losses rounded down to the grid, tails dropped)."""
+    if isinstance(loss, _LaplaceLoss):
+        top = loss.sensitivity / loss.scale
+        a, c = _cells(-top, top, interval)
+        # P[loss ∈ [a, c)] = ½(e^{−(L−c)/2} − e^{−(L−a)/2}) inside; atoms ½ at L and ½e^{−L} at −L
+        cells = 0.5 * np.exp(-(top - c) / 2.0) * -np.expm1(-(c - a) / 2.0)
+        losses = np.concatenate((a, [top, -top]))
+        return rounded_down(interval, losses, np.concatenate((cells, [0.5, 0.5 * math.exp(-top)])), 0.0)
+    if isinstance(loss, _GaussianLoss):
+        mu = loss.sensitivity / loss.sigma
+        centre = mu * mu / 2.0  # the loss is N(μ²/2, μ²) under the first distribution
+        a, c = _cells(centre - _GAUSS_TAIL_Z * mu, centre + _GAUSS_TAIL_Z * mu, interval)
+        za, zc = (a - centre) / mu, (c - centre) / mu
+        upper_side = za > 0.0  # the tail's own side keeps the masses' relative accuracy
+        hi = np.where(upper_side, special.ndtr(-za), special.ndtr(zc))
+        lo = np.where(upper_side, special.ndtr(-zc), special.ndtr(za))
+        return rounded_down(interval, a, np.maximum(hi - lo - 16.0 * 2.0**-53 * (hi + lo), 0.0), 0.0)
+    if isinstance(loss, _BoundedRangeLoss):  # randomized response at ε/2 is one ε-bounded-range pair
+        half = loss.epsilon / 2.0
+        p = float(special.expit(half))
+        return rounded_down(interval, np.array([half, -half]), np.array([p, 1.0 - p]), 0.0)
+    return rounded_down(interval, np.array(loss.losses), np.array(loss.probs), loss.infinity_mass)
+
+
+def plan_epsilon_floor(events: Sequence[PrivacyEvent], *, delta: float) -> float:
+    """A proven lower bound on the ε of every (ε, δ)-DP guarantee of a plan fixed in advance, at ``delta``.
+
+    Parameters
+    ----------
+    events : sequence of PrivacyEvent
+        The plan's releases as :func:`compose_plan` takes them (grouped, under the dataset's relation).
+    delta : float
+        δ in [0, 1).
+
+    Returns
+    -------
+    float
+        ε_floor ≤ ε*(δ), the least ε at which the exact composition of the events' dominating pairs has
+        hockey-stick divergence ≤ δ. Hence every sound pricing of the plan, whatever its discretisation,
+        library or version, charges (ε, δ') with δ' ≤ δ and ε ≥ ε*(δ') ≥ ε*(δ) ≥ ε_floor.
+
+    Notes
+    -----
+    **Proof.** Each event enters through a pair it dominates or that is one of its own worst cases:
+    Laplace and Gaussian noise and randomized response through their exact PLDs, any other guarantee
+    through the worst-case pair of (ε, δ)-DP (itself an (ε, δ)-DP mechanism), an exponential mechanism at
+    ε through randomized response at ε/2 (an ε-bounded-range mechanism, which its price must cover). Each
+    such PLD is rounded down to the grid h = R/2²⁰ (R: the summed loss ranges) and its tails beyond
+    ±10σ dropped: moving mass to a smaller loss or removing it lowers the hockey-stick curve of every
+    composition, whose curve Σᵢⱼ pᵢqⱼ(1 − e^{ε−ℓᵢ−mⱼ})₊ is a positive bilinear form non-decreasing in the
+    losses (:mod:`dp_pipeline.accounting._pld`, notes 2, mirrored). The compositions keep every tail,
+    subtract the bound on their floating-point error and read ε with the sums' rounding taken toward less
+    loss; the result is lowered by 1e-12 relative and a few ulps of R for the logarithm and the grid
+    points' own rounding. Its gap to ε*(δ) is at most the rounding of n events' losses by h: about n·h.
+    """
+    items = flatten_events(check_events(events))
+    target = _check_delta(delta)
+    losses = [_event_loss(e) for e in items]
+    total_range = sum(_loss_range(loss) for loss in losses)
+    if total_range == 0.0:
+        return 0.0
+    interval = total_range / _FLOOR_BINS
+    parts = [_floor_pld(loss, interval).self_compose(n, 0.0) for loss, n in Counter(losses).items()]
+    epsilon = functools.reduce(lambda a, b: a.compose(b, 0.0), parts).epsilon_for_delta(target)
+    return max(0.0, epsilon * (1.0 - 1e-12) - 4.0 * 2.0**-53 * total_range)
 
 
 # --------------------------------------------------------------------------------------------------
