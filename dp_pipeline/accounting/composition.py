@@ -35,6 +35,7 @@ Zhu, Dong & Wang, "Optimal accounting of differential privacy via characteristic
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ from scipy import optimize, special
 from scipy.special import gammaln, xlogy
 
 from dp_pipeline._validation import check_positive_int, check_real
+from dp_pipeline.accounting._pld import GridPLD, connect_dots, gaussian_profile, laplace_profile, rounded_down
 from dp_pipeline.events import PrivacyEvent, check_events, composite_event, flatten_events
 from dp_pipeline.exact import divide_up, sum_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
@@ -60,6 +62,7 @@ from dp_pipeline.guarantees import (
 )
 
 __all__ = [
+    "PRICING",
     "Composition",
     "as_approx_dp",
     "as_gdp",
@@ -73,7 +76,13 @@ __all__ = [
     "group_event",
     "group_plan",
     "laplace_mu",
+    "plan_epsilon_floor",
 ]
+
+PRICING = "dp-pipeline pld 1"
+"""The version of the prices this module computes, which every new reserve, pay and shrink record states
+(its ``"pricing"`` field) so that verify knows which records it can re-price exactly. Change it whenever
+any price may change, by even one ulp (the grid, a tolerance, the PLD code)."""
 
 # Tolerances of the check that an event's guarantee is implied by its noise parameters: they absorb the
 # rounding of the mechanisms' own arithmetic (a few ulps; for δ, the 1e-10 margin of gaussian_log_delta),
@@ -88,7 +97,7 @@ _COARSE_BINS = 2_000  # grid points over the whole loss range in the first, coar
 _TOLERANCE = 1e-4  # second pass: estimated discretisation error at most this fraction of ε
 _MAX_BINS = 1 << 21  # never more grid points than this over the whole loss range (time and memory cap)
 _ROUNDING_MARGIN = 1e-8  # ε from the PLD is raised by this (relative) to cover floating-point rounding
-_GAUSS_TAIL_Z = 10.0  # dp-accounting truncates Gaussian noise at mass e^-50, i.e. about ±10σ
+_GAUSS_TAIL_Z = 10.0  # Gaussian losses beyond ±10σ of their mean count as +∞ (mass Φ(−10) ≈ 7.6e-24)
 
 
 @dataclass(frozen=True)
@@ -548,14 +557,6 @@ def compose_plan_gdp(events: Sequence[PrivacyEvent]) -> Composition:
 # tight composition of a fixed plan
 
 
-def _pld_module() -> Any:
-    try:
-        from dp_accounting.pld import pld_pmf, privacy_loss_distribution
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError('compose_plan needs dp-accounting: pip install "dp-pipeline[accounting]"') from exc
-    return privacy_loss_distribution, pld_pmf
-
-
 def _loss_range(loss: _Loss) -> float:
     """Width of the support of a privacy-loss distribution (its finite part)."""
     if isinstance(loss, _LaplaceLoss):
@@ -585,7 +586,7 @@ def _on_grid(value: float, interval: float) -> int | None:
     return nearest if abs(ratio - nearest) <= 1e-12 * max(1.0, abs(ratio)) else None
 
 
-def _discrete_pld(loss: _DiscreteLoss, interval: float) -> Any:
+def _discrete_pld(loss: _DiscreteLoss, interval: float) -> GridPLD:
     """Pessimistic connect-the-dots PLD of a finite PLD (Doroshenko et al. 2022, Algorithm 1).
 
     The support is each loss value itself when it lies on the grid, else the grid points just below and
@@ -599,7 +600,7 @@ def _discrete_pld(loss: _DiscreteLoss, interval: float) -> Any:
         points.update(
             (index,) if index is not None else (math.floor(ell / interval), math.ceil(ell / interval))
         )
-    return _connect_dots(sorted(points), interval, lambda epsilon: _hockey_stick(loss, epsilon))
+    return connect_dots(sorted(points), interval, lambda epsilon: _hockey_stick(loss, epsilon))
 
 
 def _bounded_range_profile(epsilon: float, x: float) -> float:
@@ -622,56 +623,45 @@ def _bounded_range_profile(epsilon: float, x: float) -> float:
     return math.expm1(-(epsilon - x) / 2.0) ** 2 / -math.expm1(-epsilon)
 
 
-def _connect_dots(points: list[int], interval: float, profile: Any) -> Any:
-    """The pessimistic connect-the-dots PLD with support ``points``·``interval`` of a privacy profile."""
-    pld, pld_pmf = _pld_module()
-    deltas = [profile(g * interval) for g in points]
-    # δ(ε) is non-increasing; enforce it against rounding in the last place
-    for i in range(1, len(deltas)):
-        deltas[i] = min(deltas[i], deltas[i - 1])
-    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(interval, points, deltas)
-    return pld.PrivacyLossDistribution(pmf)
+def _grid(low: float, high: float, interval: float) -> list[int]:
+    """The grid indices from just below ``low`` to just above ``high``."""
+    return list(range(math.floor(low / interval), math.ceil(high / interval) + 1))
 
 
-def _single_pld(loss: _Loss, interval: float) -> Any:
-    pld, _ = _pld_module()
+def _single_pld(loss: _Loss, interval: float) -> GridPLD:
+    """The pessimistic connect-the-dots PLD of one event's privacy profile (see compose_plan, Notes)."""
     if isinstance(loss, _LaplaceLoss):
-        return pld.from_laplace_mechanism(
-            loss.scale, sensitivity=loss.sensitivity, value_discretization_interval=interval
-        )
+        exact = loss.sensitivity / loss.scale
+        return connect_dots(_grid(-exact, exact, interval), interval, laplace_profile(exact))
     if isinstance(loss, _GaussianLoss):
-        return pld.from_gaussian_mechanism(
-            loss.sigma, sensitivity=loss.sensitivity, value_discretization_interval=interval
-        )
+        mu = loss.sensitivity / loss.sigma
+        centre, half = mu * mu / 2.0, _GAUSS_TAIL_Z * mu  # the loss is N(μ²/2, μ²) under the first
+        return connect_dots(_grid(centre - half, centre + half, interval), interval, gaussian_profile(mu))
     if isinstance(loss, _BoundedRangeLoss):
         eps = loss.epsilon
-        points = list(range(math.floor(-eps / interval), math.ceil(eps / interval) + 1))
-        return _connect_dots(points, interval, lambda x: _bounded_range_profile(eps, x))
+        return connect_dots(_grid(-eps, eps, interval), interval, lambda x: _bounded_range_profile(eps, x))
     return _discrete_pld(loss, interval)
 
 
-def _plan_pld(losses: Sequence[_Loss], interval: float, tail_mass: float) -> Any:
+def _plan_pld(losses: Sequence[_Loss], interval: float, tail_mass: float) -> GridPLD:
     """The composed PLD of a plan: identical events are self-composed, then the groups are composed
     pairwise (a balanced tree keeps the FFT sizes small)."""
     parts = []
     for loss, count in Counter(losses).items():
-        single = _single_pld(loss, interval)
-        parts.append(single if count == 1 else single.self_compose(count, tail_mass_truncation=tail_mass))
+        parts.append(_single_pld(loss, interval).self_compose(count, tail_mass))
     while len(parts) > 1:
-        paired = [
-            a.compose(b, tail_mass_truncation=tail_mass)
-            for a, b in zip(parts[::2], parts[1::2], strict=False)
-        ]
+        paired = [a.compose(b, tail_mass) for a, b in zip(parts[::2], parts[1::2], strict=False)]
         parts = paired + ([parts[-1]] if len(parts) % 2 else [])
     return parts[0]
 
 
 def _plan_epsilon(losses: Sequence[_Loss], delta: float, interval: float) -> float:
     tail_mass = min(1e-15, 1e-4 * delta / (len(losses) + 1))
-    composed = _plan_pld(losses, interval, tail_mass)
-    with np.errstate(over="ignore", divide="ignore"):  # e^{-ℓ} underflows for losses beyond ~700
-        epsilon = float(composed.get_epsilon_for_delta(delta))
-    return max(0.0, epsilon * (1.0 + _ROUNDING_MARGIN))
+    epsilon = _plan_pld(losses, interval, tail_mass).epsilon_for_delta(delta)
+    # the grid losses (i·h, summed over the events) carry a rounding error of at most a few ulps of the
+    # summed loss ranges: ε is raised by that, and by _ROUNDING_MARGIN for the logarithm of the ε search
+    grid_rounding = 4.0 * 2.0**-53 * sum(_loss_range(loss) + abs(_loss_scale(loss)) for loss in losses)
+    return max(0.0, epsilon * (1.0 + _ROUNDING_MARGIN) + grid_rounding)
 
 
 def _loss_scale(loss: _Loss) -> float:
@@ -803,21 +793,21 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     A plan is not valid for releases whose number or noise is chosen from earlier results (Meiser &
     Mohammadi 2018; Koskela et al. 2020): those are adaptive spends, composed by the dataset's rule.
 
-    Each event contributes the exact PLD of its noise: Laplace and Gaussian noise through dp-accounting's
-    builders (``from_laplace_mechanism``, ``from_gaussian_mechanism``); binary and k-ary randomized
-    response as the finite PLD of a pair of inputs x ≠ x' (all pairs are alike): report x with
-    probability p_true (loss ln(p_true/p_other)), x' with p_other (the negative loss), each of the
-    k − 2 others with p_other (loss 0); an exponential mechanism at ε as the dominating pair of
-    ε-bounded range (privacy profile δ(x) = (1 − e^{−(ε−x)/2})²/(1 − e^{−ε}) for |x| ≤ ε, discretised
-    like the finite PLDs); a μ-GDP guarantee as Gaussian noise of σ = 1/μ at sensitivity 1; any other
-    guarantee as the worst-case PLD of (ε, δ)-DP (loss +∞ with probability δ, ±ε with
-    (1 − δ)/(1 + e^{∓ε})). The finite PLDs are discretised with dp-accounting's pessimistic
-    connect-the-dots construction (``pld_pmf.create_pmf_pessimistic_connect_dots``, Doroshenko et al.
-    2022, Algorithm 1) from their exact hockey-stick curve: it matches the curve at the grid points and
-    lies above it in between. (``from_randomized_response``, ``from_two_probability_mass_functions``
-    and ``from_privacy_parameters`` round each loss up to the grid instead, an error of up to one
-    interval per event; the tests compare the three.) PLDs are composed by FFT convolution (Koskela et
-    al. 2020); identical events are self-composed, distinct ones composed pairwise.
+    Each event contributes the exact PLD of its noise: Laplace and Gaussian noise through their privacy
+    profiles (δ(ε) = 1 − e^{(ε−L)/2} for |ε| ≤ L = Δ/b; μ-GDP's Φ(−ε/μ + μ/2) − e^εΦ(−ε/μ − μ/2), the losses
+    beyond ±10σ of their mean counted as +∞); binary and k-ary randomized response as the finite PLD of a pair
+    of inputs x ≠ x' (all pairs are alike): report x with probability p_true (loss ln(p_true/p_other)), x'
+    with p_other (the negative loss), each of the k − 2 others with p_other (loss 0); an exponential mechanism
+    at ε as the dominating pair of ε-bounded range (privacy profile δ(x) = (1 − e^{−(ε−x)/2})²/(1 − e^{−ε})
+    for |x| ≤ ε, discretised like the finite PLDs); a μ-GDP guarantee as Gaussian noise of σ = 1/μ at
+    sensitivity 1; any other guarantee as the worst-case PLD of (ε, δ)-DP (loss +∞ with probability δ, ±ε with
+    (1 − δ)/(1 + e^{∓ε})). Every PLD is discretised with the pessimistic connect-the-dots construction
+    (Doroshenko et al. 2022, Algorithm 1) from its exact hockey-stick curve: it matches the curve at the grid
+    points and lies above it in between (tighter than rounding each loss up to the grid, by up to one interval
+    per event; the tests compare both with dp-accounting's builders). PLDs are composed by direct convolution
+    where cheap and by FFT otherwise (Koskela et al. 2020), with a proven bound on the floating-point error;
+    identical events are self-composed, distinct ones composed pairwise (:mod:`dp_pipeline.accounting._pld`, a
+    hand-written module following dp-accounting's design, proves each rounding pessimistic).
 
     The discretisation interval h is chosen in two passes. A coarse pass with h₁ = R/2000 (R: the summed
     widths of the events' loss supports, about 20μ for Gaussian noise) gives a pessimistic ε₁. The second pass
@@ -828,11 +818,11 @@ def compose_plan(events: Sequence[PrivacyEvent], *, delta: float) -> Composition
     the grid, where they are represented exactly: a plan of identical randomized responses or ε/δ guarantees
     is composed exactly. h is never below R/2²¹ (bounding time and memory; only then can the error exceed the
     estimate). Measured against the exact values in the tests: ε within 2e-4 relative (mostly far closer), in
-    about 0.1–0.3 s for 20 distinct events on a shared 2-core machine. All discretisation is pessimistic, and
-    the ε found is raised by 1e-8 relative to cover floating-point rounding in the convolution and the ε
-    search, so the reported ε is never below the exact one. Tails cut during composition (at most min(1e-15,
-    1e-4·δ/(n + 1)) each) count as infinite loss. dp-accounting's ε search underflows beyond ε ≈ 700; such
-    plans fall back to the basic or μ-GDP result.
+    about 0.1–0.3 s for 20 distinct events on a shared 2-core machine. All discretisation is pessimistic, the
+    floating-point errors of the convolutions and of the ε search are bounded and paid for, and the ε found is
+    raised by 1e-8 relative more and by a few ulps of the summed loss ranges (the grid points' own rounding),
+    so the reported ε is never below the exact one. Tails cut during composition (at most min(1e-15, 1e-4·δ/(n
+    + 1)) each) count as infinite loss.
 
     **Exponential mechanisms** (events of kind ``"exponential"``) are ε-bounded range (ε-BR): for every
     pair of neighbours the privacy loss lies in [t − ε, t] for some t ∈ [0, ε]. Among other events each is
@@ -920,6 +910,87 @@ def _gdp_candidate(events: Sequence[PrivacyEvent], delta: float) -> Composition 
         return None
     assert isinstance(total, GaussianDP)
     return Composition(total.to_approx_dp(delta), "gdp")
+
+
+# --------------------------------------------------------------------------------------------------
+# a proven lower bound on a plan's privacy curve
+
+_FLOOR_BINS = 1 << 20  # grid points over the summed loss ranges of the lower bound
+
+
+def _cells(low: float, high: float, interval: float) -> tuple[np.ndarray, np.ndarray]:
+    """The grid cells [a, c) covering [low, high], clipped to it: their lower and upper ends."""
+    edges = np.arange(math.floor(low / interval), math.ceil(high / interval) + 1) * interval
+    edges = np.unique(np.clip(edges, low, high))
+    return edges[:-1], edges[1:]
+
+
+def _floor_pld(loss: _Loss, interval: float) -> GridPLD:
+    """A PLD dominated by the event's (its losses rounded down to the grid, tails dropped)."""
+    if isinstance(loss, _LaplaceLoss):
+        top = loss.sensitivity / loss.scale
+        a, c = _cells(-top, top, interval)
+        # P[loss ∈ [a, c)] = ½(e^{−(L−c)/2} − e^{−(L−a)/2}) inside; atoms ½ at L and ½e^{−L} at −L
+        cells = 0.5 * np.exp(-(top - c) / 2.0) * -np.expm1(-(c - a) / 2.0)
+        losses = np.concatenate((a, [top, -top]))
+        return rounded_down(interval, losses, np.concatenate((cells, [0.5, 0.5 * math.exp(-top)])), 0.0)
+    if isinstance(loss, _GaussianLoss):
+        mu = loss.sensitivity / loss.sigma
+        centre = mu * mu / 2.0  # the loss is N(μ²/2, μ²) under the first distribution
+        a, c = _cells(centre - _GAUSS_TAIL_Z * mu, centre + _GAUSS_TAIL_Z * mu, interval)
+        za, zc = (a - centre) / mu, (c - centre) / mu
+        upper_side = za > 0.0  # the tail's own side keeps the masses' relative accuracy
+        hi = np.where(upper_side, special.ndtr(-za), special.ndtr(zc))
+        lo = np.where(upper_side, special.ndtr(-zc), special.ndtr(za))
+        return rounded_down(interval, a, np.maximum(hi - lo - 16.0 * 2.0**-53 * (hi + lo), 0.0), 0.0)
+    if isinstance(loss, _BoundedRangeLoss):  # randomized response at ε/2 is one ε-bounded-range pair
+        half = loss.epsilon / 2.0
+        p = float(special.expit(half))
+        return rounded_down(interval, np.array([half, -half]), np.array([p, 1.0 - p]), 0.0)
+    return rounded_down(interval, np.array(loss.losses), np.array(loss.probs), loss.infinity_mass)
+
+
+def plan_epsilon_floor(events: Sequence[PrivacyEvent], *, delta: float) -> float:
+    """A proven lower bound on the ε of every (ε, δ)-DP guarantee of a plan fixed in advance, at ``delta``.
+
+    Parameters
+    ----------
+    events : sequence of PrivacyEvent
+        The plan's releases as :func:`compose_plan` takes them (grouped, under the dataset's relation).
+    delta : float
+        δ in [0, 1).
+
+    Returns
+    -------
+    float
+        ε_floor ≤ ε*(δ), the least ε at which the exact composition of the events' dominating pairs has
+        hockey-stick divergence ≤ δ. Hence every sound pricing of the plan, whatever its discretisation,
+        library or version, charges (ε, δ') with δ' ≤ δ and ε ≥ ε*(δ') ≥ ε*(δ) ≥ ε_floor.
+
+    Notes
+    -----
+    **Proof.** Each event enters through a pair it dominates or that is one of its own worst cases:
+    Laplace and Gaussian noise and randomized response through their exact PLDs, any other guarantee
+    through the worst-case pair of (ε, δ)-DP (itself an (ε, δ)-DP mechanism), an exponential mechanism at
+    ε through randomized response at ε/2 (an ε-bounded-range mechanism, which its price must cover). Each
+    such PLD is rounded down to the grid h = R/2²⁰ (R: the summed loss ranges) and its tails beyond
+    ±10σ dropped: moving mass to a smaller loss or removing it lowers the hockey-stick curve of every
+    composition, whose curve Σᵢⱼ pᵢqⱼ(1 − e^{ε−ℓᵢ−mⱼ})₊ is a positive bilinear form non-decreasing in the
+    losses (:mod:`dp_pipeline.accounting._pld`, notes 2, mirrored). The compositions keep every tail,
+    subtract the bound on their floating-point error and read ε with the sums' rounding taken toward less
+    loss; the result is lowered by 1e-12 relative and a few ulps of R for the logarithm and the grid
+    points' own rounding. Its gap to ε*(δ) is at most the rounding of n events' losses by h: about n·h.
+    """
+    items = flatten_events(check_events(events))
+    target = _check_delta(delta)
+    losses = [_event_loss(e) for e in items]
+    total_range = sum(_loss_range(loss) for loss in losses)
+    if total_range == 0.0:
+        return 0.0
+    interval = total_range / _FLOOR_BINS
+    parts = [_floor_pld(loss, interval).self_compose(n, 0.0) for loss, n in Counter(losses).items()]
+    epsilon = functools.reduce(lambda a, b: a.compose(b, 0.0), parts).epsilon_for_delta(target)
+    return max(0.0, epsilon * (1.0 - 1e-12) - 4.0 * 2.0**-53 * total_range)
 
 
 # --------------------------------------------------------------------------------------------------

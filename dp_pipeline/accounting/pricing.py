@@ -9,14 +9,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dp_pipeline import exact
+from dp_pipeline.accounting.composition import PRICING, group_event, plan_epsilon_floor
 from dp_pipeline.accounting.ledger.base import canonical_json
 from dp_pipeline.accounting.records import DatasetBudget
 from dp_pipeline.accounting.relations import to_relation
 from dp_pipeline.accounting.rules import Charge, Totals
 from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.exceptions import UnsupportedCompositionError
 from dp_pipeline.guarantees import Guarantee
 
-__all__ = ["Price", "price", "price_one", "recorded_request_price", "refusal_detail", "zero"]
+__all__ = [
+    "PRICING",
+    "Price",
+    "charge_verifies",
+    "price",
+    "price_one",
+    "recorded_request_price",
+    "refusal_detail",
+    "zero",
+]
 
 
 @dataclass(frozen=True)
@@ -98,3 +110,53 @@ def refusal_detail(budget: DatasetBudget, refused: Price) -> str:
     detail = f"Rule: {budget.rule.describe()}; the request was composed by {refused.method!r}."
     hint = budget.rule.refusal_hint(refused.cost)
     return f"{detail} {hint}" if hint else detail
+
+
+def charge_verifies(
+    budget: DatasetBudget, recorded: Mapping[str, Any], charge: Charge, now: Price, plan: PlanRequest
+) -> bool:
+    """Whether a recorded charge is one an honest writer could have recorded for its request.
+
+    ``recorded`` is the record's body, ``now`` the request's price under this version's pricing and
+    ``plan`` the request (its events, group size and whether it is a plan).
+
+    A record that states this version's :data:`PRICING` must cover ``now`` exactly (the same code gives
+    the same price). A record that states another pricing, or none (written before records stated it, by
+    dp-accounting's PLD), may differ from ``now`` by its discretisation and rounding, either way: it is
+    accepted iff it covers ``now``, or it charges a plan (ε, δ) with ε ≥ :func:`~dp_pipeline.accounting.
+    composition.plan_epsilon_floor` at that δ.
+
+    **Proof that this check errs only on the safe side.** (i) It never rejects an honest charge: an honest
+    writer, of any version, charges a plan a valid (ε, δ) guarantee of its exact composition, so
+    ε ≥ ε*(δ) ≥ ε_floor(δ). (ii) It never accepts an (ε, δ) that is not a guarantee of the plan beyond the
+    floor's stated gap: a forged ε below ε_floor(δ) is found, and ε_floor(δ) ≤ ε*(δ) is within about n·h of
+    ε*(δ) (1e-5 to 1e-4 relative in the tests). A single release's price is closed-form and does not drift,
+    so it is always checked exactly; a plan's μ-GDP or exact-sum charges are too (they cover ``now``).
+    """
+    if charge.covers(now.charge):
+        return True
+    if recorded.get("pricing") == PRICING or not plan.plan:
+        return False
+    epsilon, delta = charge["epsilon"], charge["delta"]
+    if epsilon is None or delta is None:
+        return False
+    events = [group_event(to_relation(e, budget.relation), plan.group_size) for e in plan.events]
+    try:
+        floor = plan_epsilon_floor(events, delta=min(exact.float_up(delta), 1.0 - 2.0**-53))
+    except UnsupportedCompositionError:
+        return False
+    return epsilon >= exact.to_decimal(floor)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A recorded request as verify re-prices it: its events, group size and whether it is a plan."""
+
+    events: Sequence[PrivacyEvent]
+    group_size: int
+    plan: bool
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> PlanRequest:
+        events = [PrivacyEvent.from_dict(dict(e)) for e in body["events"]]
+        return cls(events, int(body["group_size"]), bool(body.get("plan")))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from dp_pipeline.accounting.composition import PRICING
 from dp_pipeline.accounting.ledger.base import (
     DatasetState,
     LedgerRecord,
@@ -208,7 +209,10 @@ class BudgetBody:
 class ReserveBody:
     """A reservation: the request as stated (events, group size, plan, δ), what it was charged and the totals
     after it. ``spend``: the charge of one release made by ``spend`` (its own release, so that nothing can
-    be paid from it; recorded only when true)."""
+    be paid from it; recorded only when true). The JSON also states the pricing the charge was made with
+    (``"pricing"``: :data:`~dp_pipeline.accounting.composition.PRICING`; absent in earlier ledgers), which
+    verify uses to choose between re-pricing exactly and the proven lower bound
+    (:func:`~dp_pipeline.accounting.pricing.charge_verifies`)."""
 
     kind: ClassVar[RecordKind] = "reserve"
     label: str | None
@@ -232,6 +236,7 @@ class ReserveBody:
             "cost": self.cost.to_dict(),
             "composition": self.composition,
             "charge": self.charge.to_json(),
+            "pricing": PRICING,
             "totals": self.totals.to_json(self.partitions),
             **({"spend": True} if self.spend else {}),  # absent when false: as ledgers before
         }
@@ -296,8 +301,9 @@ class PayBody:
 @dataclass(frozen=True)
 class ShrinkBody:
     """A reservation's charge replaced by the tight total of a sub-plan: the sub-plan's events as stated (its
-    group size and δ are the reservation's), its cost and charge, why, by whom, and the totals after it
-    (with the parts of the partitions the reservation named, which it changed)."""
+    group size and δ are the reservation's), its cost and charge, the pricing it was made with (as
+    :class:`ReserveBody`), why, by whom, and the totals after it (with the parts of the partitions the
+    reservation named, which it changed)."""
 
     kind: ClassVar[RecordKind] = "shrink"
     events: list[dict[str, Any]]
@@ -315,6 +321,7 @@ class ShrinkBody:
             "cost": self.cost.to_dict(),
             "composition": self.composition,
             "charge": self.charge.to_json(),
+            "pricing": PRICING,
             "reason": self.reason,
             "actor": self.actor,
             "totals": self.totals.to_json(self.partitions),

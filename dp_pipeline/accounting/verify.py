@@ -16,7 +16,7 @@ from typing import Any
 from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
 from dp_pipeline.accounting.payments import Holding, Paid, Share, event_keys, route, share_of
-from dp_pipeline.accounting.pricing import recorded_request_price
+from dp_pipeline.accounting.pricing import PlanRequest, charge_verifies, recorded_request_price
 from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import PrivacyEvent, flatten_events
@@ -181,7 +181,8 @@ class Replay:
             raise LedgerError(
                 f"{where}: the reservation names partitions of a dataset that is not partitioned"
             )
-        if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
+        now = recorded_request_price(budget, body, budget.composed(totals))
+        if not charge_verifies(budget, body, charge, now, PlanRequest.of(body)):
             raise LedgerError(
                 f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
                 f"under the budget in force, {budget.rule.describe()}"
@@ -364,7 +365,8 @@ def _replay_payment(
     charge = rule.read_charge(body.get("charge"), where)
     holding, payments = held[target], paid[target]
     if record.kind == "pay":
-        if not charge.covers(recorded_request_price(budget, body, budget.composed(totals)).charge):
+        now = recorded_request_price(budget, body, budget.composed(totals))
+        if not charge_verifies(budget, body, charge, now, PlanRequest.of(body)):
             return f"the recorded charge {charge.to_json()} is below what the paid release costs", totals
         name, within = share_of(body, where)
         if within:
@@ -397,7 +399,10 @@ def _replay_payment(
         if events
         else pricing.zero(budget)
     )
-    if not charge.covers(price.charge) or not rule.fits_within(charge, holding.charge):
+    kept_plan = PlanRequest(events, holding.group_size, True)
+    if not charge_verifies(budget, body, charge, price, kept_plan) or not rule.fits_within(
+        charge, holding.charge
+    ):
         return f"the shrink of seq={target} is below its sub-plan's cost or above what it held", totals
     if route(rule, kept, payments) is None:
         return f"the payments from seq={target} do not fit what its shrink kept", totals

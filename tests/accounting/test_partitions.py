@@ -277,7 +277,8 @@ def test_an_unpartitioned_dataset_writes_what_it_wrote_before() -> None:
     }
     request = {"label", "events", "group_size", "plan", "delta"}
     spent = {"spend"}  # a release made by spend() says so (nothing is paid from its reservation)
-    assert set(reserve.body) == {*request, *spent, "relation", "cost", "composition", "charge", "totals"}
+    priced = {"pricing", "cost", "composition", "charge"}  # "pricing": what verify re-prices the charge by
+    assert set(reserve.body) == {*request, *spent, *priced, "relation", "totals"}
     keys = {"epsilon", "delta", "mu2", "impure", "no_mu", "active", "open"}
     assert set(reserve.body["totals"]) == set(commit.body["totals"]) == keys
     head = acct.store.head("d")
