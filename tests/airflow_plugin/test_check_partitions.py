@@ -130,8 +130,8 @@ def test_the_check_agrees_with_spend_plan_on_a_copy_with_and_without_a_logical_d
 
 def test_check_command_prints_the_partition_each_line_checks(ledger, tmp_path, capsys) -> None:
     """``airflow dp-pipeline check-dags`` (``python -m dp_pipeline.airflow.check``): with
-    ``--logical-date`` each line names the partition it checks; without, the partition templates checked as new partitions; a name
-    on a dataset that is not partitioned is a problem (exit 1)."""
+    ``--logical-date`` each line names the partition it checks; without, the partition templates checked
+    as new partitions; a name on a dataset that is not partitioned is a problem (exit 1)."""
     from dp_pipeline import PureDP
     from dp_pipeline.airflow.check import main
 

@@ -8,7 +8,8 @@ whole budget; the third is refused before it reads the data and fails without re
 
 The three tasks show two ways to declare a cost: the operator and the TaskFlow decorator (the guard for any
 operator is in dp_patients_by_region.py).
-``python -m dp_pipeline.airflow.check examples/airflow/dags`` reports this DAG's plan (ε = 1.5 against a budget of 1) before anything runs.
+``python -m dp_pipeline.airflow.check examples/airflow/dags`` reports this DAG's plan (ε = 1.5 against a
+budget of 1) before anything runs.
 """
 
 from __future__ import annotations
