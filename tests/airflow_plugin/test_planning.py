@@ -220,8 +220,15 @@ def _run_check(command: list[str], *args: str, env: dict[str, str] | None = None
         cwd=REPO,
         timeout=180,
         check=False,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PYTHONPATH": _this_tree_first(), **(env or {})},
     )
+
+
+def _this_tree_first() -> str:
+    """PYTHONPATH that imports this source tree's packages before any installed copy."""
+    import os
+
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.mark.parametrize("name", list(_COMMANDS))
@@ -306,7 +313,7 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
     home = tmp_path / "airflow-home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "airflow_local_settings.py").write_text(
-        "from airflow_plugin.policies import dag_policy, task_policy  # noqa: F401\n"
+        "from dp_pipeline.airflow.policies import dag_policy, task_policy  # noqa: F401\n"
     )
     code = (
         "import json\n"
@@ -319,14 +326,14 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
         "errors = list(bag.import_errors.values())\n"
         "print(json.dumps({'active': active, 'dags': sorted(bag.dags), 'errors': errors}))\n"
     )
-    env = {**os.environ, "AIRFLOW_HOME": str(home)}
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "PYTHONPATH": _this_tree_first()}
     env.pop("AIRFLOW__CORE__DAGS_FOLDER", None)
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["active"].count("airflow_plugin.policies") == 2
+    assert report["active"].count("dp_pipeline.airflow.policies") == 2
     # ε = 1.0, 0.9, 0.5 and the share 0.5 fit; dp_patients_report (ε = 1.5) does not
     fitting = ["dp_patients_by_region", "dp_patients_spark", "dp_weekly_counts", "dp_weekly_report"]
     assert report["dags"] == fitting
