@@ -1,96 +1,86 @@
-"""Apache Airflow 3 integration for dp-pipeline: tasks that stay inside a dataset's privacy budget.
+"""The former name of :mod:`dp_pipeline.airflow`, dp-pipeline's Apache Airflow 3 integration; kept so that
+existing imports keep working.
 
-A task declares its privacy cost (dataset, mechanism or guarantee, group size) when the DAG is defined.
-Before any user code runs, the task reserves that cost on the ledger; a task whose cost does not fit fails
-with :class:`PrivacyBudgetExhausted`, which Airflow does not retry. Three ways to declare a cost:
+``airflow_plugin`` is a generic top-level name, and Airflow loads every file of its plugins folder under
+the file's own name (and puts the folder on ``sys.path``): a user's ``plugins/airflow_plugin.py`` takes the
+name over. So the integration lives in :mod:`dp_pipeline.airflow`, which the entry points, the examples and
+the docs use, and which no user file can shadow; the plugin names a shadowing file when it loads
+(:func:`dp_pipeline.airflow.plugin.shadowing_module`).
 
-- :class:`PrivacyBudgetOperator`, which runs a callable and hands it the mechanism and the accountant;
-- the :func:`dp_task` TaskFlow decorator (also ``@task.dp`` once the package is installed);
-- :func:`dp_guard`, a ``pre_execute`` guard for any operator, and :mod:`airflow_plugin.policies`, an opt-in
-  cluster policy that attaches it to every task declaring a cost.
-
-The task's code pays its releases from the attempt's reservation, handed to it as ``dp`` (one charge per
-attempt, see :mod:`airflow_plugin.operators`); :func:`run_budget` makes a whole DAG run reserve its plan
-before any task reads data (:mod:`airflow_plugin.runs`), and with a budget share calibrates the noise of the
-tasks that leave it free (:mod:`airflow_plugin.allocating`).
-
-The ledger is reached through an Airflow Connection (:class:`PrivacyLedgerHook`, conn id
-``dp_ledger_default``). :mod:`airflow_plugin.planning` composes a DAG's declared costs before anything runs
-(``python -m airflow_plugin.check DAG_FOLDER``), and :mod:`airflow_plugin.plugin` adds a read-only budget
-dashboard to the Airflow UI.
-
-Names are imported lazily, so that ``airflow_local_settings.py`` can import :mod:`airflow_plugin.policies`
-while Airflow itself is still initialising.
+Here ``airflow_plugin.X`` *is* the module ``dp_pipeline.airflow.X`` (one module object under two names,
+so classes, exceptions and caches are the same), ``from airflow_plugin import PrivacyBudgetOperator``
+is ``dp_pipeline.airflow.PrivacyBudgetOperator``, and ``python -m airflow_plugin.check`` runs
+``dp_pipeline.airflow.check``. Nothing is imported before it is asked for, as in :mod:`dp_pipeline.airflow`.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
+import sys
+from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-INSTALL_HINT = 'the Airflow integration needs Apache Airflow 3: pip install "dp-pipeline[airflow]"'
-
-if importlib.util.find_spec("airflow") is None:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(INSTALL_HINT, name="airflow")
+import dp_pipeline.airflow as _home
 
 if TYPE_CHECKING:
-    from airflow_plugin.costs import DPCost
-    from airflow_plugin.decorators import dp_task
-    from airflow_plugin.exceptions import PrivacyBudgetExhausted, PrivacyBudgetSkipped, PrivacyCostError
-    from airflow_plugin.guards import PrivacyBudgetGuard, attach_guard, dp_guard
-    from airflow_plugin.hooks import PrivacyLedgerHook
-    from airflow_plugin.operators import PrivacyBudgetOperator
-    from airflow_plugin.planning import DagPlan, check_dag, plan_dag
-    from airflow_plugin.runs import RunBudgetSetupOperator, RunBudgetTeardownOperator, run_budget
+    from dp_pipeline.airflow import *  # noqa: F403
 
-_EXPORTS: dict[str, str] = {
-    "DPCost": "airflow_plugin.costs",
-    "DagPlan": "airflow_plugin.planning",
-    "PrivacyBudgetExhausted": "airflow_plugin.exceptions",
-    "PrivacyBudgetGuard": "airflow_plugin.guards",
-    "PrivacyBudgetOperator": "airflow_plugin.operators",
-    "PrivacyBudgetSkipped": "airflow_plugin.exceptions",
-    "PrivacyCostError": "airflow_plugin.exceptions",
-    "PrivacyLedgerHook": "airflow_plugin.hooks",
-    "RunBudgetSetupOperator": "airflow_plugin.runs",
-    "RunBudgetTeardownOperator": "airflow_plugin.runs",
-    "attach_guard": "airflow_plugin.guards",
-    "check_dag": "airflow_plugin.planning",
-    "dp_guard": "airflow_plugin.guards",
-    "dp_task": "airflow_plugin.decorators",
-    "plan_dag": "airflow_plugin.planning",
-    "run_budget": "airflow_plugin.runs",
-}
+__all__ = list(_home.__all__)
 
-__all__ = [
-    "DPCost",
-    "DagPlan",
-    "PrivacyBudgetExhausted",
-    "PrivacyBudgetGuard",
-    "PrivacyBudgetOperator",
-    "PrivacyBudgetSkipped",
-    "PrivacyCostError",
-    "PrivacyLedgerHook",
-    "RunBudgetSetupOperator",
-    "RunBudgetTeardownOperator",
-    "attach_guard",
-    "check_dag",
-    "dp_guard",
-    "dp_task",
-    "plan_dag",
-    "run_budget",
-]
+_HOME = _home.__name__
+
+
+def _home_name(alias: str) -> str:
+    return _HOME + alias.removeprefix(__name__)
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``airflow_plugin.X`` as the already-imported (or now imported) ``dp_pipeline.airflow.X``."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(__name__ + ".") or sys.modules.get(__name__) is not _THIS:
+            return None
+        home = importlib.util.find_spec(_home_name(fullname))
+        if home is None:
+            return None
+        return importlib.machinery.ModuleSpec(
+            fullname, self, is_package=home.submodule_search_locations is not None
+        )
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = importlib.import_module(_home_name(spec.name))
+        self._specs[spec.name] = module.__spec__  # the import system overwrites it with the alias's
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        if module.__spec__ is not None:  # the home module ran when it was imported: restore its spec
+            module.__spec__ = self._specs.pop(module.__spec__.name)
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        """The home module's code, for ``python -m airflow_plugin.X``."""
+        home = importlib.util.find_spec(_home_name(fullname))
+        loader = home.loader if home is not None else None
+        if not isinstance(loader, importlib.abc.InspectLoader):
+            return None
+        return loader.get_code(_home_name(fullname))
+
+
+_THIS = sys.modules[__name__]
+if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+    sys.meta_path.append(_AliasFinder())
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'airflow_plugin' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return getattr(_home, name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return dir(_home)

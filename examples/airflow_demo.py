@@ -82,12 +82,12 @@ def run(workdir: Path) -> int:
     from airflow.dag_processing.dagbag import DagBag
     from airflow.utils import db
 
-    from airflow_plugin import PrivacyBudgetExhausted, check_dag
-    from airflow_plugin.planning import format_checks
-    from airflow_plugin.reports import format_guarantee, summarize
-    from airflow_plugin.testing import run_dag, task_states
     from dp_pipeline import PureDP
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.airflow import PrivacyBudgetExhausted, check_dag
+    from dp_pipeline.airflow.planning import format_checks
+    from dp_pipeline.airflow.reports import format_guarantee, summarize
+    from dp_pipeline.airflow.testing import run_dag, task_states
 
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -101,13 +101,13 @@ def run(workdir: Path) -> int:
         return 1
     dag = bag.dags["dp_patients_report"]
     print(f"DAG {dag.dag_id}: {', '.join(t.task_id for t in dag.tasks)}; budget of 'patients': ε = 1\n")
-    print("Plan check before anything runs (python -m airflow_plugin.check):")
+    print("Plan check before anything runs (python -m dp_pipeline.airflow.check):")
     print(format_checks(check_dag(dag, ledger)))
 
     failures = _Failures()
     for task in dag.tasks:
         task.on_failure_callback = [failures]
-    quiet = logging.getLogger("airflow_plugin")  # the refusal is printed below, once
+    quiet = logging.getLogger("dp_pipeline.airflow")  # the refusal is printed below, once
     quiet.setLevel(logging.CRITICAL)
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         dag_run = run_dag(dag)

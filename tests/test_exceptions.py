@@ -75,7 +75,7 @@ def test_a_pickled_budget_refusal_keeps_its_detail() -> None:
 
 def test_airflow_exceptions_survive_pickling() -> None:
     pytest.importorskip("airflow")
-    import airflow_plugin.exceptions as af
+    import dp_pipeline.airflow.exceptions as af
 
     refusal = core.BudgetExceededError(
         "d", GaussianDP(1.0), GaussianDP(0.5), GaussianDP(0.5), GaussianDP(1.0)
@@ -100,9 +100,10 @@ def _exception_names(path: Path) -> set[str]:
     return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
-@pytest.mark.parametrize("package", ["dp_pipeline", "airflow_plugin"])
+@pytest.mark.parametrize("package", ["dp_pipeline", "dp_pipeline/airflow"])
 def test_each_package_defines_its_exceptions_in_one_module(package: str) -> None:
     home = ROOT / package / "exceptions.py"
+    integration = ROOT / "dp_pipeline" / "airflow"  # the Airflow integration has its own exceptions module
     known = _exception_names(ROOT / "dp_pipeline" / "exceptions.py") | _exception_names(home)
     known |= {
         n
@@ -112,7 +113,7 @@ def test_each_package_defines_its_exceptions_in_one_module(package: str) -> None
     known |= {"AirflowException", "AirflowFailException", "AirflowSkipException", "UserWarning", "Warning"}
     elsewhere = []
     for path in sorted((ROOT / package).rglob("*.py")):
-        if path == home:
+        if path == home or (package == "dp_pipeline" and path.is_relative_to(integration)):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):

@@ -7,8 +7,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from airflow_plugin.testing import run_dag
-from airflow_plugin.testing import task_states as states
+from dp_pipeline.airflow.testing import run_dag
+from dp_pipeline.airflow.testing import task_states as states
 
 __all__ = ["FailureLog", "charges", "ledger_conn_uri", "ledger_copy", "run_dag", "states"]
 

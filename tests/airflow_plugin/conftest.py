@@ -90,8 +90,11 @@ def postgres_server() -> Iterator[Any]:
 def any_ledger(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    """A fresh ledger on SQLite (the ``sqlite`` connection form) or on PostgreSQL (a ``dpledger``
-    connection with its SQLAlchemy URL), reachable through ``AIRFLOW_CONN_DP_LEDGER_DEFAULT``."""
+    """A fresh ledger on SQLite (the ``sqlite`` connection form) or on PostgreSQL (a ``postgres``
+    connection with host, port, login, password and schema), reachable through
+    ``AIRFLOW_CONN_DP_LEDGER_DEFAULT``."""
+    from sqlalchemy.engine import make_url
+
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from tests.airflow_plugin._helpers import ledger_conn_uri
 
@@ -100,7 +103,9 @@ def any_ledger(
         url, conn = f"sqlite:///{path}", ledger_conn_uri(path)
     else:
         url = request.getfixturevalue("postgres_server").create_database()
-        conn = json.dumps({"conn_type": "dpledger", "extra": {"sqlalchemy_url": url}})
+        parts = make_url(url)  # the test server listens on a Unix socket: its directory is the host
+        fields = {"host": parts.query["host"], "port": int(parts.query["port"]), "login": parts.username}
+        conn = json.dumps({"conn_type": "postgres", "schema": parts.database, **fields})
     accountant = PrivacyAccountant(url, create=True)
     monkeypatch.setenv("AIRFLOW_CONN_DP_LEDGER_DEFAULT", conn)
     yield accountant

@@ -24,7 +24,7 @@ def _dag(
     """A DAG of independent ``@dp_task`` tasks on ``dataset`` (task id → declared mechanism)."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task, run_budget
+    from dp_pipeline.airflow import dp_task, run_budget
 
     with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
         for task_id, mechanism in tasks.items():
@@ -35,8 +35,8 @@ def _dag(
 
 
 def test_run_budget_takes_a_share_and_refuses_a_malformed_one() -> None:
-    from airflow_plugin import plan_dag
     from dp_pipeline import ApproxDP, InvalidParameterError, PlannedRelease, PureDP
+    from dp_pipeline.airflow import plan_dag
 
     free = {"count": PlannedRelease("laplace", sensitivity=1.0)}
     for share, match in [
@@ -45,7 +45,7 @@ def test_run_budget_takes_a_share_and_refuses_a_malformed_one() -> None:
         ({"visits": 0.5}, "the share of 'visits' must be"),
     ]:
         dag = _dag(f"dp_bad_share_{len(match)}", free, per_run=False)
-        from airflow_plugin import run_budget
+        from dp_pipeline.airflow import run_budget
 
         with pytest.raises(InvalidParameterError, match=match):
             run_budget(dag, share=share)
@@ -56,8 +56,8 @@ def test_run_budget_takes_a_share_and_refuses_a_malformed_one() -> None:
 
 
 def test_a_free_cost_checks_its_release_and_has_no_event_until_calibrated() -> None:
-    from airflow_plugin import DPCost, PrivacyBudgetOperator
     from dp_pipeline import InvalidParameterError, PlannedRelease
+    from dp_pipeline.airflow import DPCost, PrivacyBudgetOperator
 
     with pytest.raises(InvalidParameterError, match="'sensitivity' is required"):
         DPCost("visits", PlannedRelease("gaussian"))
@@ -77,9 +77,9 @@ def test_a_free_cost_checks_its_release_and_has_no_event_until_calibrated() -> N
 def test_the_check_reports_each_free_tasks_noise_calibrated_to_the_share(ledger) -> None:
     """GaussianDP(1) share, two free Gaussians of weights 1 and 3 and sensitivity 2: σᵢ = Δ√(Σw)/(μ√wᵢ)
     = 4 and 4/√3 (Σ(Δ/σᵢ)² = μ²); the table notes them beside the share."""
-    from airflow_plugin import check_dag
-    from airflow_plugin.planning import format_checks
     from dp_pipeline import GaussianDP, PlannedRelease
+    from dp_pipeline.airflow import check_dag
+    from dp_pipeline.airflow.planning import format_checks
 
     ledger.set_budget("visits", GaussianDP(3.0))
     tasks = {
@@ -108,8 +108,8 @@ def test_a_pure_plan_under_a_share_is_priced_at_the_shares_delta(ledger) -> None
     at the share's δ (allocate uses its target's δ): the plan's tight total stays within the share, the noise
     is no larger than Σ Δ/bᵢ = 1 at δ = 0 needs (exact sums, computed here), and the heavier task has half
     the standard deviation."""
-    from airflow_plugin import check_dag
     from dp_pipeline import ApproxDP, PlannedRelease
+    from dp_pipeline.airflow import check_dag
 
     ledger.set_budget("visits", ApproxDP(2.0, 1e-5))
     tasks = {
@@ -125,8 +125,8 @@ def test_a_pure_plan_under_a_share_is_priced_at_the_shares_delta(ledger) -> None
 
 
 def test_shares_that_cannot_hold_the_plan_are_problems_of_the_check(ledger) -> None:
-    from airflow_plugin import check_dag
     from dp_pipeline import ApproxDP, GaussianDP, PlannedRelease, PureDP
+    from dp_pipeline.airflow import check_dag
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("visits", ApproxDP(3.0, 1e-5))
@@ -155,8 +155,8 @@ def test_shares_that_cannot_hold_the_plan_are_problems_of_the_check(ledger) -> N
 
 
 def test_a_share_named_by_its_template_calibrates_the_rendered_dataset(ledger) -> None:
-    from airflow_plugin import check_dag
     from dp_pipeline import GaussianDP, PlannedRelease
+    from dp_pipeline.airflow import check_dag
 
     ledger.set_budget("visits/2026-03-02", GaussianDP(2.0))
     dag = _dag(
@@ -173,8 +173,8 @@ def test_a_share_named_by_its_template_calibrates_the_rendered_dataset(ledger) -
 
 
 def test_the_check_command_prints_the_calibration_as_json(ledger, tmp_path: Path, capfd) -> None:
-    from airflow_plugin.check import main
     from dp_pipeline import GaussianDP
+    from dp_pipeline.airflow.check import main
 
     ledger.set_budget("visits", GaussianDP(2.0))
     (tmp_path / "share_dag.py").write_text(
@@ -182,7 +182,7 @@ def test_the_check_command_prints_the_calibration_as_json(ledger, tmp_path: Path
             """
             import datetime as dt
             from airflow.sdk import DAG
-            from airflow_plugin import dp_task, run_budget
+            from dp_pipeline.airflow import dp_task, run_budget
             from dp_pipeline import GaussianDP, PlannedRelease
 
             with DAG("dp_json_share", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
@@ -207,8 +207,8 @@ def test_the_check_command_prints_the_calibration_as_json(ledger, tmp_path: Path
 def test_the_dag_policy_refuses_a_free_task_outside_a_run_budget(ledger) -> None:
     from airflow.exceptions import AirflowClusterPolicyViolation
 
-    from airflow_plugin.policies import make_dag_policy
     from dp_pipeline import ApproxDP, PlannedRelease
+    from dp_pipeline.airflow.policies import make_dag_policy
 
     ledger.set_budget("visits", ApproxDP(1.0, 1e-6))
     dag = _dag("dp_policy_free", {"count": PlannedRelease("gaussian", sensitivity=1.0)}, per_run=False)
@@ -221,8 +221,8 @@ def test_calibrations_are_remembered_and_releases_that_cannot_be_keys_are_calibr
     """A second check of the same plan reuses the calibration (the DAG policy checks at every parse); a
     randomized response over a list of categories cannot be a key and is calibrated each time, the same:
     one release under the pure share ε = 1 gets ε within 1e-5 below it."""
-    from airflow_plugin import check_dag
     from dp_pipeline import PlannedRelease, PureDP
+    from dp_pipeline.airflow import check_dag
 
     ledger.set_budget("visits", PureDP(2.0))
     tasks = {

@@ -25,7 +25,7 @@ DAG_FILE = """
 import datetime as dt
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
-from airflow_plugin import dp_guard, dp_task
+from dp_pipeline.airflow import dp_guard, dp_task
 from dp_pipeline import PureDP
 from dp_pipeline.mechanisms import Laplace
 
@@ -95,8 +95,8 @@ def _within(earlier: list[tuple[str | None, Fraction]], days: dict[str, str]) ->
 def test_the_check_agrees_with_spend_plan_on_a_copy_with_and_without_a_logical_date(
     ledger, tmp_path, earlier
 ) -> None:
-    from airflow_plugin import check_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import check_dag
 
     ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
     for day, epsilon in earlier:
@@ -129,11 +129,11 @@ def test_the_check_agrees_with_spend_plan_on_a_copy_with_and_without_a_logical_d
 
 
 def test_check_command_prints_the_partition_each_line_checks(ledger, tmp_path, capsys) -> None:
-    """``airflow dp-pipeline check-dags`` (``python -m airflow_plugin.check``): with ``--logical-date`` each
-    line names the partition it checks; without, the partition templates checked as new partitions; a name
-    on a dataset that is not partitioned is a problem (exit 1)."""
-    from airflow_plugin.check import main
+    """``airflow dp-pipeline check-dags`` (``python -m dp_pipeline.airflow.check``): with
+    ``--logical-date`` each line names the partition it checks; without, the partition templates checked
+    as new partitions; a name on a dataset that is not partitioned is a problem (exit 1)."""
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow.check import main
 
     _dag(tmp_path)
     ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
@@ -178,7 +178,7 @@ def test_template_partition_splits_only_a_plain_dataset_from_a_templated_partiti
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin.templating import render_dataset, template_partition
+    from dp_pipeline.airflow.templating import render_dataset, template_partition
 
     with DAG("dp_split", schedule=None, start_date=START):
         task = EmptyOperator(task_id="t")

@@ -8,8 +8,8 @@ pytestmark = pytest.mark.airflow
 
 
 def test_cost_specs_for_params() -> None:
-    from airflow_plugin import DPCost
     from dp_pipeline import ApproxDP, GaussianDP, PureDP
+    from dp_pipeline.airflow import DPCost
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.mechanisms import Laplace
 

@@ -48,7 +48,7 @@ def served_dashboard(ledger: Any) -> Iterator[str]:
     """The dashboard app served by uvicorn on 127.0.0.1 in a thread; yields its URL."""
     import uvicorn
 
-    from airflow_plugin.dashboard import create_app
+    from dp_pipeline.airflow.dashboard import create_app
 
     _fill(ledger)
     port = _free_port()
@@ -164,8 +164,8 @@ def test_dashboard_mounted_in_the_airflow_api_server_requires_login(ledger) -> N
 def test_dashboard_reports_an_unreachable_ledger_instead_of_failing() -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_plugin import PrivacyLedgerHook
-    from airflow_plugin.dashboard import create_app
+    from dp_pipeline.airflow import PrivacyLedgerHook
+    from dp_pipeline.airflow.dashboard import create_app
 
     app = create_app(lambda: PrivacyLedgerHook("no_such_ledger_connection").get_accountant())
     page = TestClient(app).get("/")

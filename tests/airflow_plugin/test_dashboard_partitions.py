@@ -12,8 +12,8 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
 def test_the_page_shows_each_partitions_spent_amount() -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_plugin.dashboard import create_app
     from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.airflow.dashboard import create_app
 
     acct = PrivacyAccountant("memory://")
     acct.set_budget("visits", PureDP(2.0), relation="add_remove", partitions=2)

@@ -1,5 +1,5 @@
-"""What a task declares (``airflow_plugin.declared``): one reading of a task's own cost, its params spec and
-its ledger connection, in a leaf module that keeps the package's imports free of cycles."""
+"""What a task declares (``dp_pipeline.airflow.declared``): one reading of a task's own cost, its params
+spec and its ledger connection, in a leaf module that keeps the package's imports free of cycles."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tests.airflow_plugin.conftest import REPO
 
 pytestmark = pytest.mark.airflow
 
-PACKAGE = REPO / "airflow_plugin"
+PACKAGE = REPO / "dp_pipeline" / "airflow"
+PREFIX = "dp_pipeline.airflow."
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
@@ -26,17 +27,19 @@ def _is_type_checking_block(node: ast.AST) -> bool:
 
 
 def _package_imports(path: Path) -> set[str]:
-    """The airflow_plugin modules a file imports at run time, at module level or inside functions
+    """The modules of the integration a file imports at run time, at module level or inside functions
     (imports under ``if TYPE_CHECKING:`` are for annotations only)."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         if _is_type_checking_block(node):
             return
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("airflow_plugin."):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PREFIX):
+            found.add(node.module.removeprefix(PREFIX).split(".")[0])
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("airflow_plugin."))
+            found.update(
+                a.name.removeprefix(PREFIX).split(".")[0] for a in node.names if a.name.startswith(PREFIX)
+            )
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -88,9 +91,8 @@ def test_the_package_has_no_import_cycle_not_even_inside_functions() -> None:
 
 
 def _loaded_after(statement: str) -> list[str]:
-    code = (
-        f"import sys\n{statement}\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('airflow'))))"
-    )
+    ours = "m.startswith(('airflow', 'dp_pipeline.airflow'))"
+    code = f"import sys\n{statement}\nprint(' '.join(sorted(m for m in sys.modules if {ours})))"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120, check=False
     )
@@ -102,20 +104,20 @@ def test_declared_imports_nothing_of_airflow_and_the_policies_no_task_module() -
     """``airflow_local_settings.py`` imports the policies, and through them this module, while Airflow is
     still importing itself: the policies may not import the modules that reach Airflow's task SDK, and
     this module nothing of Airflow at all."""
-    assert _loaded_after("import airflow_plugin.declared") == [
-        "airflow_plugin",
-        "airflow_plugin.costs",
-        "airflow_plugin.declared",
+    assert _loaded_after("import dp_pipeline.airflow.declared") == [
+        "dp_pipeline.airflow",
+        "dp_pipeline.airflow.costs",
+        "dp_pipeline.airflow.declared",
     ]
-    loaded = set(_loaded_after("import airflow_plugin.policies"))
-    assert "airflow_plugin.declared" in loaded
-    assert not loaded & {"airflow_plugin.hooks", "airflow_plugin.guards", "airflow_plugin.planning"}
+    loaded = set(_loaded_after("import dp_pipeline.airflow.policies"))
+    assert "dp_pipeline.airflow.declared" in loaded
+    assert not loaded & {f"{PREFIX}hooks", f"{PREFIX}guards", f"{PREFIX}planning"}
 
 
 def test_spec_to_cost_strips_the_guard_options_and_validates() -> None:
-    from airflow_plugin.costs import DPCost
-    from airflow_plugin.declared import spec_to_cost
     from dp_pipeline import ApproxDP
+    from dp_pipeline.airflow.costs import DPCost
+    from dp_pipeline.airflow.declared import spec_to_cost
     from dp_pipeline.exceptions import InvalidParameterError
 
     spec = {"dataset": "d", "epsilon": 0.3, "delta": 1e-7, "ledger_conn_id": "other", "on_exhausted": "skip"}
@@ -128,7 +130,7 @@ def test_params_spec_reads_only_a_mapping_under_dp_cost() -> None:
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin.declared import params_spec
+    from dp_pipeline.airflow.declared import params_spec
 
     spec = {"dataset": "d", "mu": 0.2}
     with DAG("params_specs", schedule=None):
@@ -143,10 +145,10 @@ def test_operator_cost_of_plain_and_mapped_dp_tasks_and_of_other_operators() -> 
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, attach_guard, dp_guard, dp_task
-    from airflow_plugin.costs import DPCost
-    from airflow_plugin.declared import operator_cost
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, attach_guard, dp_guard, dp_task
+    from dp_pipeline.airflow.costs import DPCost
+    from dp_pipeline.airflow.declared import operator_cost
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.mechanisms import Laplace
 
@@ -183,10 +185,10 @@ def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledg
     from airflow.exceptions import AirflowClusterPolicyViolation
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag
-    from airflow_plugin.planning import plan_dag
-    from airflow_plugin.policies import make_dag_policy
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag
+    from dp_pipeline.airflow.planning import plan_dag
+    from dp_pipeline.airflow.policies import make_dag_policy
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.mechanisms import Laplace
 
@@ -208,7 +210,7 @@ def test_a_dp_task_mapped_over_its_cost_is_refused_by_the_plan_not_left_out(ledg
             check_dag(dag, ledger)
         with pytest.raises(AirflowClusterPolicyViolation, match=refused):  # the policy refuses it as a DAG
             make_dag_policy(mode="refuse")(dag)
-        with caplog.at_level(logging.WARNING, logger="airflow_plugin.policies"):
+        with caplog.at_level(logging.WARNING, logger="dp_pipeline.airflow.policies"):
             make_dag_policy(mode="warn")(dag)  # only logs: the DAG still loads
         assert re.search(refused, caplog.text)
         caplog.clear()
@@ -227,9 +229,9 @@ def test_a_task_mapped_over_its_guard_is_refused_by_the_plan_not_left_out(ledger
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import check_dag, dp_guard
-    from airflow_plugin.planning import plan_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import check_dag, dp_guard
+    from dp_pipeline.airflow.planning import plan_dag
     from dp_pipeline.exceptions import InvalidParameterError
 
     ledger.set_budget("visits", PureDP(1.0))
@@ -253,8 +255,8 @@ def test_a_dataset_template_that_renders_differently_each_time_is_refused_by_the
 
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("v1", PureDP(1.0))
@@ -274,13 +276,13 @@ def test_a_dataset_template_that_renders_differently_each_time_is_refused_by_the
 def test_every_default_ledger_connection_is_the_one_constant(ledger, monkeypatch, capsys) -> None:
     import inspect
 
-    from airflow_plugin import PrivacyBudgetOperator, PrivacyLedgerHook, dp_guard
-    from airflow_plugin.check import main
-    from airflow_plugin.declared import DEFAULT_CONN_ID
-    from airflow_plugin.guards import PrivacyBudgetGuard
-    from airflow_plugin.plugin import _ledger_accountant
-    from airflow_plugin.policies import make_dag_policy
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, PrivacyLedgerHook, dp_guard
+    from dp_pipeline.airflow.check import main
+    from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
+    from dp_pipeline.airflow.guards import PrivacyBudgetGuard
+    from dp_pipeline.airflow.plugin import _ledger_accountant
+    from dp_pipeline.airflow.policies import make_dag_policy
 
     assert DEFAULT_CONN_ID == "dp_ledger_default"  # the name the documentation gives
     for function in (PrivacyLedgerHook.__init__, PrivacyBudgetGuard.__init__, dp_guard, make_dag_policy):

@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
 
 def test_airflow_demo_prints_the_refusal_and_the_budget_table() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DP_PIPELINE_TEST"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # this tree's code
     result = subprocess.run(
         [sys.executable, str(REPO / "examples" / "airflow_demo.py")],
         capture_output=True,
@@ -52,8 +53,8 @@ def test_weekly_report_pays_its_pandas_aggregates_from_one_run_reservation(any_l
     reservation and the dataset is charged the plan once. A second run in the same week finds ε = 0.1 left
     and is refused before any task reads the data."""
 
-    from airflow_plugin import check_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import check_dag
     from tests.airflow_plugin._helpers import run_dag, states
 
     ledger = any_ledger
@@ -89,8 +90,8 @@ def test_weekly_counts_get_their_noise_from_the_run_share(any_ledger) -> None:
     ε = 0.5 calibrates them: Laplace scales b with Σ 1/bᵢ = 0.5 (pure releases add up) and the weight-4
     count at half the scale of the others, i.e. b = 8, 8, 4 (solved here), each paid from the run."""
 
-    from airflow_plugin import check_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import check_dag
     from tests.airflow_plugin._helpers import run_dag, states
 
     ledger = any_ledger

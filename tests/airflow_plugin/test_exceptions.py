@@ -10,8 +10,8 @@ pytestmark = pytest.mark.airflow
 
 
 def test_refusal_exception_names_the_numbers_and_survives_pickling(ledger) -> None:
-    from airflow_plugin import PrivacyBudgetExhausted
     from dp_pipeline import BudgetExceededError, PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted
 
     ledger.set_budget("patients", PureDP(1.0))
     ledger.spend("patients", PureDP(0.75))
@@ -31,6 +31,6 @@ def test_refusal_exception_names_the_numbers_and_survives_pickling(ledger) -> No
         refusal.remaining,
     )
     path, args, kwargs = refusal.serialize()
-    assert path == "airflow_plugin.exceptions.PrivacyBudgetExhausted"
+    assert path == "dp_pipeline.airflow.exceptions.PrivacyBudgetExhausted"
     assert args[0] == "patients"
     assert "0.25" in str(PrivacyBudgetExhausted(*args, **kwargs))

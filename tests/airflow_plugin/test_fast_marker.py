@@ -39,7 +39,7 @@ def _filled() -> Any:
 def test_the_dashboard_history_shows_fast_releases() -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_plugin.dashboard import create_app
+    from dp_pipeline.airflow.dashboard import create_app
 
     client = TestClient(create_app(_filled))
     page = client.get("/").text
@@ -54,8 +54,8 @@ def test_the_dashboard_history_shows_fast_releases() -> None:
 def test_the_dashboard_has_no_fast_note_without_fast_releases() -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_plugin.dashboard import create_app
     from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.airflow.dashboard import create_app
 
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", PureDP(2.0))
@@ -69,8 +69,8 @@ def test_a_tasks_release_drawn_with_fast_rng_is_paid_marked(ledger) -> None:
     payment under the attempt's reservation carries the marker, at the price of the secure release."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator
     from dp_pipeline.frames import dp_count
     from dp_pipeline.mechanisms import fast_rng
 

@@ -11,9 +11,9 @@ def test_attach_guard_chains_hooks_and_refuses_a_second_cost() -> None:
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, attach_guard, dp_guard
-    from airflow_plugin.guards import GuardChain, iter_guards
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, attach_guard, dp_guard
+    from dp_pipeline.airflow.guards import GuardChain, iter_guards
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.mechanisms import Laplace
 

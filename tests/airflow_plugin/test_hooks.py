@@ -14,8 +14,8 @@ pytestmark = pytest.mark.airflow
 
 
 def test_sqlite_connection_with_path_as_host_reaches_the_ledger(ledger, tmp_path, monkeypatch) -> None:
-    from airflow_plugin import PrivacyLedgerHook
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyLedgerHook
 
     ledger.set_budget("patients", PureDP(2.0))
     hook = PrivacyLedgerHook()
@@ -32,8 +32,8 @@ def test_hook_signs_with_the_key_of_the_connection_extra_and_never_creates(ledge
     import json
     import urllib.parse
 
-    from airflow_plugin import PrivacyLedgerHook
     from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.airflow import PrivacyLedgerHook
     from dp_pipeline.exceptions import LedgerError
 
     key = "a key kept in a secrets backend"
@@ -55,7 +55,7 @@ def test_hook_signs_with_the_key_of_the_connection_extra_and_never_creates(ledge
 
 
 def test_connection_conventions_from_real_connection_uris(monkeypatch) -> None:
-    from airflow_plugin import PrivacyLedgerHook
+    from dp_pipeline.airflow import PrivacyLedgerHook
 
     cases = {
         # the documented form: the path, URL-encoded, as host
@@ -74,8 +74,8 @@ def test_connection_conventions_from_real_connection_uris(monkeypatch) -> None:
 
 
 def test_unusable_connections_are_refused_with_a_reason(monkeypatch) -> None:
-    from airflow_plugin import PrivacyLedgerHook
-    from airflow_plugin.hooks import LedgerConnectionError
+    from dp_pipeline.airflow import PrivacyLedgerHook
+    from dp_pipeline.airflow.hooks import LedgerConnectionError
 
     cases = {
         "sqlite:///relative/ledger.db": "relative",
@@ -107,8 +107,8 @@ PW = "S3CRET-PASSWORD-42"
 def test_test_connection_and_the_dashboard_never_show_the_password(monkeypatch, conn: str) -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_plugin import PrivacyLedgerHook
-    from airflow_plugin.dashboard import create_app
+    from dp_pipeline.airflow import PrivacyLedgerHook
+    from dp_pipeline.airflow.dashboard import create_app
 
     monkeypatch.setenv("AIRFLOW_CONN_LEDGER_SECRET", conn)
     ok, message = PrivacyLedgerHook("ledger_secret").test_connection()

@@ -22,18 +22,19 @@ def _run_python(code: str) -> subprocess.CompletedProcess[str]:
 def test_public_contract_imports() -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_plugin import PrivacyBudgetExhausted, PrivacyBudgetOperator, dp_task
     from dp_pipeline import BudgetExceededError
+    from dp_pipeline.airflow import PrivacyBudgetExhausted, PrivacyBudgetOperator, dp_task
 
     assert callable(dp_task)
     assert issubclass(PrivacyBudgetExhausted, AirflowFailException)
     assert issubclass(PrivacyBudgetExhausted, BudgetExceededError)
-    assert PrivacyBudgetOperator.__module__ == "airflow_plugin.operators"
+    assert PrivacyBudgetOperator.__module__ == "dp_pipeline.airflow.operators"
 
 
 def test_import_without_airflow_names_the_extra() -> None:
     # sys.modules[name] = None is how Python marks a module as not importable
-    result = _run_python("import sys; sys.modules['airflow'] = None; import airflow_plugin")
-    assert result.returncode != 0
-    assert "ImportError" in result.stderr
-    assert 'pip install "dp-pipeline[airflow]"' in result.stderr
+    for name in ("dp_pipeline.airflow", "airflow_plugin"):
+        result = _run_python(f"import sys; sys.modules['airflow'] = None; import {name}")
+        assert result.returncode != 0
+        assert "ImportError" in result.stderr
+        assert 'pip install "dp-pipeline[airflow]"' in result.stderr

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.airflow
 def test_costs_are_declared_without_io_and_validated_at_definition(tmp_path, monkeypatch) -> None:
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
+    from dp_pipeline.airflow import PrivacyBudgetOperator
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.mechanisms import Laplace
 

@@ -33,11 +33,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from airflow_plugin import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
-from airflow_plugin.costs import DPCost
-from airflow_plugin.policies import make_dag_policy
 from dp_pipeline import ApproxDP, GaussianDP, PureDP
 from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
+from dp_pipeline.airflow.costs import DPCost
+from dp_pipeline.airflow.policies import make_dag_policy
 from dp_pipeline.cli import app
 from dp_pipeline.exceptions import (
     BudgetExceededError,

@@ -28,8 +28,8 @@ def test_retries_are_counted_in_the_plan_and_a_run_charges_what_was_counted(any_
     ledger = any_ledger
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag, plan_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, plan_dag
     from dp_pipeline.mechanisms import Laplace
 
     attempts = tmp_path / "attempts.txt"
@@ -81,9 +81,9 @@ def test_a_mapped_task_is_counted_and_charged_up_to_its_map_bound(ledger, monkey
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
-    from airflow_plugin.exceptions import PrivacyCostError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
+    from dp_pipeline.airflow.exceptions import PrivacyCostError
     from dp_pipeline.mechanisms import Laplace
 
     def unbounded_dag() -> Any:
@@ -181,9 +181,9 @@ def test_a_map_index_whose_cost_an_upstream_result_sets_is_refused_before_it_rea
     ledger = any_ledger
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag
-    from airflow_plugin.exceptions import PrivacyCostError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag
+    from dp_pipeline.airflow.exceptions import PrivacyCostError
     from dp_pipeline.mechanisms import Laplace
 
     failures: dict[str, BaseException] = {}
@@ -257,8 +257,8 @@ def _templated_dag() -> Any:
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, dp_guard, dp_task
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, dp_guard, dp_task
     from dp_pipeline.mechanisms import Laplace
 
     with DAG("dp_templated", schedule="@weekly", start_date=START, catchup=False) as dag:
@@ -288,10 +288,10 @@ def test_a_templated_dataset_is_checked_and_charged_under_its_rendered_name(any_
     a date the check reports each template unchecked, and the DAG policy (parse time, no date) lets the DAG
     load."""
     ledger = any_ledger
-    from airflow_plugin import PrivacyBudgetOperator, check_dag
-    from airflow_plugin.decorators import _DPDecoratedOperator
-    from airflow_plugin.policies import make_dag_policy
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag
+    from dp_pipeline.airflow.decorators import _DPDecoratedOperator
+    from dp_pipeline.airflow.policies import make_dag_policy
 
     assert "dataset" in PrivacyBudgetOperator.template_fields
     assert "dataset" in _DPDecoratedOperator.template_fields
@@ -334,7 +334,7 @@ def test_a_templated_dataset_is_checked_and_charged_under_its_rendered_name(any_
 def test_a_template_that_renders_to_no_name_fails_the_task_without_a_charge(ledger) -> None:
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
+    from dp_pipeline.airflow import PrivacyBudgetOperator
     from dp_pipeline.mechanisms import Laplace
 
     with DAG("dp_empty_name", schedule=None, start_date=START, catchup=False) as dag:
@@ -355,13 +355,13 @@ def test_a_template_that_renders_to_no_name_fails_the_task_without_a_charge(ledg
 def test_check_command_renders_templates_for_the_logical_date_given(ledger, tmp_path, capsys) -> None:
     """Without ``--logical-date`` the check cannot be made for names templated on the date (exit 2, the
     templates named on stderr); with it, the rendered names are checked against their budgets."""
-    from airflow_plugin.check import main
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow.check import main
 
     (tmp_path / "templated_dag.py").write_text(
         "import datetime as dt\n"
         "from airflow.sdk import DAG\n"
-        "from airflow_plugin import PrivacyBudgetOperator\n"
+        "from dp_pipeline.airflow import PrivacyBudgetOperator\n"
         "from dp_pipeline.mechanisms import Laplace\n"
         "with DAG('weekly', schedule='@weekly', start_date=dt.datetime(2026, 1, 1)):\n"
         "    PrivacyBudgetOperator(\n"
@@ -393,9 +393,9 @@ def test_the_check_renders_a_name_as_the_task_runner_does(ledger) -> None:
     name that needs the run id is reported per template even with a date."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag, plan_dag
-    from airflow_plugin.templating import DATE_KEYS
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, plan_dag
+    from dp_pipeline.airflow.templating import DATE_KEYS
     from dp_pipeline.mechanisms import Laplace
 
     name = "v/" + "/".join(f"{{{{ {key} }}}}" for key in DATE_KEYS) + "/{{ macros.ds_add(ds, -7) }}"
@@ -442,7 +442,7 @@ def test_a_template_that_fails_on_a_value_does_not_quote_it() -> None:
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin.templating import render_dataset
+    from dp_pipeline.airflow.templating import render_dataset
     from dp_pipeline.exceptions import InvalidParameterError
 
     with DAG("dp_template_secret", schedule=None, start_date=START):

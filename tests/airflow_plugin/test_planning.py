@@ -29,8 +29,8 @@ def _example_dag():
 
 
 def test_plan_of_the_example_dag_exceeds_a_budget_for_two(ledger) -> None:
-    from airflow_plugin import check_dag, plan_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import check_dag, plan_dag
 
     plan = plan_dag(_example_dag())
     assert [(t.task_id, t.count, t.source) for t in plan.tasks] == [
@@ -58,8 +58,8 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
     from dp_pipeline import ApproxDP, PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
     from dp_pipeline.mechanisms import Gaussian, Laplace
 
     ledger.set_budget("cohort", ApproxDP(3.0, 1e-5))
@@ -113,8 +113,8 @@ def test_dag_check_agrees_with_the_accountant_on_a_gdp_rule_budget(ledger) -> No
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import check_dag, dp_guard, plan_dag
     from dp_pipeline import ApproxDP, GaussianDP
+    from dp_pipeline.airflow import check_dag, dp_guard, plan_dag
     from dp_pipeline.mechanisms import Gaussian
 
     ledger.set_budget("visits", ApproxDP(1.0, 1e-6), rule="gdp")
@@ -135,8 +135,8 @@ def test_dag_policy_refuses_an_over_budget_dag_at_parse_time(ledger) -> None:
     from airflow.exceptions import AirflowClusterPolicyViolation
     from airflow.settings import get_policy_plugin_manager
 
-    from airflow_plugin import policies
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import policies
 
     ledger.set_budget("patients", PureDP(1.0))
     dag = _example_dag()  # parsed before the policy is registered
@@ -167,8 +167,8 @@ def test_dag_policy_refuses_an_over_budget_dag_at_parse_time(ledger) -> None:
 
 
 def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger, capfd) -> None:
-    from airflow_plugin.check import main
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow.check import main
 
     ledger.set_budget("patients", PureDP(1.0))
     assert main([str(EXAMPLE_DAGS), "--ledger-url", ledger.url]) == 1
@@ -183,10 +183,10 @@ def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger,
 
 
 def test_check_shows_each_dataset_relation_in_the_table_and_json(ledger, capfd) -> None:
-    from airflow_plugin import check_dag, plan_dag
-    from airflow_plugin.check import main
-    from airflow_plugin.planning import format_checks
     from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.airflow import check_dag, plan_dag
+    from dp_pipeline.airflow.check import main
+    from dp_pipeline.airflow.planning import format_checks
 
     plan = plan_dag(_example_dag())
     ledger.set_budget("patients", PureDP(2.0), relation="add_remove")
@@ -203,7 +203,8 @@ def test_check_shows_each_dataset_relation_in_the_table_and_json(ledger, capfd) 
 
 
 _COMMANDS = {
-    "python-m": [sys.executable, "-m", "airflow_plugin.check"],
+    "python-m": [sys.executable, "-m", "dp_pipeline.airflow.check"],
+    "python-m-former-name": [sys.executable, "-m", "airflow_plugin.check"],
     "airflow-cli": [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check-dags"],
     "airflow-cli-old-name": [str(Path(sys.executable).parent / "airflow"), "dp-pipeline", "check"],
 }
@@ -219,8 +220,15 @@ def _run_check(command: list[str], *args: str, env: dict[str, str] | None = None
         cwd=REPO,
         timeout=180,
         check=False,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PYTHONPATH": _this_tree_first(), **(env or {})},
     )
+
+
+def _this_tree_first() -> str:
+    """PYTHONPATH that imports this source tree's packages before any installed copy."""
+    import os
+
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.mark.parametrize("name", list(_COMMANDS))
@@ -305,7 +313,7 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
     home = tmp_path / "airflow-home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "airflow_local_settings.py").write_text(
-        "from airflow_plugin.policies import dag_policy, task_policy  # noqa: F401\n"
+        "from dp_pipeline.airflow.policies import dag_policy, task_policy  # noqa: F401\n"
     )
     code = (
         "import json\n"
@@ -318,14 +326,14 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
         "errors = list(bag.import_errors.values())\n"
         "print(json.dumps({'active': active, 'dags': sorted(bag.dags), 'errors': errors}))\n"
     )
-    env = {**os.environ, "AIRFLOW_HOME": str(home)}
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "PYTHONPATH": _this_tree_first()}
     env.pop("AIRFLOW__CORE__DAGS_FOLDER", None)
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["active"].count("airflow_plugin.policies") == 2
+    assert report["active"].count("dp_pipeline.airflow.policies") == 2
     # ε = 1.0, 0.9, 0.5 and the share 0.5 fit; dp_patients_report (ε = 1.5) does not
     fitting = ["dp_patients_by_region", "dp_patients_spark", "dp_weekly_counts", "dp_weekly_report"]
     assert report["dags"] == fitting
@@ -334,7 +342,7 @@ def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> No
 
 
 def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path, capsys) -> None:
-    from airflow_plugin.check import main
+    from dp_pipeline.airflow.check import main
 
     (tmp_path / "escape_dag.py").write_text(
         "import datetime as dt\n"
@@ -354,14 +362,14 @@ def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path,
 
 
 def test_reservation_log_lines_escape_control_characters(caplog) -> None:
-    from airflow_plugin._runtime import reserve_or_refuse
-    from airflow_plugin.costs import DPCost
     from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.airflow._runtime import reserve_or_refuse
+    from dp_pipeline.airflow.costs import DPCost
 
     accountant = PrivacyAccountant("memory://")
     accountant.set_budget("d", PureDP(1.0))
     ti = types.SimpleNamespace(dag_id="dag", task_id="t", run_id="manual\x1b[2J", map_index=-1, try_number=1)
-    with caplog.at_level("INFO", logger="airflow_plugin._runtime"):
+    with caplog.at_level("INFO", logger="dp_pipeline.airflow._runtime"):
         reserve_or_refuse(accountant, DPCost(dataset="d", cost=PureDP(0.5)), {"ti": ti})
     lines = [record.getMessage() for record in caplog.records]
     assert any("manual\\x1b[2J" in line for line in lines) and not any("\x1b" in line for line in lines)
@@ -372,7 +380,7 @@ def test_reservation_log_lines_escape_control_characters(caplog) -> None:
     ["postgresql:/alice:S3CRET-PASSWORD-42@db/ledger", "postgresql://alice:S3CRET-PASSWORD-42@127.0.0.1:1/l"],
 )
 def test_check_command_names_an_unusable_ledger_without_its_password(tmp_path, capsys, url: str) -> None:
-    from airflow_plugin.check import main
+    from dp_pipeline.airflow.check import main
 
     assert main([str(tmp_path), "--ledger-url", url]) == 2
     err = capsys.readouterr().err

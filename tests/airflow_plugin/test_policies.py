@@ -12,10 +12,10 @@ def test_task_policy_attaches_a_guard_once_and_rejects_double_declarations() -> 
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
-    from airflow_plugin.guards import iter_guards
-    from airflow_plugin.policies import task_policy
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator
+    from dp_pipeline.airflow.guards import iter_guards
+    from dp_pipeline.airflow.policies import task_policy
     from dp_pipeline.mechanisms import Laplace
 
     spec = {"dataset": "d", "epsilon": 0.3, "ledger_conn_id": "other_ledger"}

@@ -18,8 +18,8 @@ def test_provider_info_is_valid_and_registers_task_dp() -> None:
     from airflow.sdk import task
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
-    from airflow_plugin.decorators import dp_task
-    from airflow_plugin.provider_info import get_provider_info
+    from dp_pipeline.airflow.decorators import dp_task
+    from dp_pipeline.airflow.provider_info import get_provider_info
 
     schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
     jsonschema.validate(get_provider_info(), schema)

@@ -31,8 +31,8 @@ def test_in_a_run_a_task_cannot_release_through_its_mechanism_unpaid(ledger, tmp
     pays its 0.5 before it starts, ``b`` is refused, and the ledger covers everything released."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task, run_budget
     from dp_pipeline import BudgetExceededError, PureDP
+    from dp_pipeline.airflow import dp_task, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     released, refused = tmp_path / "released.txt", tmp_path / "refused.txt"
@@ -77,8 +77,8 @@ def test_on_its_own_reservation_dp_pays_only_beyond_the_mechanism(ledger, tmp_pa
     first follows from the declaration, not from the callable's parameters."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task
     from dp_pipeline import BudgetExceededError, PureDP
+    from dp_pipeline.airflow import dp_task
     from dp_pipeline.mechanisms import Laplace
 
     released = tmp_path / "released.txt"
@@ -127,8 +127,8 @@ def test_a_settled_run_cleared_and_run_again_releases_nothing_unpaid(
     runs: one release, charged once."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, run_budget
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     released = tmp_path / "released.txt"

@@ -31,8 +31,8 @@ def test_guarded_sensor_in_reschedule_mode_is_charged_once(ledger, tmp_path) -> 
     from airflow.providers.standard.sensors.python import PythonSensor
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_guard
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_guard
 
     ledger.set_budget("sensed", PureDP(1.0))
     pokes = tmp_path / "pokes.txt"
@@ -64,8 +64,8 @@ def test_guarded_deferrable_operator_is_charged_once(ledger, tmp_path) -> None:
     from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
     from airflow.sdk import DAG, BaseOperator
 
-    from airflow_plugin import dp_guard
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_guard
 
     ledger.set_budget("deferred", PureDP(1.0))
     log = tmp_path / "log.txt"
@@ -96,8 +96,8 @@ def test_guarded_deferrable_operator_is_charged_once(ledger, tmp_path) -> None:
 def test_a_second_delivery_of_a_running_attempt_is_refused(ledger, tmp_path) -> None:
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
-    from airflow_plugin.exceptions import AttemptAlreadyChargedError
+    from dp_pipeline.airflow import PrivacyBudgetOperator
+    from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("twice", Laplace(epsilon=5.0, sensitivity=1.0).event.guarantee)
@@ -136,9 +136,9 @@ def test_a_second_delivery_of_a_guarded_first_run_is_refused(ledger, tmp_path) -
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_guard
-    from airflow_plugin.exceptions import AttemptAlreadyChargedError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_guard
+    from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError
 
     ledger.set_budget("guarded", PureDP(1.0))
     ran = tmp_path / "ran.txt"
@@ -178,7 +178,7 @@ def _context(next_method: str | None = None, reschedules: int = 0) -> dict[str, 
 
 
 def test_resumption_is_read_from_the_run_context() -> None:
-    from airflow_plugin._runtime import resumption
+    from dp_pipeline.airflow._runtime import resumption
 
     assert resumption(_context()) is None  # a first run
     assert resumption({"ti": object()}) is None  # a context without Airflow's run context
@@ -190,10 +190,10 @@ def test_resumption_is_read_from_the_run_context() -> None:
 def test_a_reused_attempt_key_is_refused_with_its_state(ledger, first: str) -> None:
     import pickle
 
-    from airflow_plugin._runtime import attempt_key, reserve_or_refuse
-    from airflow_plugin.costs import DPCost
-    from airflow_plugin.exceptions import AttemptAlreadyChargedError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow._runtime import attempt_key, reserve_or_refuse
+    from dp_pipeline.airflow.costs import DPCost
+    from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError
 
     ledger.set_budget("d", PureDP(1.0))
     context = _context()

@@ -51,8 +51,8 @@ def _three_gaussians(dag_id: str, seen: Path, share: Any, *, per_run: bool = Tru
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import PrivacyBudgetOperator, dp_guard, run_budget
     from dp_pipeline import PlannedRelease
+    from dp_pipeline.airflow import PrivacyBudgetOperator, dp_guard, run_budget
 
     record = _recorder(seen)
     with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
@@ -101,9 +101,9 @@ def test_three_gaussian_tasks_weighted_1_1_4_are_calibrated_to_the_run_share(any
     reports the same σ; the dashboard shows them beside the share."""
     from fastapi.testclient import TestClient
 
-    from airflow_plugin import check_dag
-    from airflow_plugin.dashboard import create_app
     from dp_pipeline import ApproxDP
+    from dp_pipeline.airflow import check_dag
+    from dp_pipeline.airflow.dashboard import create_app
 
     ledger = any_ledger
     share = ApproxDP(1.0, 1e-6)
@@ -161,8 +161,8 @@ def test_laplace_and_gaussian_tasks_beside_a_fixed_task_meet_a_pld_search(any_le
     their common scale is within 1% of the least one a pessimistic-PLD bisection finds here."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import check_dag, dp_task, run_budget
     from dp_pipeline import ApproxDP, PlannedRelease
+    from dp_pipeline.airflow import check_dag, dp_task, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     ledger = any_ledger
@@ -213,8 +213,8 @@ def test_laplace_and_gaussian_tasks_beside_a_fixed_task_meet_a_pld_search(any_le
 def test_a_share_that_does_not_fit_what_remains_fails_the_run_in_its_setup(any_ledger, tmp_path) -> None:
     """ε = 0.7 remains of the budget and the run's share is ε = 1: the setup is refused, no callable runs,
     and the ledger holds nothing new."""
-    from airflow_plugin import PrivacyBudgetExhausted
     from dp_pipeline import ApproxDP, PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted
 
     ledger = any_ledger
     ledger.set_budget("visits", ApproxDP(1.5, 1e-5))
@@ -243,8 +243,8 @@ def test_a_free_task_without_a_share_is_refused_by_the_check_and_at_run_time(
     """A task that leaves its noise free is never calibrated against the whole budget: without a run budget,
     or with a share of another dataset only, the DAG check reports it and the run refuses it before any
     callable runs; nothing is charged."""
-    from airflow_plugin import PrivacyCostError, check_dag
     from dp_pipeline import ApproxDP
+    from dp_pipeline.airflow import PrivacyCostError, check_dag
 
     ledger = any_ledger
     ledger.set_budget("visits", ApproxDP(3.0, 1e-5))
@@ -278,8 +278,8 @@ def test_each_attempt_a_free_tasks_retries_allow_is_a_release_of_the_allocation(
     started."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import check_dag, dp_task, run_budget
     from dp_pipeline import GaussianDP, PlannedRelease
+    from dp_pipeline.airflow import check_dag, dp_task, run_budget
 
     ledger = any_ledger
     ledger.set_budget("visits", GaussianDP(2.0))
@@ -323,8 +323,8 @@ def test_a_mapped_free_task_for_groups_counts_each_map_index_up_to_its_bound(any
     both map indexes that run receive it, and the teardown keeps their two releases."""
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import PrivacyBudgetOperator, run_budget
     from dp_pipeline import GaussianDP, PlannedRelease
+    from dp_pipeline.airflow import PrivacyBudgetOperator, run_budget
 
     ledger = any_ledger
     ledger.set_budget("visits", GaussianDP(2.0))

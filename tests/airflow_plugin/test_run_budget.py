@@ -39,7 +39,7 @@ def _four_task_dag(dag_id: str, marker: Path) -> Any:
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, dp_guard, dp_task, run_budget
+    from dp_pipeline.airflow import PrivacyBudgetOperator, dp_guard, dp_task, run_budget
     from dp_pipeline.frames import dp_count
     from dp_pipeline.mechanisms import Laplace
 
@@ -95,8 +95,8 @@ def test_a_run_reserves_its_plan_at_start_and_every_task_pays_from_it(any_ledger
     starts; the two tasks declared with the event pay their counts within their shares, the two declared
     with a mechanism have its draw paid there. The teardown keeps
     everything (every task started), and the dataset is charged the plan's total once."""
-    from airflow_plugin import check_dag
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import check_dag
 
     ledger = any_ledger
     ledger.set_budget("visits", PureDP(1.0))
@@ -135,8 +135,8 @@ def test_a_run_reserves_its_plan_at_start_and_every_task_pays_from_it(any_ledger
 def test_a_run_whose_plan_does_not_fit_is_refused_before_any_task_reads_data(any_ledger, tmp_path) -> None:
     """ε = 0.7 left for a plan of 1.0: the setup fails, no task's code starts (every task ends
     ``upstream_failed``), and the ledger holds nothing but the budget and the earlier spend."""
-    from airflow_plugin import PrivacyBudgetExhausted
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted
 
     ledger = any_ledger
     ledger.set_budget("visits", PureDP(1.0))
@@ -165,8 +165,8 @@ def test_the_share_of_a_skipped_branch_goes_back_to_the_budget(any_ledger, tmp_p
     from airflow.providers.standard.operators.python import BranchPythonOperator, PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task, run_budget
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_task, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     ledger = any_ledger
@@ -217,7 +217,7 @@ def test_the_share_of_a_skipped_branch_goes_back_to_the_budget(any_ledger, tmp_p
     # the dashboard shows the run's reservation: what the setup reserved, what it holds, what was paid
     from fastapi.testclient import TestClient
 
-    from airflow_plugin.dashboard import create_app
+    from dp_pipeline.airflow.dashboard import create_app
 
     client = TestClient(create_app(lambda: ledger))
     (shown,) = client.get("/api/datasets/visits").json()["runs"]
@@ -235,8 +235,8 @@ def test_in_a_run_each_attempt_that_started_keeps_its_share(any_ledger, tmp_path
     ledger = any_ledger
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task, run_budget
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_task, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("visits", PureDP(2.0))
@@ -279,8 +279,8 @@ def test_a_run_reserves_templated_names_and_map_bounds_and_keeps_the_map_indexes
     ledger = any_ledger
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import PrivacyBudgetOperator, run_budget
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("visits/2026-03-02", PureDP(1.0))
@@ -324,11 +324,11 @@ def test_an_attempt_outside_what_its_run_reserved_does_not_run(ledger) -> None:
 
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, run_budget
-    from airflow_plugin._attempts import run_reservation
-    from airflow_plugin.costs import DPCost
-    from airflow_plugin.exceptions import PrivacyCostError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, run_budget
+    from dp_pipeline.airflow._attempts import run_reservation
+    from dp_pipeline.airflow.costs import DPCost
+    from dp_pipeline.airflow.exceptions import PrivacyCostError
     from dp_pipeline.exceptions import InvalidParameterError
 
     ledger.set_budget("visits", PureDP(1.0))

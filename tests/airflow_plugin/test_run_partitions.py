@@ -33,7 +33,7 @@ def _daily(dag_id: str, dataset: str, marker: Path, failures: FailureLog) -> Any
     to ``marker`` when its code starts."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task
+    from dp_pipeline.airflow import dp_task
     from dp_pipeline.mechanisms import Laplace
 
     with DAG(dag_id, schedule="@daily", start_date=START, catchup=False) as dag:
@@ -60,8 +60,8 @@ def test_a_daily_dag_charges_each_day_on_its_own_partition(any_ledger, tmp_path)
     has spent 0.6 (L = 1: the largest day). A second run on the second day is refused before its code runs
     and charges nothing. On an unpartitioned twin (the task on the whole dataset) the second day is refused:
     0.6 + 0.6 > 1."""
-    from airflow_plugin import PrivacyBudgetExhausted
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted
 
     ledger = any_ledger
     ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
@@ -108,9 +108,9 @@ def test_a_rendered_name_on_a_dataset_that_is_not_partitioned_is_refused_and_cha
     """``flat/{{ ds }}`` where ``flat`` has a budget that is not partitioned: the task fails with a clear
     error before its code runs, nothing is charged, and no dataset ``flat/2026-11-23`` appears; under a
     run-level reservation the setup fails the same way and no task starts."""
-    from airflow_plugin import run_budget
-    from airflow_plugin.exceptions import PrivacyCostError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import run_budget
+    from dp_pipeline.airflow.exceptions import PrivacyCostError
 
     ledger = any_ledger
     ledger.set_budget("flat", PureDP(1.0))
@@ -148,7 +148,7 @@ def _two_days(dag_id: str, today: float, skipped: float, yesterday: float, marke
     from airflow.providers.standard.operators.python import BranchPythonOperator, PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_guard, dp_task, run_budget
+    from dp_pipeline.airflow import dp_guard, dp_task, run_budget
     from dp_pipeline.frames import dp_count
     from dp_pipeline.mechanisms import Laplace
 
@@ -189,9 +189,9 @@ def test_a_run_reserves_each_day_it_reads_and_the_teardown_shrinks_each(any_ledg
     days would hold 0.6 and 0.5 beside 0.4): the setup refuses it and nothing is charged."""
     from fastapi.testclient import TestClient
 
-    from airflow_plugin import PrivacyBudgetExhausted, check_dag
-    from airflow_plugin.dashboard import create_app
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted, check_dag
+    from dp_pipeline.airflow.dashboard import create_app
 
     ledger = any_ledger
     ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
@@ -272,8 +272,8 @@ def test_code_inside_a_task_pays_from_its_partition_by_the_rendered_name(any_led
     whole dataset (it would read every day), is refused and pays nothing."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_task
     from dp_pipeline.exceptions import InvalidParameterError
     from dp_pipeline.frames import dp_count, dp_mean
 
@@ -328,8 +328,8 @@ def test_a_run_share_calibrates_a_free_task_on_its_day_partition(any_ledger, tmp
     release), pays it from the day's reservation, and the day holds what the share allows, not more."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task, run_budget
     from dp_pipeline import PlannedRelease, PureDP
+    from dp_pipeline.airflow import dp_task, run_budget
 
     ledger = any_ledger
     ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
@@ -368,8 +368,8 @@ def test_a_setup_that_cannot_reserve_a_later_part_gives_back_the_parts_it_reserv
     charged."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyCostError, dp_task, run_budget
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyCostError, dp_task, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("counts", PureDP(1.0))

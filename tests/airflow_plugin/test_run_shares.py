@@ -37,7 +37,7 @@ def _greedy_dag(dag_id: str, marker: Path, *, per_run: bool) -> Any:
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_guard, run_budget
+    from dp_pipeline.airflow import dp_guard, run_budget
     from dp_pipeline.frames import dp_count
     from dp_pipeline.mechanisms import Laplace
 
@@ -108,8 +108,8 @@ def test_a_handed_mechanism_draws_once_and_its_copies_never(ledger, tmp_path, pe
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, dp_guard, run_budget
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, dp_guard, run_budget
     from dp_pipeline.exceptions import MechanismSpentError
     from dp_pipeline.mechanisms import Laplace
 

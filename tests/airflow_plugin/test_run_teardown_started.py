@@ -25,7 +25,7 @@ class _TaskInstance:
         return self.rows
 
     def xcom_pull(self, task_ids: str, key: str, map_indexes: int = -1, default: Any = None) -> Any:
-        from airflow_plugin._attempts import ATTEMPT_XCOM_KEY
+        from dp_pipeline.airflow._attempts import ATTEMPT_XCOM_KEY
 
         return self.started.get(task_ids, default) if key == ATTEMPT_XCOM_KEY else default
 
@@ -48,8 +48,8 @@ def test_a_task_that_may_still_release_at_teardown_keeps_its_share(
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_task, run_budget
     from dp_pipeline import PrivacyAccountant, PureDP
+    from dp_pipeline.airflow import dp_task, run_budget
     from dp_pipeline.mechanisms import Laplace
 
     acct = PrivacyAccountant("memory://")

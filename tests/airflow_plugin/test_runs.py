@@ -19,8 +19,8 @@ START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 def test_example_dag_third_task_is_refused_and_two_are_committed(ledger) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    from airflow_plugin import PrivacyBudgetExhausted
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted
 
     ledger.set_budget("patients", PureDP(1.0))
     bag = DagBag(dag_folder=str(EXAMPLE_DAGS / "dp_patients_report.py"))
@@ -112,8 +112,8 @@ def test_retry_policy_started_attempts_stay_charged_early_failures_release(ledge
     arguments cannot be bound): both reservations are released and nothing is spent."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("visits", PureDP(5.0))
@@ -168,8 +168,8 @@ def test_retry_policy_started_attempts_stay_charged_early_failures_release(ledge
 def test_mapped_tasks_are_charged_per_map_index(ledger) -> None:
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import PrivacyBudgetOperator
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("regions", PureDP(1.0))  # two of the three operator map indexes fit
@@ -215,9 +215,9 @@ def test_guard_on_plain_python_and_bash_operators(ledger, tmp_path) -> None:
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetExhausted, dp_guard
-    from airflow_plugin.exceptions import PrivacyCostError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetExhausted, dp_guard
+    from dp_pipeline.airflow.exceptions import PrivacyCostError
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("exports", PureDP(1.0))
@@ -294,8 +294,8 @@ def test_cluster_policy_guards_any_operator_declaring_a_cost(ledger, tmp_path) -
     from airflow.sdk import DAG
     from airflow.settings import get_policy_plugin_manager
 
-    from airflow_plugin import policies
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import policies
 
     ledger.set_budget("billing", PureDP(1.0))
     out = tmp_path / "ran.txt"
@@ -333,9 +333,9 @@ def test_an_attempt_whose_key_is_already_committed_does_not_run_again(ledger, tm
     """The same key never charges twice; so an attempt executed a second time must not release again."""
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator
-    from airflow_plugin.exceptions import AttemptAlreadyChargedError
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator
+    from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError
     from dp_pipeline.mechanisms import Laplace
 
     ledger.set_budget("repeat", PureDP(5.0))

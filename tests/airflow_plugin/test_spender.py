@@ -37,8 +37,8 @@ def test_each_kind_of_dp_task_hands_its_callable_the_reservation_and_is_charged_
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import PrivacyBudgetOperator, dp_guard, dp_task
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, dp_guard, dp_task
     from dp_pipeline.frames import dp_mean
     from dp_pipeline.transformers import LaplaceNoise
 
@@ -84,8 +84,8 @@ def test_the_plain_accountant_inside_a_task_is_refused_and_the_reservation_caps_
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from airflow_plugin import dp_guard, dp_task
     from dp_pipeline import BudgetExceededError, PureDP
+    from dp_pipeline.airflow import dp_guard, dp_task
     from dp_pipeline.exceptions import ScopedSpendError
     from dp_pipeline.frames import dp_count
 
@@ -146,8 +146,8 @@ def test_an_async_guarded_callable_pays_from_its_reservation(ledger) -> None:
     charge the dataset a second time), and the attempt is charged its declared cost once."""
     from airflow.sdk import DAG, task
 
-    from airflow_plugin import dp_guard
     from dp_pipeline import PureDP
+    from dp_pipeline.airflow import dp_guard
     from dp_pipeline.exceptions import ScopedSpendError
     from dp_pipeline.frames import dp_count
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import dag
 
-from airflow_plugin import dp_guard, dp_task
+from dp_pipeline.airflow import dp_guard, dp_task
 from dp_pipeline.mechanisms import Laplace
 
 DATASET = "patients"

@@ -7,8 +7,9 @@ whole budget; the third is refused before it reads the data and fails without re
 (``PrivacyBudgetExhausted``), and the ledger shows two commits.
 
 The three tasks show two ways to declare a cost: the operator and the TaskFlow decorator (the guard for any
-operator is in dp_patients_by_region.py). ``python -m airflow_plugin.check examples/airflow/dags`` reports
-this DAG's plan (ε = 1.5 against a budget of 1) before anything runs.
+operator is in dp_patients_by_region.py).
+``python -m dp_pipeline.airflow.check examples/airflow/dags`` reports this DAG's plan (ε = 1.5 against a
+budget of 1) before anything runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from airflow.sdk import dag
 
-from airflow_plugin import PrivacyBudgetOperator, dp_task
+from dp_pipeline.airflow import PrivacyBudgetOperator, dp_task
 from dp_pipeline.mechanisms import Laplace
 
 DATASET = "patients"

@@ -19,8 +19,8 @@ from typing import Any
 
 from airflow.sdk import dag
 
-from airflow_plugin import PrivacyBudgetOperator
 from dp_pipeline import PureDP
+from dp_pipeline.airflow import PrivacyBudgetOperator
 
 DATASET = "patients"
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "patients.csv"

@@ -21,8 +21,8 @@ from typing import Any
 
 from airflow.sdk import dag
 
-from airflow_plugin import dp_task, run_budget
 from dp_pipeline import PlannedRelease, PureDP
+from dp_pipeline.airflow import dp_task, run_budget
 
 DATASET = "patients"
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "patients.csv"

@@ -22,8 +22,8 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
-from airflow_plugin import dp_task, run_budget
 from dp_pipeline import PureDP
+from dp_pipeline.airflow import dp_task, run_budget
 
 DATASET = "patients"
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "patients.csv"

@@ -3,22 +3,23 @@
 Enable them in ``$AIRFLOW_HOME/config/airflow_local_settings.py`` (they are not installed automatically,
 since installing a package should not change how a cluster runs)::
 
-    from airflow_plugin.policies import dag_policy, task_policy   # refuse DAGs whose plan exceeds a budget
+    from dp_pipeline.airflow.policies import dag_policy, task_policy   # refuse DAGs whose plan exceeds a
+    budget
     # or, to only log over-budget DAGs and read another ledger connection:
-    # from airflow_plugin.policies import make_dag_policy, task_policy
+    # from dp_pipeline.airflow.policies import make_dag_policy, task_policy
     # dag_policy = make_dag_policy(mode="warn", ledger_conn_id="dp_ledger_prod")
 
-``task_policy`` attaches a :class:`~airflow_plugin.guards.PrivacyBudgetGuard` to every task that declares
+``task_policy`` attaches a :class:`~dp_pipeline.airflow.guards.PrivacyBudgetGuard` to every task that declares
 a cost in its params, so that any operator can be budgeted without code changes::
 
     BashOperator(task_id="export", bash_command="./export.sh",
                  params={"dp_cost": {"dataset": "patients", "epsilon": 0.5}})
 
-The spec keys are those of :meth:`DPCost.from_spec <airflow_plugin.costs.DPCost.from_spec>` plus optional
+The spec keys are those of :meth:`DPCost.from_spec <dp_pipeline.airflow.costs.DPCost.from_spec>` plus optional
 ``ledger_conn_id`` and ``on_exhausted``. The guard captures the spec when the DAG file is parsed, so a
 ``dag_run.conf`` that overrides params at trigger time cannot change what a task is charged.
 
-``dag_policy`` composes the DAG's declared costs per dataset (:func:`airflow_plugin.planning.check_dag`)
+``dag_policy`` composes the DAG's declared costs per dataset (:func:`dp_pipeline.airflow.planning.check_dag`)
 and raises ``AirflowClusterPolicyViolation`` (the DAG shows as an import error and does not run) when one
 run cannot fit a dataset's whole budget, when a charged dataset has no budget, or when the ledger cannot be
 read. It compares with the whole budget, not with what remains: Airflow re-parses the DAG in the worker for
@@ -28,7 +29,7 @@ date is logged as not checked (check it with ``--logical-date``).
 
 ``airflow_local_settings.py`` is imported while Airflow itself initialises, so the modules that reach
 Airflow's task SDK (guards, hooks, planning) are imported inside the functions; what a task declares is
-read through :mod:`airflow_plugin.declared`, which needs none of them.
+read through :mod:`dp_pipeline.airflow.declared`, which needs none of them.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.policies import hookimpl
 
-from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost, params_spec, spec_to_cost
 from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.airflow.declared import DEFAULT_CONN_ID, operator_cost, params_spec, spec_to_cost
 from dp_pipeline.exceptions import InvalidParameterError, printable
 
 if TYPE_CHECKING:
-    from airflow_plugin.planning import DatasetCheck
+    from dp_pipeline.airflow.planning import DatasetCheck
 
 __all__ = ["dag_policy", "make_dag_policy", "spec_to_cost", "task_policy", "task_policy_active"]
 
@@ -62,7 +63,7 @@ def task_policy(task: Any) -> None:
     """
     from airflow.exceptions import AirflowClusterPolicyViolation
 
-    from airflow_plugin.guards import PrivacyBudgetGuard, attach_guard, iter_guards
+    from dp_pipeline.airflow.guards import PrivacyBudgetGuard, attach_guard, iter_guards
 
     spec = params_spec(task)
     if spec is None:
@@ -124,8 +125,8 @@ def make_dag_policy(
     def dag_policy(dag: Any) -> None:
         from airflow.exceptions import AirflowClusterPolicyViolation
 
-        from airflow_plugin.hooks import PrivacyLedgerHook
-        from airflow_plugin.planning import check_dag, plan_dag
+        from dp_pipeline.airflow.hooks import PrivacyLedgerHook
+        from dp_pipeline.airflow.planning import check_dag, plan_dag
 
         # Airflow runs the DAG policy before the task policies, so params costs carry no guard yet
         try:

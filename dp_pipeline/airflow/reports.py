@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._attempts import RUN_KEY_PREFIX
 from dp_pipeline import guarantees
+from dp_pipeline.airflow._attempts import RUN_KEY_PREFIX
 from dp_pipeline.events import sampler_of
 from dp_pipeline.guarantees import GaussianDP, Guarantee
 
@@ -78,7 +78,7 @@ class HistoryRow:
 
 @dataclass(frozen=True)
 class RunReservation:
-    """A DAG run's reservation on a dataset (see :mod:`airflow_plugin.runs`).
+    """A DAG run's reservation on a dataset (see :mod:`dp_pipeline.airflow.runs`).
 
     Attributes
     ----------
@@ -96,7 +96,7 @@ class RunReservation:
         The reservation's status (``"committed"`` once reserved).
     label : str
         The reservation's label: the run, and with a budget share the share and each calibrated task's
-        noise (see :mod:`airflow_plugin.allocating`).
+        noise (see :mod:`dp_pipeline.airflow.allocating`).
     partitions : tuple of str
         The partitions the run's part was reserved on (none: the whole dataset).
     """

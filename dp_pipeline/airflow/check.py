@@ -3,11 +3,11 @@
 Usage (or ``airflow dp-pipeline check-dags ...`` with the same arguments; ``airflow dp-pipeline check`` is
 kept as an alias)::
 
-    python -m airflow_plugin.check DAG_FOLDER [--conn-id dp_ledger_default | --ledger-url URL] [--json]
+    python -m dp_pipeline.airflow.check DAG_FOLDER [--conn-id dp_ledger_default | --ledger-url URL] [--json]
                                               [--against budget|remaining] [--logical-date DATE]
 
 ``--logical-date`` renders templated dataset names (``dataset="visits/{{ ds }}"``) for the run of that date;
-without it a name that needs a date is reported per template (see :mod:`airflow_plugin.planning`). On a
+without it a name that needs a date is reported per template (see :mod:`dp_pipeline.airflow.planning`). On a
 dataset declared partitioned, each line names the partition it checks (``visits/2026-03-02``: partition
 ``2026-03-02`` of ``visits``); without a date ``visits/{{ ds }}`` is checked as a new partition, one that has
 spent nothing (shown ``{{ ds }} (new)``).
@@ -32,13 +32,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin.declared import DEFAULT_CONN_ID
 from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
 from dp_pipeline.exceptions import printable
 
 if TYPE_CHECKING:
-    from airflow_plugin.planning import DatasetCheck
     from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.airflow.planning import DatasetCheck
 
 __all__ = ["airflow_command", "check_folder", "main"]
 
@@ -108,7 +108,7 @@ def check_folder(
     _CheckError
         ``folder`` does not exist, or holds no DAG and no DAG file that failed to import.
     """
-    from airflow_plugin.planning import check_dag
+    from dp_pipeline.airflow.planning import check_dag
 
     dags, errors = _load_dags(folder)
     checks = [
@@ -120,7 +120,7 @@ def check_folder(
 
 
 def _as_dict(check: DatasetCheck) -> dict[str, Any]:
-    from airflow_plugin.allocating import noise_parameters
+    from dp_pipeline.airflow.allocating import noise_parameters
 
     def show(guarantee: Any) -> Any:
         return None if guarantee is None else guarantee.to_dict()
@@ -165,7 +165,7 @@ def _accountant(args: argparse.Namespace) -> PrivacyAccountant:
         from dp_pipeline.accounting.accountant import PrivacyAccountant
 
         return PrivacyAccountant(args.ledger_url, create=False)
-    from airflow_plugin.hooks import PrivacyLedgerHook
+    from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 
     try:
         from airflow.sdk.exceptions import AirflowNotFoundException
@@ -184,7 +184,7 @@ def _accountant(args: argparse.Namespace) -> PrivacyAccountant:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the DAG check; returns the exit status (see the module docstring)."""
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_plugin.check",
+        prog="python -m dp_pipeline.airflow.check",
         description="DAG check: the privacy plans of the DAGs in a folder against their budgets. "
         "Exit 0: every plan fits; 1: a plan exceeds a budget; 2: the check could not be made (missing "
         "DAG folder, no DAG, DAG import errors, undefined ledger connection, templated dataset names not "
@@ -202,8 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with _stdout_to_stderr():  # importing Airflow logs to stdout too
-        from airflow_plugin.hooks import LedgerConnectionError
-        from airflow_plugin.planning import format_checks
+        from dp_pipeline.airflow.hooks import LedgerConnectionError
+        from dp_pipeline.airflow.planning import format_checks
         from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 
         try:

@@ -1,8 +1,8 @@
 """What a DP task attempt does inside a run-budgeted DAG: find the run's reservation, claim its share of it
 (its declared cost), pay the mechanism it is handed within that share, and record that it starts (see
-:mod:`airflow_plugin.runs`).
+:mod:`dp_pipeline.airflow.runs`).
 
-Kept apart from :mod:`airflow_plugin.runs` (which plans with :mod:`airflow_plugin.planning`, which
+Kept apart from :mod:`dp_pipeline.airflow.runs` (which plans with :mod:`dp_pipeline.airflow.planning`, which
 reads the guards) so that the operators and the guards can use it without an import cycle.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._runtime import (
+from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.airflow._runtime import (
     OnExhausted,
     attempt_key,
     attempt_label,
@@ -19,9 +20,8 @@ from airflow_plugin._runtime import (
     refusal,
     task_name,
 )
-from airflow_plugin.costs import DPCost
-from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
-from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.airflow.costs import DPCost
+from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError, PrivacyCostError
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,

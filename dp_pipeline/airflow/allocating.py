@@ -1,4 +1,5 @@
-"""A run's budget share calibrates the noise of its DP tasks (see :func:`airflow_plugin.runs.run_budget`).
+"""A run's budget share calibrates the noise of its DP tasks (see
+:func:`dp_pipeline.airflow.runs.run_budget`).
 
 A DAG that reserves per run can give each run a **share** of a dataset's budget, and leave the noise of its
 DP tasks **free**: a task declares a :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity,
@@ -22,14 +23,15 @@ share), in the transaction path of every run reservation, and publishes the scal
 task rebuilds its mechanism from the scale (:meth:`PlannedRelease.at_scale
 <dp_pipeline.allocation.PlannedRelease.at_scale>`), checks that it is the one reserved, receives it as
 ``mechanism`` and pays its event from the run's reservation when its code starts. The DAG check
-(:func:`airflow_plugin.planning.check_dag`) calibrates the same way and reports each free task's noise.
+(:func:`dp_pipeline.airflow.planning.check_dag`) calibrates the same way and reports each free task's noise.
 
 A share caps what the run charges each part of the run: the dataset, or each partition the run reads of a
 partitioned dataset (a run reading two day partitions under L ≥ 2 may add up to two shares to the
 dataset's composed total, which the dataset's own budget still bounds). It is not set aside for the run.
 The run is refused before any task reads data (nothing charged) when the calibrated plan, which costs the
 share or less, does not fit what remains of the budget, and when the fixed tasks alone exceed the share.
-A free task outside a run budget (no :func:`~airflow_plugin.runs.run_budget`, or no share for its dataset)
+A free task outside a run budget (no :func:`~dp_pipeline.airflow.runs.run_budget`, or no share for its
+dataset)
 is refused by the DAG check and at run time, never calibrated against the whole budget.
 """
 
@@ -42,14 +44,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_plugin._attempts import role_task
-from airflow_plugin._runtime import task_name
-from airflow_plugin.exceptions import PrivacyCostError
-from airflow_plugin.reports import format_guarantee
 from dp_pipeline.accounting.accountant import PrivacyAccountant
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
 from dp_pipeline.accounting.rules import stored_rule
+from dp_pipeline.airflow._attempts import role_task
+from dp_pipeline.airflow._runtime import task_name
+from dp_pipeline.airflow.exceptions import PrivacyCostError
+from dp_pipeline.airflow.reports import format_guarantee
 from dp_pipeline.allocation import AllocatedRelease, Allocation, PlannedRelease, allocate
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, LedgerError, printable
@@ -57,9 +59,9 @@ from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 from dp_pipeline.mechanisms import Mechanism
 
 if TYPE_CHECKING:
-    from airflow_plugin.costs import DPCost
-    from airflow_plugin.planning import DagPlan, PlannedTask
     from dp_pipeline.accounting.reports import BudgetReport
+    from dp_pipeline.airflow.costs import DPCost
+    from dp_pipeline.airflow.planning import DagPlan, PlannedTask
 
 __all__ = [
     "CALIBRATED_XCOM_KEY",

@@ -11,11 +11,20 @@ Configuration (Airflow config, e.g. environment variables):
 - ``[dp_pipeline] dashboard_requires_auth``, default ``True``: every dashboard route requires an
   authenticated Airflow user. The dashboard is read-only in any case: it has no route that writes to the
   ledger.
+
+When it loads, the plugin checks that the name ``airflow_plugin`` (the integration's former name, kept for
+old imports) is dp-pipeline's, and logs a warning naming the file that took it over, such as a user's
+``plugins/airflow_plugin.py`` (:func:`shadowing_module`). The plugin itself imports only
+:mod:`dp_pipeline.airflow`, so the dashboard loads either way.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import logging
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.plugins_manager import AirflowPlugin
@@ -23,16 +32,37 @@ from airflow.plugins_manager import AirflowPlugin
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
 
-__all__ = ["URL_PREFIX", "PrivacyBudgetPlugin"]
+__all__ = ["URL_PREFIX", "PrivacyBudgetPlugin", "shadowing_module"]
 
 URL_PREFIX = "/dp-budget"
+LEGACY_NAME = "airflow_plugin"
+_LEGACY_INIT = Path(__file__).resolve().parents[2] / LEGACY_NAME / "__init__.py"
+
+log = logging.getLogger(__name__)
+
+
+def shadowing_module() -> str | None:
+    """The file that holds the name ``airflow_plugin`` instead of dp-pipeline's package, or ``None``.
+
+    The module already imported under that name if there is one (Airflow imports a plugins-folder file
+    under its own name before it loads entry points), else the file an import would find on ``sys.path``.
+    """
+    module = sys.modules.get(LEGACY_NAME)
+    if module is not None:
+        origin = getattr(module, "__file__", None)
+    else:
+        spec = importlib.util.find_spec(LEGACY_NAME)
+        origin = spec.origin if spec is not None else None
+    if origin is None or Path(origin).resolve() == _LEGACY_INIT:
+        return None
+    return str(origin)
 
 
 def _ledger_accountant() -> PrivacyAccountant:
     from airflow.configuration import conf
 
-    from airflow_plugin.declared import DEFAULT_CONN_ID
-    from airflow_plugin.hooks import PrivacyLedgerHook
+    from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
+    from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 
     conn_id = conf.get("dp_pipeline", "ledger_conn_id", fallback=DEFAULT_CONN_ID)
     return PrivacyLedgerHook(conn_id, shared=True, read_only=True).get_accountant()
@@ -42,7 +72,7 @@ def _ledger_accountant() -> PrivacyAccountant:
 def _dashboard_apps() -> list[dict[str, Any]]:
     from airflow.configuration import conf
 
-    from airflow_plugin.dashboard import create_app
+    from dp_pipeline.airflow.dashboard import create_app
 
     requires_auth = conf.getboolean("dp_pipeline", "dashboard_requires_auth", fallback=True)
     app = create_app(_ledger_accountant, require_auth=requires_auth)
@@ -67,6 +97,19 @@ class PrivacyBudgetPlugin(AirflowPlugin):
             "url_route": "dp-budget",
         }
     ]
+
+    @classmethod
+    def on_load(cls, *args: Any, **kwargs: Any) -> None:
+        """Warn, naming the file, when a module shadows the name ``airflow_plugin``."""
+        shadow = shadowing_module()
+        if shadow is not None:
+            log.warning(
+                "%s shadows dp-pipeline's package %r: DAGs that import %r get that file instead. Import "
+                "the Airflow integration from 'dp_pipeline.airflow', or rename the file.",
+                shadow,
+                LEGACY_NAME,
+                LEGACY_NAME,
+            )
 
     @property
     def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]

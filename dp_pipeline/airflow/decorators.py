@@ -1,4 +1,4 @@
-"""``@dp_task``: the TaskFlow form of :class:`~airflow_plugin.operators.PrivacyBudgetOperator`.
+"""``@dp_task``: the TaskFlow form of :class:`~dp_pipeline.airflow.operators.PrivacyBudgetOperator`.
 
 Examples
 --------
@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from airflow_plugin.operators import INJECTED_ARGUMENTS, PrivacyBudgetOperator
+from dp_pipeline.airflow.operators import INJECTED_ARGUMENTS, PrivacyBudgetOperator
 
 __all__ = ["dp_task"]
 
@@ -92,7 +92,7 @@ def dp_task(
     **kwargs
         ``dataset`` (a template field) and ``mechanism`` (required), ``group_size``, ``label``,
         ``max_map_length``, ``ledger_conn_id``, ``on_exhausted``, and any operator argument (``retries``,
-        ``task_id``, ...); see :class:`~airflow_plugin.operators.PrivacyBudgetOperator`.
+        ``task_id``, ...); see :class:`~dp_pipeline.airflow.operators.PrivacyBudgetOperator`.
 
     Returns
     -------

@@ -7,16 +7,16 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_plugin.costs import DPCost
-from airflow_plugin.declared import operator_cost
-from airflow_plugin.exceptions import (
+from dp_pipeline.accounting.partitions import locate_partition
+from dp_pipeline.airflow.costs import DPCost
+from dp_pipeline.airflow.declared import operator_cost
+from dp_pipeline.airflow.exceptions import (
     AttemptAlreadyChargedError,
     PrivacyBudgetExhausted,
     PrivacyBudgetSkipped,
     PrivacyCostError,
 )
-from airflow_plugin.templating import render_dataset
-from dp_pipeline.accounting.partitions import locate_partition
+from dp_pipeline.airflow.templating import render_dataset
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,

@@ -42,26 +42,47 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "dp-pipeline privacy ledger",
-                "python-modules": ["airflow_plugin.operators", "airflow_plugin.runs"],
+                "python-modules": ["dp_pipeline.airflow.operators", "dp_pipeline.airflow.runs"],
             }
         ],
         "hooks": [
-            {"integration-name": "dp-pipeline privacy ledger", "python-modules": ["airflow_plugin.hooks"]}
+            {
+                "integration-name": "dp-pipeline privacy ledger",
+                "python-modules": ["dp_pipeline.airflow.hooks"],
+            }
         ],
         "connection-types": [
             {
                 "connection-type": "dpledger",
-                "hook-class-name": "airflow_plugin.hooks.PrivacyLedgerHook",
+                "hook-class-name": "dp_pipeline.airflow.hooks.PrivacyLedgerHook",
                 "hook-name": "dp-pipeline privacy ledger",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["host", "schema", "login", "password", "port"],
-                    "relabeling": {},
-                    "placeholders": {
-                        "extra": '{"sqlalchemy_url": "postgresql+psycopg://user:password@host:5432/ledger"}'
+                "conn-fields": {
+                    "backend": {
+                        "label": "Ledger database",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "enum": ["postgres", "sqlite"],
+                            "default": "postgres",
+                        },
+                        "description": "postgres: host, port, login, password, schema (the database); "
+                        "sqlite: the ledger file's absolute path as host",
                     },
+                    "ledger_secret_key": {
+                        "label": "Signing key",
+                        "schema": {"type": ["string", "null"], "format": "password"},
+                        "description": "Signs every record (HMAC-SHA256); Airflow shows it as ***",
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": [],
+                    "relabeling": {
+                        "host": "Host, or the SQLite ledger file's absolute path",
+                        "schema": "Database",
+                    },
+                    "placeholders": {"host": "db.internal or /var/lib/dp/ledger.db", "port": "5432"},
                 },
             }
         ],
-        "task-decorators": [{"name": "dp", "class-name": "airflow_plugin.decorators.dp_task"}],
-        "cli": ["airflow_plugin.cli_commands.get_cli_commands"],
+        "task-decorators": [{"name": "dp", "class-name": "dp_pipeline.airflow.decorators.dp_task"}],
+        "cli": ["dp_pipeline.airflow.cli_commands.get_cli_commands"],
     }

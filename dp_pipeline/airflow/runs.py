@@ -12,13 +12,15 @@ reserves, for each dataset and partition, the plan of every DP task of the run a
 ``run/<dag_id>/<run_id>/<partition>``. The plan is the DAG check's plan for this run: every attempt a task's
 retries allow, every map index up to its bound, templated dataset names rendered in the run's context and
 located on the ledger (``visits/{{ ds }}`` on a dataset ``visits`` declared partitioned is the run's day
-partition of ``visits``; see :mod:`airflow_plugin.planning`). If a part does not fit, the run fails before
+partition of ``visits``; see :mod:`dp_pipeline.airflow.planning`). If a part does not fit, the run fails
+before
 any task reads data and nothing is charged: every part is checked first (the parts of one dataset also
 together, ``plans_fit``), and a reservation made before another part was refused (a concurrent spend in
 between, or a key the ledger cannot take: longer than 512 characters) is shrunk back to nothing.
 
 Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
-:mod:`airflow_plugin.operators` and :mod:`airflow_plugin.guards`): when it starts it claims its **share**,
+:mod:`dp_pipeline.airflow.operators` and :mod:`dp_pipeline.airflow.guards`): when it starts it claims its
+**share**,
 its declared cost, keyed by the attempt (:meth:`~dp_pipeline.accounting.reservation.Reservation.claim`),
 and a mechanism its declaration hands is paid within the share; its code's releases through ``dp`` are
 paid within the share too, so that the sum of an attempt's releases never exceeds its declared cost and
@@ -43,7 +45,7 @@ Budget share: ``run_budget(dag, share=...)`` gives each run a share of a dataset
 every dataset, or one per dataset), and a DP task may then leave its noise free (a
 :class:`~dp_pipeline.allocation.PlannedRelease` instead of a mechanism): the setup calibrates the free tasks
 to the share and reserves that plan, and each receives its calibrated mechanism (see
-:mod:`airflow_plugin.allocating`).
+:mod:`dp_pipeline.airflow.allocating`).
 
 Every DP task of a run-budgeted DAG must use the run budget's ledger connection.
 """
@@ -56,13 +58,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from airflow_plugin._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
-from airflow_plugin._runtime import OnExhausted, check_on_exhausted, refusal, task_name
-from airflow_plugin.allocating import RunPart, Share, check_share, publish, published_plan, run_part
-from airflow_plugin.declared import DEFAULT_CONN_ID
-from airflow_plugin.exceptions import PrivacyCostError
-from airflow_plugin.hooks import PrivacyLedgerHook
 from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
+from dp_pipeline.airflow._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
+from dp_pipeline.airflow._runtime import OnExhausted, check_on_exhausted, refusal, task_name
+from dp_pipeline.airflow.allocating import RunPart, Share, check_share, publish, published_plan, run_part
+from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
+from dp_pipeline.airflow.exceptions import PrivacyCostError
+from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -73,9 +75,9 @@ from dp_pipeline.exceptions import (
 )
 
 if TYPE_CHECKING:
-    from airflow_plugin.planning import DagPlan, PlannedTask
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reservation import Reservation
+    from dp_pipeline.airflow.planning import DagPlan, PlannedTask
 
 __all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "part_name", "run_budget", "run_plan"]
 
@@ -83,7 +85,7 @@ __all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "part_name", "
 def run_plan(context: Mapping[str, Any], accountant: PrivacyAccountant) -> DagPlan:
     """The plan of the running DAG run, as its setup reserves it: the DP tasks whose costs a guard or the
     task itself enforces, with dataset names rendered in the run's context and located on the ledger
-    (:func:`~airflow_plugin.planning.locate_plan`: a partition of a partitioned dataset, or a dataset).
+    (:func:`~dp_pipeline.airflow.planning.locate_plan`: a partition of a partitioned dataset, or a dataset).
 
     Raises
     ------
@@ -91,7 +93,7 @@ def run_plan(context: Mapping[str, Any], accountant: PrivacyAccountant) -> DagPl
         A dataset name cannot be rendered for the run, or names a partition of a dataset that is not
         partitioned.
     """
-    from airflow_plugin.planning import locate_plan, plan_dag
+    from dp_pipeline.airflow.planning import locate_plan, plan_dag
 
     plan = plan_dag(context["dag"], context=context)
     unrendered = [t for t in plan.tasks if t.unrendered is not None]
@@ -113,7 +115,7 @@ def part_name(dataset: str, partition: str | None) -> str:
 
 
 def _ledger_conn_ids(task: Any) -> set[str]:
-    from airflow_plugin.guards import iter_guards
+    from dp_pipeline.airflow.guards import iter_guards
 
     found = {guard.ledger_conn_id for guard in iter_guards(task)}
     kwargs = getattr(task, "partial_kwargs", None)
@@ -129,7 +131,8 @@ class _RunBudgetOperator(BaseOperator):
 
     ui_color: ClassVar[str] = "#d6c8ee"  # type: ignore[misc]
     dp_run_budget_role: ClassVar[str] = ""
-    """``"setup"`` or ``"teardown"``: how the tasks find them (:func:`airflow_plugin._attempts.role_task`)."""
+    """``"setup"`` or ``"teardown"``: how the tasks find them
+    (:func:`dp_pipeline.airflow._attempts.role_task`)."""
 
     def __init__(
         self, *, ledger_conn_id: str = DEFAULT_CONN_ID, on_exhausted: OnExhausted = "fail", **kwargs: Any
@@ -176,7 +179,7 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
     dict
         (XCom) dataset, or ``<dataset>/<partition>`` for a partition's part → the reserved total
         (``Guarantee.to_dict()``). The calibration of the free tasks is the XCom
-        :data:`~airflow_plugin.allocating.CALIBRATED_XCOM_KEY`.
+        :data:`~dp_pipeline.airflow.allocating.CALIBRATED_XCOM_KEY`.
     """
 
     dp_run_budget_role = "setup"
@@ -428,7 +431,7 @@ def run_budget(
         currency) for every dataset the run charges, or a mapping of dataset names (as rendered, or the
         template a task declares) to guarantees. It caps what a run charges the dataset, and calibrates the
         DP tasks that leave their noise free (a :class:`~dp_pipeline.allocation.PlannedRelease` as their
-        ``mechanism``): see :mod:`airflow_plugin.allocating`.
+        ``mechanism``): see :mod:`dp_pipeline.airflow.allocating`.
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The ledger of the run's reservations; every DP task of the DAG must use it.
     on_exhausted : {"fail", "skip"}, default "fail"

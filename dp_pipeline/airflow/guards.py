@@ -12,15 +12,15 @@ refused by the guard is charged nothing. Keys are ``dag_id/task_id/run_id/map_in
 Resumed attempts: Airflow runs ``pre_execute`` again, with the same try number, when a deferrable
 operator resumes after its trigger fires and when a sensor in ``mode="reschedule"`` pokes again. Such a
 run (``next_method`` set in its run context, or ``task_reschedule_count > 0``; see
-:func:`airflow_plugin._runtime.resumption`) continues under the attempt's *committed* reservation and is
+:func:`dp_pipeline.airflow._runtime.resumption`) continues under the attempt's *committed* reservation and is
 charged nothing more: one attempt, one charge. Any other run that finds the key already used (a second
 delivery of a first run, while it runs or after it ran) is refused with
-:class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing. Airflow's Execution API
+:class:`~dp_pipeline.airflow.exceptions.AttemptAlreadyChargedError` and runs nothing. Airflow's Execution API
 starts a task instance only from the queued state, so it does not deliver one resumption twice.
 
 The guarded task's code pays from the attempt's reservation: the guard puts it in the context as ``dp``, so
 that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
-callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`airflow_plugin.operators`).
+callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`dp_pipeline.airflow.operators`).
 
 What is paid before the task's code runs follows from the declaration, never from the callable's
 parameters: outside a run, the declared cost (reserved and committed); when the declared cost is a
@@ -29,13 +29,13 @@ parameters: outside a run, the declared cost (reserved and committed); when the 
 the reservation at once, so ``dp`` pays only beyond it. Declare an event or a guarantee
 (``Laplace(...).event``, ``PureDP(0.5)``) for code that pays its releases through ``dp``.
 
-In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`) the guard reserves nothing: the
+In a DAG that reserves per run (:func:`dp_pipeline.airflow.runs.run_budget`) the guard reserves nothing: the
 attempt claims its share of the run's reservation (its declared cost, see
 :meth:`~dp_pipeline.accounting.reservation.Reservation.claim`) when it starts, the handed mechanism's draw is
 paid within that share, and ``dp`` is the share: the code's releases are capped at the attempt's declared
 cost, never paid from another task's share. There the guard's cost may leave the noise free (a
 :class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
-:mod:`airflow_plugin.allocating`): the calibrated mechanism is the one handed.
+:mod:`dp_pipeline.airflow.allocating`): the calibrated mechanism is the one handed.
 
 Examples
 --------
@@ -50,8 +50,9 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
-from airflow_plugin._runtime import (
+from dp_pipeline.accounting.scope import paying_from
+from dp_pipeline.airflow._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
+from dp_pipeline.airflow._runtime import (
     OnExhausted,
     attempt_key,
     attempt_label,
@@ -61,12 +62,11 @@ from airflow_plugin._runtime import (
     resumption,
     task_name,
 )
-from airflow_plugin.allocating import calibrated_cost
-from airflow_plugin.costs import CostLike, DPCost, as_cost
-from airflow_plugin.declared import DEFAULT_CONN_ID, operator_cost
-from airflow_plugin.exceptions import AttemptAlreadyChargedError, PrivacyCostError
-from airflow_plugin.hooks import PrivacyLedgerHook
-from dp_pipeline.accounting.scope import paying_from
+from dp_pipeline.airflow.allocating import calibrated_cost
+from dp_pipeline.airflow.costs import CostLike, DPCost, as_cost
+from dp_pipeline.airflow.declared import DEFAULT_CONN_ID, operator_cost
+from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError, PrivacyCostError
+from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
@@ -237,7 +237,7 @@ def dp_guard(
     ----------
     dataset : str
         The ledger dataset the cost is charged to; may be a Jinja template, rendered with the task's
-        context when the guard runs (see :mod:`airflow_plugin.templating`).
+        context when the guard runs (see :mod:`dp_pipeline.airflow.templating`).
     mechanism : Mechanism, PrivacyEvent, Guarantee or PlannedRelease
         What one run of the task releases. A PlannedRelease leaves the noise free for the run's budget
         share to calibrate (only in a DAG with ``run_budget(dag, share=...)``).
@@ -247,7 +247,7 @@ def dp_guard(
         The ledger history label (default ``dag_id.task_id``).
     max_map_length : int, optional
         On a mapped operator: the most map indexes one run charges (see
-        :class:`~airflow_plugin.costs.DPCost`).
+        :class:`~dp_pipeline.airflow.costs.DPCost`).
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The Airflow Connection of the ledger.
     on_exhausted : {"fail", "skip"}, default "fail"

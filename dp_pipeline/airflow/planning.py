@@ -4,8 +4,8 @@ Every DP task declares its cost when the DAG is defined, so one run of a DAG is 
 :func:`plan_dag` collects the costs without any I/O; :func:`check_dag` asks the accountant's one plan check
 for each dataset: :meth:`PrivacyAccountant.plan_cost <dp_pipeline.PrivacyAccountant.plan_cost>` for the
 tight total, and :meth:`~dp_pipeline.PrivacyAccountant.plan_fits` against the whole budget and against what
-remains, as ``dp-pipeline plan check`` does. ``python -m airflow_plugin.check DAG_FOLDER`` runs the check
-over a DAG folder, and :mod:`airflow_plugin.policies` can refuse such a DAG when it is parsed.
+remains, as ``dp-pipeline plan check`` does. ``python -m dp_pipeline.airflow.check DAG_FOLDER`` runs the check
+over a DAG folder, and :mod:`dp_pipeline.airflow.policies` can refuse such a DAG when it is parsed.
 
 What a plan counts, so that no run can cost more than the check says:
 
@@ -14,7 +14,8 @@ What a plan counts, so that no run can cost more than the check says:
   and one that fails before its code runs is released, but each one that starts is charged);
 - a mapped task once per map index: the literal map length when the mapped values are known when the DAG is
   parsed, else its declared ``max_map_length``, else Airflow's ``[core] max_map_length``. The task refuses
-  a map index beyond its bound before it reads data (see :func:`airflow_plugin._runtime.check_map_index`);
+  a map index beyond its bound before it reads data (see
+  :func:`dp_pipeline.airflow._runtime.check_map_index`);
 - the dataset a run charges: a templated name (``dataset="visits/{{ ds }}"``) is rendered for the logical
   date given to the check (``check_dag(dag, acct, logical_date=...)``, ``--logical-date``). A name that
   cannot be rendered before the run exists (no date given, or it needs the run id, a Variable, ...) is
@@ -31,7 +32,7 @@ What a plan counts, so that no run can cost more than the check says:
 - one run of the DAG. Runs add up on the ledger, which is what the comparison with the remaining budget shows.
   An attempt started by hand afterwards (a cleared task) is a new attempt beyond the plan;
 - the noise of tasks that leave it free, calibrated to the run's budget share of their dataset as the run's
-  setup calibrates it (:mod:`airflow_plugin.allocating`); each check reports the calibrated mechanisms.
+  setup calibrates it (:mod:`dp_pipeline.airflow.allocating`); each check reports the calibrated mechanisms.
 
 At run time each task is charged on its own as it starts, and the accountant composes those spends with a
 rule that stays valid under adaptive choice; that total can be larger than the tight plan total. A plan that
@@ -46,20 +47,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_plugin._runtime import airflow_max_map_length
-from airflow_plugin.allocating import RunPart, Share, dag_share, describe_noise, run_part
-from airflow_plugin.costs import DPCost
-from airflow_plugin.declared import (
+from dp_pipeline.accounting.composition import group_plan
+from dp_pipeline.accounting.partitions import locate_partition
+from dp_pipeline.airflow._runtime import airflow_max_map_length
+from dp_pipeline.airflow.allocating import RunPart, Share, dag_share, describe_noise, run_part
+from dp_pipeline.airflow.costs import DPCost
+from dp_pipeline.airflow.declared import (
     check_guard_not_mapped,
     expand_value,
     operator_cost,
     params_spec,
     spec_to_cost,
 )
-from airflow_plugin.exceptions import PrivacyCostError
-from airflow_plugin.guards import iter_guards
-from airflow_plugin.reports import dataset_budget, format_guarantee
-from airflow_plugin.templating import (
+from dp_pipeline.airflow.exceptions import PrivacyCostError
+from dp_pipeline.airflow.guards import iter_guards
+from dp_pipeline.airflow.reports import dataset_budget, format_guarantee
+from dp_pipeline.airflow.templating import (
     as_logical_date,
     is_template,
     render_dataset,
@@ -67,8 +70,6 @@ from airflow_plugin.templating import (
     task_context,
     template_partition,
 )
-from dp_pipeline.accounting.composition import group_plan
-from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, printable
 from dp_pipeline.guarantees import Guarantee
@@ -123,7 +124,7 @@ class PlannedTask:
         unless ``new_partition``).
     split : (str, str) or None
         For a template not rendered: its plain dataset part and its partition's template
-        (:func:`~airflow_plugin.templating.template_partition`), when only the partition is templated.
+        (:func:`~dp_pipeline.airflow.templating.template_partition`), when only the partition is templated.
     new_partition : bool
         Located on a partitioned dataset from ``split``: ``cost`` names its dataset and a partition that has
         spent nothing, standing for the partition the template renders to (see :func:`locate_plan`).
@@ -162,10 +163,10 @@ class DagPlan:
     logical_date : str or None
         The logical date templated dataset names were rendered for (ISO format), if one was given.
     run_budget : bool
-        Whether the DAG reserves its plan per run (:func:`airflow_plugin.runs.run_budget`).
+        Whether the DAG reserves its plan per run (:func:`dp_pipeline.airflow.runs.run_budget`).
     share : Guarantee, mapping or None
         The budget share each run has, which calibrates the tasks that leave their noise free (see
-        :mod:`airflow_plugin.allocating`).
+        :mod:`dp_pipeline.airflow.allocating`).
     """
 
     dag_id: str
@@ -410,7 +411,7 @@ def plan_dag(
     dag : airflow.sdk.DAG
     logical_date : datetime, date or str, optional
         The logical date of the run to plan: templated dataset names are rendered for it (see
-        :mod:`airflow_plugin.templating`). Without it, names that need a date are reported per template.
+        :mod:`dp_pipeline.airflow.templating`). Without it, names that need a date are reported per template.
     context : mapping, optional
         Instead of a date: the template context of a task of the running DAG run (a run-level
         reservation plans its own run), in which every task's names are rendered as that task renders them.
@@ -559,7 +560,7 @@ def _notes(tasks: list[PlannedTask]) -> list[str]:
     unenforced = [t.task_id for t in tasks if not t.enforced]
     if unenforced:
         notes.append(
-            f"cost declared in params but not enforced (enable airflow_plugin.policies.task_policy): "
+            f"cost declared in params but not enforced (enable dp_pipeline.airflow.policies.task_policy): "
             f"{', '.join(unenforced)}"
         )
     new = sorted({t.template for t in tasks if t.new_partition and t.template is not None})

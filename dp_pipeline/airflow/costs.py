@@ -7,7 +7,7 @@ also be written as JSON-ready data (``params={"dp_cost": {...}}`` on any operato
 
 A task in a DAG that reserves per run may instead leave its noise free: its cost is a
 :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size), which the run's
-budget share calibrates (see :mod:`airflow_plugin.allocating`).
+budget share calibrates (see :mod:`dp_pipeline.airflow.allocating`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class DPCost:
         What one run releases. A mechanism or an event lets the DAG plan compose tightly; a bare guarantee
         composes by its guarantee only. A :class:`~dp_pipeline.allocation.PlannedRelease` leaves the noise
         free: the run-level reservation calibrates it from the run's budget share
-        (:mod:`airflow_plugin.allocating`), and the cost is then that calibrated mechanism.
+        (:mod:`dp_pipeline.airflow.allocating`), and the cost is then that calibrated mechanism.
     group_size : int, default 1
         Group privacy: the number of records one individual may contribute. With a PlannedRelease, give it
         here or as the release's own ``group_size`` (not two different ones).

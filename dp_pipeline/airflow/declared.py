@@ -1,15 +1,16 @@
 """What a task declares: its ledger connection, its own cost, and a cost spec in its params.
 
-A leaf module (it imports no other module of the integration but :mod:`airflow_plugin.costs`, and nothing
-of Airflow), so that :mod:`airflow_plugin.planning`, :mod:`airflow_plugin.policies` and the guards read a
+A leaf module (it imports no other module of the integration but :mod:`dp_pipeline.airflow.costs`, and nothing
+of Airflow), so that :mod:`dp_pipeline.airflow.planning`, :mod:`dp_pipeline.airflow.policies` and the guards
+read a
 task's declarations the same way, and ``airflow_local_settings.py`` can import it while Airflow itself
 initialises.
 
 A task declares a cost in one of three places:
 
-- its own: a :class:`~airflow_plugin.operators.PrivacyBudgetOperator` (or ``@dp_task``) holds it as
+- its own: a :class:`~dp_pipeline.airflow.operators.PrivacyBudgetOperator` (or ``@dp_task``) holds it as
   ``dp_cost``; mapped, it holds the arguments in its partial kwargs (:func:`operator_cost`);
-- a guard on its ``pre_execute`` (:mod:`airflow_plugin.guards`);
+- a guard on its ``pre_execute`` (:mod:`dp_pipeline.airflow.guards`);
 - ``params={"dp_cost": {...}}`` on any operator, which the cluster policy turns into a guard
   (:func:`params_spec`, :func:`spec_to_cost`).
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_plugin.costs import DPCost
+from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = [
@@ -62,7 +63,7 @@ def spec_to_cost(spec: Mapping[str, Any]) -> DPCost:
     Raises
     ------
     InvalidParameterError
-        For an invalid spec (see :meth:`DPCost.from_spec <airflow_plugin.costs.DPCost.from_spec>`).
+        For an invalid spec (see :meth:`DPCost.from_spec <dp_pipeline.airflow.costs.DPCost.from_spec>`).
     """
     return DPCost.from_spec({key: value for key, value in spec.items() if key not in GUARD_KEYS})
 
@@ -101,7 +102,7 @@ def check_guard_not_mapped(task: Any) -> None:
 def operator_cost(task: Any) -> DPCost | None:
     """The cost a task declares as its own, or None.
 
-    A :class:`~airflow_plugin.operators.PrivacyBudgetOperator` (or ``@dp_task``) holds its cost as
+    A :class:`~dp_pipeline.airflow.operators.PrivacyBudgetOperator` (or ``@dp_task``) holds its cost as
     ``dp_cost``. Mapped (``.partial(...).expand(...)``), the operator is not built until it runs: its cost
     is read from the partial kwargs of an operator class that sets ``declares_dp_cost``.
 

@@ -18,7 +18,9 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_plugin.reports import (
+from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.accounting.reports import partition_reading
+from dp_pipeline.airflow.reports import (
     DatasetSummary,
     HistoryRow,
     RunReservation,
@@ -28,8 +30,6 @@ from airflow_plugin.reports import (
     summarize,
     summarize_all,
 )
-from dp_pipeline.accounting.ledger.urls import redact_text
-from dp_pipeline.accounting.reports import partition_reading
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

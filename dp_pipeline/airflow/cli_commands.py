@@ -15,7 +15,7 @@ def get_cli_commands() -> list[Any]:
     list of GroupCommand
         ``airflow dp-pipeline check-dags DAG_FOLDER [--conn-id ID | --ledger-url URL] [--against ...]
         [--json] [--logical-date DATE]``, with the arguments and exit status of
-        ``python -m airflow_plugin.check``;
+        ``python -m dp_pipeline.airflow.check``;
         ``airflow dp-pipeline check`` is the same command under its former name.
     """
     from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand, lazy_load_command
@@ -33,7 +33,7 @@ def get_cli_commands() -> list[Any]:
         Arg(("--json",), help="print JSON instead of a table", action="store_true"),
         Arg(("--logical-date",), help="render templated dataset names for the run of this date"),
     )
-    func = lazy_load_command("airflow_plugin.check.airflow_command")
+    func = lazy_load_command("dp_pipeline.airflow.check.airflow_command")
     help_text = (
         "DAG check: the privacy plans of the DAGs in a folder against their budgets (exit 1: a plan exceeds "
         "a budget; 2: missing folder, no DAG, import errors or no ledger connection)"

@@ -12,7 +12,7 @@ second time.
 
 Unspent reserved budget stays charged once the callable has started: the callable may have released data by
 other means (a file it wrote), which the ledger cannot see, so the declared cost is the most its attempt can
-have released. In a DAG that reserves per run (:func:`airflow_plugin.runs.run_budget`), ``dp`` is the
+have released. In a DAG that reserves per run (:func:`dp_pipeline.airflow.runs.run_budget`), ``dp`` is the
 attempt's share of the run's reservation instead, claimed when the callable starts and capped at the
 declared cost.
 
@@ -35,9 +35,10 @@ Every attempt has its own reservation, keyed ``dag_id/task_id/run_id/map_index/t
   between reservation and call, ...) releases its reservation, with the reason recorded in the ledger.
 - An attempt whose process dies between reservation and commit leaves the reservation pending; the ledger
   keeps counting it (fail closed) until an operator releases it with a reason.
-- A refusal (:class:`~airflow_plugin.exceptions.PrivacyBudgetExhausted`) charges nothing and is not retried.
+- A refusal (:class:`~dp_pipeline.airflow.exceptions.PrivacyBudgetExhausted`) charges nothing and is not
+  retried.
 - A second delivery of the same attempt (its key is already reserved: the first delivery runs, ran or was
-  released) raises :class:`~airflow_plugin.exceptions.AttemptAlreadyChargedError` and runs nothing.
+  released) raises :class:`~dp_pipeline.airflow.exceptions.AttemptAlreadyChargedError` and runs nothing.
 
 Mapped tasks (``.partial(...).expand(...)``) are charged once per map index, up to ``max_map_length``
 (Airflow's ``[core] max_map_length`` when not declared): a map index beyond it is refused before it reads
@@ -59,7 +60,7 @@ Noise left free
 ---------------
 In a DAG whose runs have a budget share (``run_budget(dag, share=...)``), ``mechanism`` may be a
 :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size): the run's setup
-calibrates it with the other tasks to the share (see :mod:`airflow_plugin.allocating`), and the callable
+calibrates it with the other tasks to the share (see :mod:`dp_pipeline.airflow.allocating`), and the callable
 receives the calibrated mechanism (one-shot) as ``mechanism``. The attempt pays that mechanism's event
 within its share of the run's reservation when the callable starts (so its code adds the noise with
 ``mechanism`` and does not pay again through ``dp``). Outside such a run the task is refused before
@@ -74,8 +75,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from airflow_plugin._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
-from airflow_plugin._runtime import (
+from dp_pipeline.accounting.scope import paying_from
+from dp_pipeline.airflow._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
+from dp_pipeline.airflow._runtime import (
     OnExhausted,
     attempt_key,
     attempt_label,
@@ -85,11 +87,10 @@ from airflow_plugin._runtime import (
     reserve_or_refuse,
     task_name,
 )
-from airflow_plugin.allocating import calibrated_cost
-from airflow_plugin.costs import CostLike, DPCost
-from airflow_plugin.declared import DEFAULT_CONN_ID
-from airflow_plugin.hooks import PrivacyLedgerHook
-from dp_pipeline.accounting.scope import paying_from
+from dp_pipeline.airflow.allocating import calibrated_cost
+from dp_pipeline.airflow.costs import CostLike, DPCost
+from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
+from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
@@ -120,7 +121,7 @@ class PrivacyBudgetOperator(PythonOperator):
     ----------
     dataset : str
         The ledger dataset the cost is charged to; a template field (rendered for each run, see
-        :mod:`airflow_plugin.templating`).
+        :mod:`dp_pipeline.airflow.templating`).
     mechanism : Mechanism, PrivacyEvent, Guarantee or PlannedRelease
         What one run releases; its cost is known before any data is read. A PlannedRelease leaves the
         noise free for the run's budget share to calibrate (see the module docstring).
@@ -131,12 +132,12 @@ class PrivacyBudgetOperator(PythonOperator):
     label : str, optional
         The ledger history label; defaults to ``dag_id.task_id`` (with the map index).
     max_map_length : int, optional
-        Mapped: the most map indexes one run charges (see :class:`~airflow_plugin.costs.DPCost`).
+        Mapped: the most map indexes one run charges (see :class:`~dp_pipeline.airflow.costs.DPCost`).
     ledger_conn_id : str, default ``"dp_ledger_default"``
-        The Airflow Connection of the ledger (:class:`~airflow_plugin.hooks.PrivacyLedgerHook`).
+        The Airflow Connection of the ledger (:class:`~dp_pipeline.airflow.hooks.PrivacyLedgerHook`).
     on_exhausted : {"fail", "skip"}, default "fail"
-        A refused task fails without retry (:class:`~airflow_plugin.exceptions.PrivacyBudgetExhausted`)
-        or ends skipped (:class:`~airflow_plugin.exceptions.PrivacyBudgetSkipped`).
+        A refused task fails without retry (:class:`~dp_pipeline.airflow.exceptions.PrivacyBudgetExhausted`)
+        or ends skipped (:class:`~dp_pipeline.airflow.exceptions.PrivacyBudgetSkipped`).
     **kwargs
         Everything :class:`~airflow.providers.standard.operators.python.PythonOperator` accepts
         (``op_args``, ``op_kwargs``, ``templates_dict``, ``retries``, ...).
@@ -157,7 +158,8 @@ class PrivacyBudgetOperator(PythonOperator):
     template_fields: Sequence[str] = ("dataset", "templates_dict", "op_args", "op_kwargs")
     ui_color: ClassVar[str] = "#e6dcf5"  # type: ignore[misc]
     declares_dp_cost: ClassVar[bool] = True
-    """Mapped, its cost is in its partial kwargs (read by :func:`airflow_plugin.declared.operator_cost`)."""
+    """Mapped, its cost is in its partial kwargs (read by
+    :func:`dp_pipeline.airflow.declared.operator_cost`)."""
 
     def __init__(
         self,
@@ -258,7 +260,8 @@ class PrivacyBudgetOperator(PythonOperator):
     def _start(self) -> Reservation:
         """Check the callable's arguments bind, then pay what the declaration says is paid before the code
         runs: in a run, claim the attempt's share of the run's reservation (and pay the handed mechanism
-        within it, see :func:`~airflow_plugin._attempts.start_attempt`); on the attempt's own reservation,
+        within it, see :func:`~dp_pipeline.airflow._attempts.start_attempt`); on the attempt's own
+        reservation,
         pay the handed mechanism from it. Mark the attempt as started and return the spender (``dp``)."""
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"

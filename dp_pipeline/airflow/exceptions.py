@@ -110,7 +110,7 @@ class AttemptAlreadyChargedError(AirflowException):
     open) or after it ran (committed or released). The key pays for one release, so this delivery would
     release data that nobody paid for. Airflow's retry gives the next attempt a key of its own, which is
     charged normally. (A guarded attempt that *resumes* after a deferral or a reschedule continues under
-    its committed reservation instead; see :mod:`airflow_plugin.guards`.)
+    its committed reservation instead; see :mod:`dp_pipeline.airflow.guards`.)
 
     Attributes
     ----------
