@@ -51,7 +51,11 @@ def _installed_from_this_tree(root: Path) -> Path:
 def _run(code: str, root: Path, **env: str) -> subprocess.CompletedProcess[str]:
     import os
 
-    path = os.pathsep.join(filter(None, [str(_installed_from_this_tree(root)), os.environ.get("PYTHONPATH")]))
+    declared = _entry_points()
+    ours = importlib.metadata.distribution("dp-pipeline").entry_points
+    installed = {group: {e.name: e.value for e in ours.select(group=group)} for group in declared}
+    ahead = None if installed == declared else str(_installed_from_this_tree(root))
+    path = os.pathsep.join(filter(None, [ahead, os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
