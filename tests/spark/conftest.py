@@ -28,6 +28,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 _ROOT = str(Path(__file__).resolve().parents[2])
 os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
 
+_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 _CONNECT_CLIENT = ("grpc", "grpc_status", "google.rpc", "zstandard", "pyarrow")
 
 
@@ -35,15 +36,19 @@ _CONNECT_CLIENT = ("grpc", "grpc_status", "google.rpc", "zstandard", "pyarrow")
 def spark() -> Iterator[Any]:
     """A local SparkSession shared by every Spark test (it takes 10–15 s to start), serving Spark Connect
     on a loopback port."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    running = SparkContext._active_spark_context
+    if running is not None and _PLUGIN not in (running.getConf().get("spark.plugins") or ""):
+        running.stop()  # a session an earlier test started (an example DAG) serves no Spark Connect
     session = (
         SparkSession.builder.master("local[2]")
         .appName("dp-pipeline-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+        .config("spark.plugins", _PLUGIN)
         .config("spark.connect.grpc.binding.address", "127.0.0.1")
         .config("spark.connect.grpc.binding.port", "0")  # a free port, read back below
         .getOrCreate()
