@@ -162,7 +162,7 @@ class OneShot:
                         "(copied, pickled or in another process): its charge paid for one draw. A further "
                         "release needs a charge of its own"
                     )
-                if any(isinstance(arg, sampling.FastGenerator) for arg in (*args, *kwargs.values())):
+                if any(sampling.is_fast(arg) for arg in (*args, *kwargs.values())):
                     raise InvalidParameterError(
                         "a paid-for mechanism draws with the secure sampler only: its charge was recorded "
                         "before the draw, so a fast_rng release (not floating-point safe) could not be "
