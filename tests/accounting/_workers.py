@@ -70,3 +70,4 @@ def pay_until_refused(reservation: Reservation, epsilon: float, start_at: float)
         except BudgetExceededError:
             return paid
         paid += 1
+        time.sleep(0.005)  # let the others take the lock: a winner paying back to back can starve them
