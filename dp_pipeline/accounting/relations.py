@@ -20,13 +20,8 @@ A ``"composite"`` event is read part by part.
 
 from __future__ import annotations
 
-from dp_pipeline.accounting.composition import (
-    _event_loss,
-    _GaussianLoss,
-    _LaplaceLoss,
-    composite_event,
-    group_event,
-)
+from dp_pipeline.accounting._losses import _event_loss, _GaussianLoss, _LaplaceLoss
+from dp_pipeline.accounting.composition import composite_event, group_event
 from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exact import divide_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError

@@ -20,10 +20,12 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 
 from dp_pipeline import PrivacyAccountant, PrivacyEvent, PureDP
-from dp_pipeline.accounting import composition as comp
-from dp_pipeline.accounting.composition import compose_plan
+from dp_pipeline.accounting import _losses
+from dp_pipeline.accounting.analysis import pld
+from dp_pipeline.accounting.composition import compose_plan, group_event
 from dp_pipeline.accounting.relations import to_relation
 from dp_pipeline.events import composite_event
+from dp_pipeline.exact import sum_up
 from dp_pipeline.mechanisms import Exponential
 
 pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
@@ -93,7 +95,7 @@ def test_the_profile_is_the_worst_curve_of_generalised_randomized_response(epsil
         )
         grid = max(product_delta([epsilon], (t,), x) for t in np.linspace(0.0, epsilon, 4001))
         worst = max(grid, -float(search.fun))
-        assert comp._bounded_range_profile(epsilon, x) == pytest.approx(worst, rel=1e-9, abs=1e-15)
+        assert pld._bounded_range_profile(epsilon, x) == pytest.approx(worst, rel=1e-9, abs=1e-15)
 
 
 @pytest.mark.parametrize(("k", "points"), [(1, 4001), (2, 201), (3, 41)])
@@ -128,7 +130,7 @@ def test_bounded_range_is_never_below_the_common_t_worst_case_nor_above_pure_com
 ) -> None:
     reported = compose_plan([one_release(exponential(epsilon), k)], delta=delta).guarantee
     assert common_t_delta(k, epsilon, reported.epsilon) <= delta * (1.0 + 1e-9)
-    assert reported.epsilon <= comp.sum_up([epsilon] * k)
+    assert reported.epsilon <= sum_up([epsilon] * k)
     assert reported.epsilon <= compose_plan([pure(epsilon)] * k, delta=delta).guarantee.epsilon
 
 
@@ -220,9 +222,9 @@ def test_a_plan_of_separate_releases_holds_when_each_is_chosen_from_earlier_resu
 
 def test_group_privacy_and_the_relation_keep_the_bounded_range() -> None:
     """A group of k sees kε-bounded range, and an add/remove event on a replace-one dataset 2ε."""
-    grouped = comp.group_event(exponential(0.2), 3)
+    grouped = group_event(exponential(0.2), 3)
     replaced = to_relation(exponential(0.2).under("add_remove"), "replace_one")
     for event, factor in ((grouped, 3), (replaced, 2)):
-        loss = comp._event_loss(event)
-        assert isinstance(loss, comp._BoundedRangeLoss) and loss.epsilon >= factor * 0.2
+        loss = _losses._event_loss(event)
+        assert isinstance(loss, _losses._BoundedRangeLoss) and loss.epsilon >= factor * 0.2
         assert compose_plan([one_release(event, 4)], delta=1e-5).method == "bounded_range"

@@ -31,7 +31,8 @@ from dp_pipeline import (
     PureDP,
     UnsupportedCompositionError,
 )
-from dp_pipeline.accounting import composition as comp
+from dp_pipeline.accounting import _losses
+from dp_pipeline.accounting.analysis import pld
 from dp_pipeline.accounting.composition import (
     Composition,
     as_approx_dp,
@@ -92,7 +93,7 @@ def epsilon_of(result: Composition) -> float:
 
 def pld_epsilon(events: list[PrivacyEvent], delta: float) -> float:
     """ε of the PLD route alone (compose_plan also takes basic and μ-GDP composition into account)."""
-    return comp._pld_epsilon([comp._event_loss(e) for e in events], delta)
+    return pld._pld_epsilon([_losses._event_loss(e) for e in events], delta)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -319,7 +320,7 @@ def test_group_laplace_has_the_pld_of_the_scaled_sensitivity() -> None:
     # the PLD used for the group is the Laplace PLD at sensitivity 3Δ: at least dp-accounting's optimistic
     # one and at most its pessimistic one (connect the dots is tighter than rounding losses up) ...
     h = 1e-3
-    ours = comp._single_pld(comp._event_loss(grouped), h)
+    ours = pld._single_pld(_losses._event_loss(grouped), h)
     eps = np.linspace(0.0, 1.2, 13)
     got = np.array([ours.delta_for_epsilon(float(x)) for x in eps])
     upper = pld_lib.from_laplace_mechanism(5.0, sensitivity=6.0, value_discretization_interval=h)
@@ -579,20 +580,20 @@ def test_basic_wins_when_the_pld_cannot_beat_it() -> None:
 @pytest.mark.parametrize(
     ("single", "twin"),
     [
-        (comp._LaplaceLoss(2.0, 1.0), comp._LaplaceLoss(4.0, 2.0)),
-        (comp._GaussianLoss(3.0, 1.0), comp._GaussianLoss(6.0, 2.0)),
-        (comp._event_loss(rr(0.6, k=3)), comp._event_loss(known(PureDP(0.6)))),
+        (_losses._LaplaceLoss(2.0, 1.0), _losses._LaplaceLoss(4.0, 2.0)),
+        (_losses._GaussianLoss(3.0, 1.0), _losses._GaussianLoss(6.0, 2.0)),
+        (_losses._event_loss(rr(0.6, k=3)), _losses._event_loss(known(PureDP(0.6)))),
     ],
 )
 def test_one_by_one_composition_equals_self_composition(single: Any, twin: Any) -> None:
     """``twin`` has the same (or a dominating) PLD under another key, so the plan [single]*n is self-composed
     and [single, twin, single, twin, ...] is composed one pair at a time."""
     n, h, tail = 12, 2e-3, 1e-15
-    grouped = comp._plan_pld([single] * n, h, tail)
-    library = comp._single_pld(single, h).self_compose(n, tail)
-    one_by_one = comp._single_pld(single, h)
+    grouped = pld._plan_pld([single] * n, h, tail)
+    library = pld._single_pld(single, h).self_compose(n, tail)
+    one_by_one = pld._single_pld(single, h)
     for _ in range(n - 1):
-        one_by_one = one_by_one.compose(comp._single_pld(single, h), tail)
+        one_by_one = one_by_one.compose(pld._single_pld(single, h), tail)
     eps = np.linspace(0.0, 4.0, 41)
 
     def curve(pld: Any) -> np.ndarray:
@@ -601,9 +602,9 @@ def test_one_by_one_composition_equals_self_composition(single: Any, twin: Any) 
     reference = curve(one_by_one)
     np.testing.assert_allclose(curve(grouped), reference, rtol=1e-9, atol=1e-13)
     np.testing.assert_allclose(curve(library), reference, rtol=1e-9, atol=1e-13)
-    if isinstance(single, comp._DiscreteLoss):
+    if isinstance(single, _losses._DiscreteLoss):
         return  # the twin is ε-DP's worst case, which dominates k-ary RR: compared in another test
-    mixed = comp._plan_pld([single, twin] * (n // 2), h, tail)
+    mixed = pld._plan_pld([single, twin] * (n // 2), h, tail)
     np.testing.assert_allclose(curve(mixed), reference, rtol=1e-7, atol=1e-13)
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from dp_pipeline import PrivacyAccountant
-from dp_pipeline.accounting import composition as comp
+from dp_pipeline.accounting import _losses
+from dp_pipeline.accounting.analysis import pld
 from dp_pipeline.accounting.composition import PRICING, compose_plan, group_event, plan_epsilon_floor
 from dp_pipeline.accounting.verify import check_semantics
 from dp_pipeline.mechanisms import Laplace
@@ -92,8 +93,8 @@ def test_plan_epsilon_and_delta_agree_with_dp_accounting(events: list, delta: fl
     theirs_up, theirs_low = _reference(events, h, True), _reference(events, h, False)
     assert ours >= theirs_low.get_epsilon_for_delta(delta)
     assert ours == pytest.approx(theirs_up.get_epsilon_for_delta(delta), rel=1e-4)
-    losses = [comp._event_loss(e) for e in events]
-    ours_delta = comp._plan_pld(losses, h, 1e-18).delta_for_epsilon(ours)
+    losses = [_losses._event_loss(e) for e in events]
+    ours_delta = pld._plan_pld(losses, h, 1e-18).delta_for_epsilon(ours)
     assert theirs_low.get_delta_for_epsilon(ours) * (1 - 1e-9) <= ours_delta
     assert ours_delta <= theirs_up.get_delta_for_epsilon(ours) * (1 + 1e-3)
     assert plan_epsilon_floor(events, delta=delta) <= theirs_up.get_epsilon_for_delta(delta)
@@ -106,8 +107,8 @@ def test_bounded_range_connect_the_dots_agrees_with_dp_accounting() -> None:
 
     eps, h = 0.7, 1e-3
     points = list(range(math.floor(-eps / h), math.ceil(eps / h) + 1))
-    ours = comp._single_pld(comp._BoundedRangeLoss(eps), h).self_compose(4, 1e-18)
-    deltas = [comp._bounded_range_profile(eps, g * h) for g in points]
+    ours = pld._single_pld(_losses._BoundedRangeLoss(eps), h).self_compose(4, 1e-18)
+    deltas = [pld._bounded_range_profile(eps, g * h) for g in points]
     theirs = pld_lib.PrivacyLossDistribution(
         pld_pmf.create_pmf_pessimistic_connect_dots(h, points, deltas)
     ).self_compose(4)
