@@ -639,3 +639,17 @@ def test_plan_check_help_documents_the_plan_format() -> None:
     out = run("plan", "check", "--help").stdout
     assert '{"mechanism": "laplace", "epsilon": 0.5, "sensitivity": 1}' in out
     assert '"group_size"' in out and "check-dags" in out
+
+
+def test_version_prints_the_project_version() -> None:
+    """``--version`` prints the version pyproject.toml declares (read here with tomllib), in the app and
+    through ``python -m dp_pipeline.cli``, and exits 0 without a ledger."""
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    assert ok("--version").stdout == f"dp-pipeline {declared}\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "dp_pipeline.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == f"dp-pipeline {declared}\n" and done.stderr == ""
