@@ -325,7 +325,7 @@ def test_without_a_key_a_well_formed_record_is_what_the_api_allows(tmp_path: Pat
 def _downgrade(path: Path, revision: str) -> None:
     from alembic import command
 
-    from dp_pipeline.accounting.ledger.sql import _alembic_config
+    from dp_pipeline.accounting.ledger._sql_schema import _alembic_config
 
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.begin() as conn:

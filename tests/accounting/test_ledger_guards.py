@@ -372,7 +372,7 @@ def test_an_edited_anchor_or_a_foreign_file_is_refused(tmp_path: Path) -> None:
 def test_old_ledgers_open_upgrade_and_verify(tmp_path: Path) -> None:
     from alembic import command
 
-    from dp_pipeline.accounting.ledger.sql import _alembic_config
+    from dp_pipeline.accounting.ledger._sql_schema import _alembic_config
 
     path = tmp_path / "ledger.db"
     acct = _ledger(path)

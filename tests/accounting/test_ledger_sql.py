@@ -40,7 +40,7 @@ def _populate(url: str) -> PrivacyAccountant:
 def test_head_revision_is_the_head_of_the_shipped_migrations() -> None:
     from alembic.script import ScriptDirectory
 
-    from dp_pipeline.accounting.ledger.sql import _alembic_config
+    from dp_pipeline.accounting.ledger._sql_schema import _alembic_config
 
     script = ScriptDirectory.from_config(_alembic_config())
     assert script.get_heads() == [HEAD_REVISION]
