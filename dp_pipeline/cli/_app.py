@@ -102,7 +102,7 @@ def _root(
         typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    pass
+    """The root command's own options; ``--version`` is handled by its eager callback."""
 
 
 LedgerOption = Annotated[
