@@ -69,8 +69,7 @@ def test_a_reserved_search_over_epsilon_reserves_an_upper_bound_and_pays_what_it
     with reserve_search(search, X, Y) as reserved:
         reserved.search.fit(X, Y)
     (reservation,) = reserved.reservations
-    search = reserved.search
     paid = [e for e in acct.history("d") if e.paid_from == reservation.key]
-    assert sum(Fraction(e.cost.epsilon) for e in paid) == _released(search)  # type: ignore[union-attr]
+    assert sum(Fraction(e.cost.epsilon) for e in paid) == _released(reserved.search)  # type: ignore[union-attr]
     assert Fraction(acct.spent("d").epsilon) == Fraction(cost.cost.epsilon)  # the unused refit stays charged
     acct.verify()
