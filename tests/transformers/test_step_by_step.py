@@ -16,11 +16,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator, TransformerMixin
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.compose import ColumnTransformer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
@@ -95,6 +98,49 @@ def test_steps_are_charged_one_by_one_in_a_plain_composite() -> None:
     make_pipeline(first, second, LogisticRegression()).fit(X, Y)
     assert kinds(acct) == ["budget", "reserve", "commit", "reserve", "commit"]
     assert spent(acct) == Fraction(1, 2) + Fraction(1, 4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    eighths=st.lists(st.integers(1, 16), min_size=1, max_size=4),
+    budget_eighths=st.integers(1, 48),
+)
+def test_a_plain_pipeline_charges_the_steps_that_ran_and_never_less(
+    eighths: list[int], budget_eighths: int
+) -> None:
+    epsilons = [Fraction(e, 8) for e in eighths]
+    budget = Fraction(budget_eighths, 8)
+    acct = _acct(float(budget))
+    pipe = make_pipeline(*(noise(acct, float(e)) for e in epsilons))
+    ran = 0  # the longest prefix of steps whose charges fit, summed here exactly
+    while ran < len(epsilons) and sum(epsilons[: ran + 1]) <= budget:
+        ran += 1
+    column = X[:, :1]  # one feature: a step charges its ε exactly (d features get ε/d each, rounded down)
+    if ran == len(epsilons):
+        assert pipe.fit_transform(column).shape == column.shape
+    else:
+        with pytest.raises(BudgetExceededError):
+            pipe.fit_transform(column)
+    # each step's noise is calibrated to at most its ε (the scale rounded up): its charge is at most ε, and
+    # within a few ulps of it
+    nominal = sum(epsilons[:ran], Fraction(0))
+    assert nominal * (1 - Fraction(1, 2**40)) <= spent(acct) <= nominal
+    assert kinds(acct).count("reserve") == ran
+
+
+@pytest.mark.filterwarnings("ignore:seeded noise:dp_pipeline.exceptions.PrivacyLeakWarning")
+def test_a_wrapped_seeded_step_goes_on_with_its_generator_across_calls() -> None:
+    # each call runs on a copy of the fitted pipeline: a deep copy of a seeded step would restart its
+    # generator and repeat the noise; the wrapper's copies share it, as calls of the step itself do
+    acct = _acct(10.0)
+    seeded = LaplaceNoise(epsilon=0.5, lower=0.0, upper=1.0, accountant=acct, dataset="d", random_state=7)
+    wrapped = AllOrNothing(make_pipeline(seeded, StandardScaler())).fit(X)
+    first, second = wrapped.transform(X), wrapped.transform(X)
+    assert not np.array_equal(first, second)
+    alone = clone(seeded).fit(X)
+    assert not np.array_equal(alone.transform(X), alone.transform(X))  # the step on its own: the same rule
+    half = Fraction(1, 2)
+    assert spent(acct) == 5 * half  # the fit, two wrapped calls, two calls of the step alone
 
 
 @pytest.mark.slow
