@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,18 @@ def test_reserve_search_leaves_the_users_search_as_it_was() -> None:
     assert search.estimator.steps[0][1].accountant is acct
     assert np.isnan(search.error_score)
     assert reserved.search.best_estimator_.steps[0][1].accountant is acct
+
+
+def test_wrapped_calls_from_several_threads_each_pay_their_own_reservation() -> None:
+    acct = _acct(100.0)
+    wrapped = AllOrNothing(make_pipeline(noise(acct, 0.5), noise(acct, 0.25)))
+    wrapped.fit_transform(X)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outs = list(pool.map(lambda _: wrapped.transform(X), range(8)))
+    assert all(out.shape == X.shape for out in outs)
+    per_call = Fraction(1, 2) + Fraction(1, 4)
+    assert spent(acct) == 9 * per_call  # one fit, eight calls
+    reservations = [e for e in acct.history("d") if e.paid_from is None]
+    assert len(reservations) == 9
+    assert all(sum(1 for e in acct.history("d") if e.paid_from == r.key) == 2 for r in reservations)
+    acct.verify()
