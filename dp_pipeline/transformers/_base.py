@@ -13,9 +13,11 @@ transformer learns something from X with differential privacy (``bounds="dp"``):
 too, charged before it reads X (``fit_cost_``), and ``fit_transform`` charges that and the release of X as
 one event.
 
-Inside one call of a composite estimator (Pipeline, ColumnTransformer, FeatureUnion) that releases through
-several DP steps, each charge pays from a reservation of the whole call's cost (see
-:mod:`dp_pipeline.transformers.composite`): all of them are charged, or none.
+Each release is charged on its own, just before its noise, also inside a composite estimator (Pipeline,
+ColumnTransformer, FeatureUnion): when a later step of a call is refused, the earlier steps stay charged (the
+ledger may count more than was released, never less). To charge a call's DP steps all or none, wrap the
+composite in :class:`~dp_pipeline.transformers.composite.AllOrNothing`, which points clones of the steps at a
+reservation of the call's total.
 
 With ``random_state=None`` a fitted transformer holds no random state: each ``transform`` draws its noise
 from a generator keyed from OS entropy at that moment, so copies of the transformer (pickling, ``deepcopy``,
@@ -92,7 +94,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def declared_cost(self) -> PrivacyEvent:
         """What one ``transform`` costs at most, from the parameters alone (before ``fit``, whatever the
         number of features): ``PureDP(epsilon)`` for the pure mechanisms (d features get ε/d each, rounded
-        down). A composite estimator reserves it for a step it is about to fit."""
+        down). AllOrNothing and reserve_search reserve it for a step that a call fits first."""
         return declared_cost("pure", getattr(self, "epsilon", None))
 
     def declared_fit_cost(self, joint: bool) -> PrivacyEvent | None:
@@ -183,14 +185,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _charge(self, rng: np.random.Generator) -> None:
         """Charge one release of ``cost_`` whose noise ``rng`` draws (marked when it is the fast path)."""
-        charge(self._spender(), self.dataset, drawn_event(self.cost_, rng), self._label(), self.group_size)
-
-    def _spender(self) -> Any:
-        """What this release is charged to: the accountant, or the reservation of the composite call it
-        runs in (:func:`dp_pipeline.transformers.composite.spender_for`)."""
-        from dp_pipeline.transformers.composite import spender_for  # that module imports this one
-
-        return spender_for(self)
+        charge(self.accountant, self.dataset, drawn_event(self.cost_, rng), self._label(), self.group_size)
 
     def _release_rng(self) -> np.random.Generator:
         """The kept generator of a seeded transformer, else a fresh one keyed from OS entropy now."""
@@ -290,4 +285,3 @@ def _without_values(message: str) -> str:
         if not quoting and line.strip():
             kept.append(line.strip())
     return " ".join(kept).rstrip(": ")
-

@@ -210,7 +210,7 @@ class ContinuousNoise(DPTransformer):
         )
         what = "fit_transform" if joint else "fit"
         label = f"{type(self).__name__}.{what} (bounds='dp', {X.shape[1]} feature(s))"
-        ledger = (self._spender(), self.dataset, label, self.group_size)
+        ledger = (self.accountant, self.dataset, label, self.group_size)
         columns = [X[:, j] for j in range(X.shape[1])]
         rng = self._release_rng()
         joint_release = [drawn_event(release.event, rng)] if joint else []

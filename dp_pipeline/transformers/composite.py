@@ -1,48 +1,38 @@
-"""One call of a composite estimator charges all its DP steps, or none; a search has its whole budget or
-does not start.
+"""Composite estimators: each DP step charges its own release; all or nothing only when asked for.
 
-A Pipeline, ColumnTransformer or FeatureUnion runs its steps one after the other (or in worker processes),
-and each DP step charges its ledger when it releases. Charged one by one, a call can pay for its first
-releases and then be refused, losing what it paid and returning nothing. Here the total of the call is
-reserved **before any step draws noise**, in one transaction per dataset, and every DP step of the call
-pays from that reservation (:meth:`~dp_pipeline.accounting.reservation.Reservation.spend`). If the total
-does not fit, ``BudgetExceededError`` is raised and nothing is charged.
+A Pipeline, ColumnTransformer or FeatureUnion runs its steps one after the other (or in joblib workers),
+and each DP step charges its ledger just before it draws its noise, as it does on its own. Nothing looks
+for the call a step runs in: a step's ``accountant`` parameter alone says what it pays. So when a later step
+of a call is refused, the earlier steps stay charged and the call returns nothing: the ledger then counts
+releases whose output was never returned, an over-count, never an under-count (every release that drew
+noise was charged before it did).
 
-How a call finds its DP steps. scikit-learn has no hook before a composite's steps run, so:
+To charge a call's DP steps all or none, say so:
 
-* **In one process** (a Pipeline; a ColumnTransformer or FeatureUnion with ``n_jobs`` None or 1), the first
-  DP step of a call that releases looks up the call stack for the outermost composite method being run
-  (``fit``, ``fit_transform``, ``transform``, ``predict``, ``score`` …), lists the DP steps that this
-  method releases through (:func:`releases`), and if there are two or more, reserves their total once for
-  the call; every DP step of the call then pays from it. Nothing to do for the user. A call with one DP
-  step charges it directly, as before.
-* **Across processes** the steps of a ColumnTransformer or FeatureUnion with ``n_jobs > 1`` run in joblib
-  workers, where the composite's call is not on the stack, and scikit-learn passes nothing of the parent's
-  context to them but its own configuration. Such a step charging a plain accountant is refused before it
-  draws noise (InvalidParameterError naming :class:`AllOrNothing`), in every worker: the call charges
-  nothing. Wrap the composite in :class:`AllOrNothing`, which reserves in the parent and hands the steps the
-  reservations themselves (a reservation pickles as its ledger's URL, dataset and key, and the workers pay
-  from it), or use ``n_jobs=1``.
+* :class:`AllOrNothing` wraps a composite. Before each call it reserves the total of the DP steps the call
+  releases through (:func:`releases`), all datasets or none, and runs the call on a copy whose DP steps pay
+  from the reservations (``set_params(accountant=reservation)`` on clones and copies, so that joblib
+  workers pay from them too: a reservation pickles as its ledger's URL, dataset and key).
+* :func:`search_cost` gives the total cost of a ``GridSearchCV``, ``RandomizedSearchCV`` or
+  ``cross_validate`` before it runs (candidates × splits × (fit + scoring), plus the refit), and
+  :func:`reserve_search` reserves it and hands back a clone of the search that pays from the reservation
+  and raises errors instead of scoring them ``NaN`` (``error_score="raise"``).
+
+Neither changes the estimators it is given: it works on clones (``sklearn.base.clone`` then
+``set_params``) and, for a fitted estimator, on a copy that shares everything but its DP steps.
 
 What a step costs before it runs: once fitted, its ``cost_``; a step that the call fits first (``fit``,
 ``fit_transform``) is reserved at :meth:`~dp_pipeline.transformers._base.DPTransformer.declared_cost`, the
 most one ``transform`` can cost whatever the number of its features, so its payment always fits.
-
-Searches: :func:`search_cost` gives the total cost of a ``GridSearchCV``, ``RandomizedSearchCV`` or
-``cross_validate`` before it runs (candidates × splits × (fit + scoring), plus the refit), and
-:func:`reserve_search` reserves it, so that the search has its whole budget or does not start; inside it
-the search raises errors instead of scoring them ``NaN`` (``error_score="raise"``).
 """
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+import copy
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.compose import ColumnTransformer
@@ -64,24 +54,21 @@ from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers._base import DPTransformer
 
-__all__ = ["AllOrNothing", "CallCost", "Release", "releases", "reserve_search", "search_cost", "spender_for"]
+__all__ = [
+    "AllOrNothing",
+    "CallCost",
+    "Release",
+    "ReservedSearch",
+    "releases",
+    "reserve_search",
+    "search_cost",
+]
 
 COMPOSITES = (Pipeline, ColumnTransformer, FeatureUnion)
 _FITTING = ("fit", "fit_transform", "fit_predict")
-_CALLS = frozenset(
-    {
-        *_FITTING,
-        "transform",
-        "predict",
-        "predict_proba",
-        "predict_log_proba",
-        "decision_function",
-        "score",
-        "score_samples",
-    }
-)
-_HELPERS = frozenset({"_fit_transform_one", "_transform_one"})  # sklearn.pipeline runs composite steps
 _SEARCHES = (GridSearchCV, RandomizedSearchCV)
+_Key = tuple[int, str, int]  # accountant (by identity), dataset, group size: one reservation
+_Handle = TypeVar("_Handle")
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -192,6 +179,10 @@ class _Group:
     costs: list[PrivacyEvent] = field(default_factory=list)
 
     @property
+    def key(self) -> _Key:
+        return id(self.accountant), self.dataset, self.group_size
+
+    @property
     def event(self) -> PrivacyEvent:
         """The releases as one event: a ``"composite"`` of them (charged as the sum of their charges)."""
         if len(self.costs) == 1:
@@ -199,7 +190,10 @@ class _Group:
         return composite_event(self.costs, self.costs[0].relation)
 
 
-def _group_key(step: DPTransformer) -> tuple[int, str, int]:
+def _group_key(step: DPTransformer) -> _Key:
+    """The reservation a step would pay from (InvalidParameterError for a bad accountant, dataset or group
+    size)."""
+    check_ledger(step.accountant, step.dataset)
     return id(step.accountant), step.dataset, check_positive_int(step.group_size, "group_size")
 
 
@@ -207,18 +201,17 @@ def _groups(calls: Sequence[Release]) -> list[_Group]:
     """The releases that charge a PrivacyAccountant, by accountant, dataset and group size (checked first:
     a bad accountant or dataset raises InvalidParameterError before anything is reserved). Releases that
     charge nothing or pay from a reservation already are left to themselves."""
-    groups: dict[tuple[int, str, int], _Group] = {}
+    groups: dict[_Key, _Group] = {}
     for release in calls:
         step = release.step
-        check_ledger(step.accountant, step.dataset)
+        key = _group_key(step)
         if not isinstance(step.accountant, PrivacyAccountant):
             continue  # "unaccounted", a Reservation, or another spender: charged as it says
-        key = _group_key(step)
         groups.setdefault(key, _Group(step.accountant, step.dataset, key[2])).costs.append(release.cost)
     return list(groups.values())
 
 
-def _reserve(groups: Sequence[_Group], label: str) -> list[Reservation]:
+def _reserve(groups: Sequence[_Group], label: str) -> list[tuple[_Group, Reservation]]:
     """Reserve every group's total (committed: the call will read data), all or none: when one is refused,
     the ones already reserved are cancelled (no data was read yet) and the refusal is raised."""
     done: list[Reservation] = []
@@ -231,7 +224,7 @@ def _reserve(groups: Sequence[_Group], label: str) -> list[Reservation]:
         for reservation in done:
             reservation.cancel("another dataset of the same call was refused; no data was read")
         raise
-    return [reservation.commit() for reservation in done]
+    return [(group, reservation.commit()) for group, reservation in zip(groups, done, strict=True)]
 
 
 def _label(estimator: Any, method: str, count: int) -> str:
@@ -239,145 +232,71 @@ def _label(estimator: Any, method: str, count: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------
-# in one process: the call on the stack
+# pointing DP steps at the reservations, on clones and copies
 
 
-@dataclass
-class _Call:
-    """A composite call in progress that holds reservations: its frame (kept, so that its id is not reused
-    while the entry exists), the reservation of each group, and how many payments are still to come."""
-
-    frame: FrameType
-    payers: dict[tuple[int, str, int], Reservation]
-    left: int
-
-
-_LOCK = threading.Lock()
-_ACTIVE: dict[tuple[int, int], _Call] = {}
+def _paying(
+    steps: Iterable[tuple[_Handle, DPTransformer]], calls: Sequence[Release], label: str
+) -> tuple[dict[_Handle, Reservation], list[tuple[_Group, Reservation]]]:
+    """Reserve the total of ``calls`` (all or none) and tell which reservation each of ``steps`` (a DP
+    step, named by a handle) pays from: the one of its accountant, dataset and group size. Every step and
+    every release is checked before anything is reserved."""
+    plan = {h: _group_key(step) for h, step in steps if isinstance(step.accountant, PrivacyAccountant)}
+    reserved = _reserve(_groups(calls), label)
+    payers = {group.key: reservation for group, reservation in reserved}
+    return {h: payers[key] for h, key in plan.items() if key in payers}, reserved
 
 
-def spender_for(step: DPTransformer) -> Any:
-    """What a DP step's release is charged to now: its accountant, or the reservation of the composite
-    call it runs in (reserved here by the call's first release; see the module notes).
-
-    Raises
-    ------
-    InvalidParameterError
-        The step runs a composite's part in a worker (``n_jobs > 1``) and charges a plain accountant: the
-        call cannot be made all or nothing from there (nothing is charged).
-    BudgetExceededError
-        The call's total does not fit (nothing is charged).
-    """
-    accountant = step.accountant
-    if not isinstance(accountant, PrivacyAccountant):
-        return accountant
-    stack = _stack(sys._getframe(1))
-    found = _outermost_call(stack)
-    if found is None:
-        if any(_is_helper(frame) for frame in stack):
-            raise InvalidParameterError(
-                f"{type(step).__name__} runs as a part of a ColumnTransformer or FeatureUnion in a joblib "
-                "worker (n_jobs > 1), where its call cannot be charged all or nothing; nothing was charged. "
-                "Wrap the composite in dp_pipeline.transformers.AllOrNothing(...), or give it n_jobs=1",
-                "accountant",
-            )
-        return accountant
-    frame, estimator, method = found
-    key = (threading.get_ident(), id(frame))
-    live = {id(f) for f in stack}
-    with _LOCK:
-        _forget_finished(live)
-        call = _ACTIVE.get(key)
-        if call is None:
-            calls = releases(estimator, method)
-            groups = _groups(calls)
-            count = sum(len(g.costs) for g in groups)
-            if count < 2:
-                return accountant  # one release needs no reservation
-            reserved = _reserve(groups, _label(estimator, method, count))
-            payers = {
-                (id(g.accountant), g.dataset, g.group_size): r for g, r in zip(groups, reserved, strict=True)
-            }
-            call = _ACTIVE[key] = _Call(frame, payers, count)
-        payer = call.payers.get(_group_key(step))
-        if payer is None:
-            return accountant  # not one of the releases the call declares (e.g. inside a custom step)
-        call.left -= 1
-        if call.left <= 0:
-            del _ACTIVE[key]
-        return payer
+def _accountant_params(estimator: Any) -> dict[str, DPTransformer]:
+    """The ``accountant`` parameter of every DP step among an (unfitted) estimator's parameters, by its
+    name for ``set_params`` (``"pipeline__step__accountant"``)."""
+    if isinstance(estimator, DPTransformer):
+        return {"accountant": estimator}
+    params = estimator.get_params(deep=True)
+    return {f"{name}__accountant": step for name, step in params.items() if isinstance(step, DPTransformer)}
 
 
-def _stack(frame: FrameType | None) -> list[FrameType]:
-    frames = []
-    while frame is not None:
-        frames.append(frame)
-        frame = frame.f_back
-    return frames
-
-
-def _outermost_call(stack: Sequence[FrameType]) -> tuple[FrameType, Any, str] | None:
-    """The outermost frame running a public method of a Pipeline, ColumnTransformer or FeatureUnion."""
-    found = None
-    for frame in stack:
-        name = frame.f_code.co_name
-        if name in _CALLS:
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, COMPOSITES):
-                found = (frame, owner, name)
-    return found
-
-
-def _is_helper(frame: FrameType) -> bool:
-    code = frame.f_code
-    return code.co_name in _HELPERS and code.co_filename.replace("\\", "/").endswith("sklearn/pipeline.py")
-
-
-def _forget_finished(live: set[int]) -> None:
-    """Drop the calls of this thread that are no longer on its stack, and those of threads that ended (a
-    call that raised before all its steps paid)."""
-    me, threads = threading.get_ident(), sys._current_frames()
-    for key, call in list(_ACTIVE.items()):
-        thread = key[0]
-        if (thread == me and id(call.frame) not in live) or (thread != me and thread not in threads):
-            del _ACTIVE[key]
-
-
-# ------------------------------------------------------------------------------------------------------
-# explicit: the wrapper, and searches
-
-
-@contextmanager
-def _paying(root: Any, calls: Sequence[Release], label: str) -> Iterator[list[Reservation]]:
-    """Reserve the total of ``calls`` (all or none) and make the DP steps reachable from ``root`` pay from
-    the reservations while the block runs: their ``accountant`` is the reservation of their group (copies,
-    clones and workers inherit it). On exit every DP step reachable from ``root`` that pays from one of
-    them charges its accountant again."""
-    groups = _groups(calls)
-    if not groups:
-        yield []
-        return
-    reserved = _reserve(groups, label)
-    payers = {(id(g.accountant), g.dataset, g.group_size): r for g, r in zip(groups, reserved, strict=True)}
-    originals = {r.key: g.accountant for g, r in zip(groups, reserved, strict=True)}
-    with _SWAPPING:
-        for step in _dp_steps(root):
-            if isinstance(step.accountant, PrivacyAccountant) and _group_key(step) in payers:
-                step.accountant = payers[_group_key(step)]
-        try:
-            yield reserved
-        finally:
-            for step in _dp_steps(root):
-                paying = step.accountant
-                if isinstance(paying, Reservation) and paying.key in originals:
-                    step.accountant = originals[paying.key]
+def _cloned_paying(
+    estimator: Any, calls: Sequence[Release], label: str
+) -> tuple[Any, list[tuple[_Group, Reservation]]]:
+    """A clone of ``estimator`` whose DP steps pay from a reservation of the total of ``calls`` (made here,
+    all or none), set through ``set_params``; ``estimator`` is left as it is."""
+    working = clone(estimator)
+    payers, reserved = _paying(_accountant_params(working).items(), calls, label)
+    return working.set_params(**payers), reserved
 
 
 def _dp_steps(root: Any) -> list[DPTransformer]:
     return [obj for obj in _reachable(root) if isinstance(obj, DPTransformer)]
 
 
-_SWAPPING = threading.RLock()  # the steps' accountants are swapped one call at a time
+def _repointed(fitted: Any, payers: Mapping[int, Any]) -> Any:
+    """A copy of a fitted estimator in which each DP step named (by identity) in ``payers`` is a shallow
+    copy that pays ``payers[id(step)]`` (``set_params(accountant=…)``): it shares the step's fitted state
+    and kept generator, so a seeded step's noise goes on as in the original, never repeats. The other
+    estimators are shared (a call only reads them); the composites holding them are copied. ``fitted``
+    is left as it is."""
+    memo: dict[int, Any] = {}
+    for obj in _reachable(fitted):
+        if id(obj) in payers:
+            memo[id(obj)] = copy.copy(obj).set_params(accountant=payers[id(obj)])
+        elif not isinstance(obj, COMPOSITES):
+            memo[id(obj)] = obj
+    return copy.deepcopy(fitted, memo)
+
+
+def _charging_again(fitted: Any, reserved: Sequence[tuple[_Group, Reservation]]) -> Any:
+    """A copy of ``fitted`` in which the DP steps that pay from one of ``reserved`` charge that
+    reservation's accountant again (a step back from a joblib worker holds a copy of the reservation: it
+    is known by its dataset and key)."""
+    back = {(r.dataset, r.key): group.accountant for group, r in reserved}
+    paying = [s for s in _dp_steps(fitted) if isinstance(s.accountant, Reservation)]
+    payers = {id(s): back.get((s.accountant.dataset, s.accountant.key)) for s in paying}
+    return _repointed(fitted, {step: payer for step, payer in payers.items() if payer is not None})
+
+
+# ------------------------------------------------------------------------------------------------------
+# explicit all or nothing
 
 
 def _inner_has(method: str) -> Callable[[Any], bool]:
@@ -401,34 +320,47 @@ def _delegated(method: str) -> Any:
 
 
 class AllOrNothing(MetaEstimatorMixin, BaseEstimator):
-    """Charge every DP step of each call of a composite estimator, or none, also with ``n_jobs > 1``.
+    """Charge every DP step of each call of a composite estimator, or none.
 
     Before each call (``fit``, ``fit_transform``, ``transform``, ``predict``, ``predict_proba``,
     ``decision_function``, ``score``) it reserves the total cost of the DP steps that the call releases
     through (:func:`releases`; a step the call fits first at its declared cost), one reservation per
     accountant, dataset and group size, all or none: a refusal raises ``BudgetExceededError`` before any
-    step draws noise, and nothing is charged. The steps then pay from the reservations, in this process or
-    in joblib workers (a reservation pickles as its ledger's URL, dataset and key). Reserved budget that a
-    call did not use stays charged: its steps may have released data.
+    step draws noise, and nothing is charged. The call then runs on a copy of the estimator whose DP steps
+    pay from the reservations, in this process or in joblib workers (``n_jobs > 1``: a reservation pickles
+    as its ledger's URL, dataset and key). Reserved budget that a call did not use stays charged: its steps
+    may have released data.
 
-    Plain composites run in one process are all or nothing without it (see
-    :mod:`dp_pipeline.transformers.composite`); use it for a ColumnTransformer or FeatureUnion with
-    ``n_jobs > 1``, whose steps are otherwise refused in the workers.
+    Without it, a Pipeline, ColumnTransformer or FeatureUnion charges each DP step just before that step's
+    noise: a refused later step leaves the earlier ones charged.
 
     Parameters
     ----------
     estimator : estimator
-        A Pipeline, ColumnTransformer or FeatureUnion (or a DP transformer), cloned by ``fit``.
+        A Pipeline, ColumnTransformer or FeatureUnion (or a DP transformer); never changed (``fit`` works on
+        a clone).
 
     Attributes
     ----------
     estimator_ : estimator
-        The fitted clone; its DP steps charge their own accountants between calls.
+        The fitted clone; its DP steps charge their own accountants (the ones ``estimator`` names).
 
     Notes
     -----
-    The steps' accountants are swapped for the reservations during a call, one call at a time in a process
-    (calls of wrapped estimators from several threads wait for each other).
+    Guarantee: for each call, the ledger holds a charge of at least what the call released, made before
+    any step drew noise. Proof: the call's releases are listed from the composite's structure
+    (:func:`releases`), each at an upper bound of its cost (``cost_`` once fitted, else the declared cost);
+    their sum per dataset is reserved and committed before the call runs; every DP step of the copy that
+    runs pays from its dataset's reservation, which refuses a payment beyond what it holds
+    (:meth:`~dp_pipeline.accounting.reservation.Reservation.spend`). A release that the listing missed
+    (a step inside an estimator of another kind, refused by :func:`releases`, or a step that is not a
+    parameter) pays its own accountant, as it does without the wrapper: it is still charged before its
+    noise, so nothing is released uncharged.
+
+    The copy is made per call: a fitting call clones ``estimator`` and points its DP steps at the
+    reservations with ``set_params``; a fitted call copies the composites of ``estimator_`` and replaces
+    each DP step by a shallow copy given ``accountant=reservation`` (it shares the step's fitted state and
+    generator). Calls from several threads need no lock: none changes a shared object.
 
     Examples
     --------
@@ -460,19 +392,19 @@ class AllOrNothing(MetaEstimatorMixin, BaseEstimator):
         return self._fitted("fit_transform", X, y, **params)
 
     def _fitted(self, method: str, X: Any, y: Any, **params: Any) -> Any:
-        estimator = clone(self.estimator)
-        calls = releases(estimator, method)
-        with _paying(estimator, calls, _label(estimator, method, len(calls))):
-            out = getattr(estimator, method)(X, y, **params)
-        self.estimator_ = estimator
+        calls = releases(self.estimator, method)
+        working, reserved = _cloned_paying(self.estimator, calls, _label(self.estimator, method, len(calls)))
+        out = getattr(working, method)(X, y, **params)
+        self.estimator_ = _charging_again(working, reserved)
         return out
 
     def _call(self, method: str, *args: Any, **params: Any) -> Any:
         check_is_fitted(self)
-        estimator = self.estimator_
-        calls = releases(estimator, method)
-        with _paying(estimator, calls, _label(estimator, method, len(calls))):
-            return getattr(estimator, method)(*args, **params)
+        fitted = self.estimator_
+        calls = releases(fitted, method)
+        steps = ((id(step), step) for step in _dp_steps(fitted))
+        payers, _ = _paying(steps, calls, _label(fitted, method, len(calls)))
+        return getattr(_repointed(fitted, payers), method)(*args, **params)
 
     transform = _delegated("transform")
     predict = _delegated("predict")
@@ -488,6 +420,10 @@ class AllOrNothing(MetaEstimatorMixin, BaseEstimator):
     def get_feature_names_out(self, input_features: Any = None) -> Any:
         """The fitted estimator's output feature names."""
         return self.estimator_.get_feature_names_out(input_features)
+
+
+# ------------------------------------------------------------------------------------------------------
+# searches
 
 
 @dataclass(frozen=True)
@@ -604,6 +540,23 @@ def search_cost(
     ]
 
 
+@dataclass(frozen=True)
+class ReservedSearch:
+    """What :func:`reserve_search` hands back: the search to run, paying from the reservations.
+
+    Attributes
+    ----------
+    search : estimator
+        A clone of the search (or of the estimator given for ``cross_validate``) whose DP steps pay from
+        ``reservations``; a search's clone has ``error_score="raise"``.
+    reservations : list of Reservation
+        One per accountant, dataset and group size, committed: the search's whole cost is charged.
+    """
+
+    search: Any
+    reservations: list[Reservation]
+
+
 @contextmanager
 def reserve_search(
     search: Any,
@@ -614,17 +567,37 @@ def reserve_search(
     cv: Any = None,
     scoring: Any = None,
     return_train_score: bool = False,
-) -> Iterator[list[Reservation]]:
-    """Reserve the whole cost of a search or cross-validation (:func:`search_cost`), then run it inside the
-    block: it has its whole budget, or it does not start.
+) -> Iterator[ReservedSearch]:
+    """Reserve the whole cost of a search or cross-validation (:func:`search_cost`), and hand back a clone
+    of it that pays from the reservation: it has its whole budget, or it does not start.
 
-    All datasets are reserved before the block runs, all or none (``BudgetExceededError``, nothing charged).
-    Inside the block the search's DP steps pay from the reservations (its clones and joblib workers too),
-    and a search raises errors instead of scoring them as ``error_score`` (it is set to ``"raise"`` for the
-    block), so that a refused release can never become a ``NaN`` score. Give ``cross_validate`` (and
-    ``cross_val_score``) ``error_score="raise"`` yourself. On exit the steps charge their own accountants
-    again (those of the search and its ``best_estimator_``; estimators that ``cross_validate`` returns keep
-    paying from the reservation). Budget reserved and not used stays charged.
+    All datasets are reserved first, all or none (``BudgetExceededError``, nothing charged). Run the clone
+    it yields (``reserved.search``) inside the block: its DP steps pay from the reservations (its own
+    clones and joblib workers too), and a search clone raises errors instead of scoring them as
+    ``error_score`` (it has ``error_score="raise"``), so that a refused release can never become a ``NaN``
+    score. Give ``cross_validate`` (and ``cross_val_score``) ``error_score="raise"`` yourself. ``search``
+    itself is never changed. On exit the clone's ``best_estimator_`` becomes a copy whose DP steps charge
+    their own accountants again (estimators that ``cross_validate`` returns keep paying from the
+    reservation). Budget reserved and not used stays charged.
+
+    Parameters
+    ----------
+    search, X, y, groups, cv, scoring, return_train_score
+        As for :func:`search_cost`.
+
+    Yields
+    ------
+    ReservedSearch
+        The clone to run and the reservations.
+
+    Notes
+    -----
+    Guarantee: every release of the run is paid from a reservation made before it started, or charged on
+    its own before its noise. Proof: the reservations hold :func:`search_cost` (an upper bound of what the
+    run releases, see its notes); the clone's DP steps are the ones the search clones for each candidate
+    and refit, so each of their releases pays from its reservation, which refuses a payment beyond what it
+    holds. A DP step that a candidate brings in (a grid over steps) is not among the clone's parameters:
+    it charges its own accountant as usual, an over-count on top of the reservation.
 
     Examples
     --------
@@ -642,20 +615,18 @@ def reserve_search(
     >>> search = GridSearchCV(pipe, {"logisticregression__C": [0.1, 1.0]}, cv=3)
     >>> [c.cost.epsilon for c in search_cost(search, X, y)]   # 2 × 3 × (fit + score) + refit = 13 × 0.5
     [6.5]
-    >>> with reserve_search(search, X, y):
-    ...     _ = search.fit(X, y)
+    >>> with reserve_search(search, X, y) as reserved:
+    ...     _ = reserved.search.fit(X, y)
     >>> acct.spent("d").epsilon
     6.5
     """
     estimator, calls = _search_calls(search, X, y, groups, cv, scoring, return_train_score)
     label = f"{type(search).__name__} of {type(estimator).__name__}: {len(calls)} DP releases"
-    raising = isinstance(search, _SEARCHES)
-    previous = search.error_score if raising else None
-    with _paying(search, calls, label) as reserved:
-        if raising:
-            search.error_score = "raise"
-        try:
-            yield reserved
-        finally:
-            if raising:
-                search.error_score = previous
+    working, reserved = _cloned_paying(search, calls, label)
+    if isinstance(search, _SEARCHES):
+        working.set_params(error_score="raise")
+    try:
+        yield ReservedSearch(working, [reservation for _, reservation in reserved])
+    finally:
+        if hasattr(working, "best_estimator_"):
+            working.best_estimator_ = _charging_again(working.best_estimator_, reserved)

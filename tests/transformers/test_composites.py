@@ -1,5 +1,5 @@
-"""One call of a Pipeline, ColumnTransformer or FeatureUnion charges all its DP steps or none; searches have
-their whole budget or do not start.
+"""One call of a Pipeline, ColumnTransformer or FeatureUnion wrapped in AllOrNothing charges all its DP steps
+or none; searches reserved with reserve_search have their whole budget or do not start.
 
 Amounts are checked against exact sums of the steps' ε done here with ``fractions.Fraction``.
 """
@@ -63,14 +63,14 @@ def kinds(acct: PrivacyAccountant) -> list[str]:
 def test_a_column_transformer_that_does_not_fit_charges_nothing() -> None:
     acct = _acct(1.5)
     with pytest.raises(BudgetExceededError) as refused:
-        two_columns(acct).fit_transform(X)
+        AllOrNothing(two_columns(acct)).fit_transform(X)
     assert refused.value.requested == ApproxDP(2.0, 0.0)  # the call's total: 1 + 1
     assert kinds(acct) == ["budget"] and acct.spent("d").epsilon == 0.0
 
 
 def test_a_column_transformer_that_fits_is_reserved_once_and_paid_by_each_step() -> None:
     acct = _acct(2.0)
-    ct = two_columns(acct)
+    ct = AllOrNothing(two_columns(acct))
     ct.fit_transform(X)
     assert kinds(acct) == ["budget", "reserve", "commit", "pay", "pay"]
     assert acct.spent("d").epsilon == 2.0 and acct.remaining("d").epsilon == 0.0
@@ -87,7 +87,7 @@ def test_a_pipeline_with_two_dp_steps_reserves_each_call() -> None:
         noise(acct, 0.5),
         LaplaceNoise(epsilon=0.25, lower=-5, upper=5, accountant=acct, dataset="d"),
     )
-    pipe = make_pipeline(first, StandardScaler(), second, LogisticRegression())
+    pipe = AllOrNothing(make_pipeline(first, StandardScaler(), second, LogisticRegression()))
     pipe.fit(X, Y)
     pipe.predict(X)
     reservations = [e for e in acct.history("d") if e.paid_from is None]
@@ -111,7 +111,9 @@ def test_nested_composites_and_a_feature_union_are_one_call() -> None:
             ("y", StaircaseNoise(epsilon=0.25, lower=0, upper=1, accountant=acct, dataset="d")),
         ]
     )
-    pipe = Pipeline([("columns", two_columns(acct)), ("union", union), ("model", LogisticRegression())])
+    pipe = AllOrNothing(
+        Pipeline([("columns", two_columns(acct)), ("union", union), ("model", LogisticRegression())])
+    )
     pipe.fit(X, Y)
     assert [e.label for e in acct.history("d") if e.paid_from is None] == [
         "Pipeline.fit: 4 DP releases, all or nothing"
@@ -129,7 +131,7 @@ def test_steps_that_learn_their_bounds_are_reserved_with_their_search() -> None:
         )
 
     acct = _acct(1.5)  # the fit costs 0.125 (search) + 1 + 0.5
-    pipe = make_pipeline(learner(acct), noise(acct, 0.5), LogisticRegression())
+    pipe = AllOrNothing(make_pipeline(learner(acct), noise(acct, 0.5), LogisticRegression()))
     with pytest.raises(BudgetExceededError):
         pipe.fit(X, Y)
     assert kinds(acct) == ["budget"]
@@ -137,7 +139,9 @@ def test_steps_that_learn_their_bounds_are_reserved_with_their_search() -> None:
     pipe.fit(X, Y)
     assert acct.spent("d").epsilon == 1.625 and acct.remaining("d").epsilon == 0.0
     acct.set_budget("d", PureDP(1.875))
-    FeatureUnion([("a", learner(acct)), ("b", learner(acct))]).fit(X)  # fit learns: two searches
+    AllOrNothing(FeatureUnion([("a", learner(acct)), ("b", learner(acct))])).fit(
+        X
+    )  # fit learns: two searches
     assert acct.spent("d").epsilon == 1.875
     acct.verify()
 
@@ -152,7 +156,9 @@ def test_two_datasets_are_reserved_all_or_nothing() -> None:
     acct = _acct(5.0)
     acct.set_budget("small", PureDP(0.5))
     other = LaplaceNoise(epsilon=1.0, lower=0.0, upper=1.0, accountant=acct, dataset="small")
-    ct = ColumnTransformer([("a", noise(acct), [0]), ("b", noise(acct), [0]), ("c", other, [1])])
+    ct = AllOrNothing(
+        ColumnTransformer([("a", noise(acct), [0]), ("b", noise(acct), [0]), ("c", other, [1])])
+    )
     with pytest.raises(BudgetExceededError, match="'small'"):
         ct.fit_transform(X)
     assert acct.spent("d").epsilon == 0.0 and acct.spent("small").epsilon == 0.0
@@ -173,26 +179,28 @@ def test_inside_a_scope_a_composite_pays_from_the_reservation_it_is_given() -> N
 
 
 @pytest.mark.slow
-def test_n_jobs_two_is_refused_unwrapped_and_all_or_nothing_wrapped(tmp_path: Path) -> None:
+def test_n_jobs_two_charges_step_by_step_unwrapped_and_all_or_nothing_wrapped(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     acct = _acct(1.5, url)
-    with pytest.raises(InvalidParameterError, match="AllOrNothing"):
+    with pytest.raises(BudgetExceededError):  # each step charges on its own: one fits, the other is refused
         two_columns(acct, n_jobs=2).fit_transform(X)
+    assert acct.spent("d").epsilon == 1.0 and kinds(acct) == ["budget", "reserve", "commit"]
+    acct.set_budget("d", PureDP(2.5))  # 1.5 left: not both
     with pytest.raises(BudgetExceededError):
         AllOrNothing(two_columns(acct, n_jobs=2)).fit_transform(X)
-    assert kinds(acct) == ["budget"]
-    acct.set_budget("d", PureDP(4.0))
+    assert acct.spent("d").epsilon == 1.0 and len(kinds(acct)) == 4
+    acct.set_budget("d", PureDP(5.0))
     wrapped = AllOrNothing(two_columns(acct, n_jobs=2))
     out = wrapped.fit_transform(X)
     assert out.shape == X.shape
-    assert kinds(acct) == ["budget", "budget", "reserve", "commit", "pay", "pay"]
+    assert kinds(acct)[5:] == ["reserve", "commit", "pay", "pay"]
     # between calls the fitted steps charge their own accountant again
     assert all(step.accountant is acct for _, step, _ in wrapped.estimator_.transformers_[:2])
     wrapped.transform(X)
-    assert acct.spent("d").epsilon == 4.0
+    assert acct.spent("d").epsilon == 5.0
     with pytest.raises(BudgetExceededError):
         wrapped.transform(X)
-    assert acct.spent("d").epsilon == 4.0 and len(kinds(acct)) == 10
+    assert acct.spent("d").epsilon == 5.0 and len(kinds(acct)) == 13
     acct.verify()
 
 
@@ -282,17 +290,18 @@ def test_the_search_cost_is_what_a_plain_search_charges(steps: int) -> None:
 def test_reserve_search_has_its_whole_budget_or_does_not_start() -> None:
     acct = _acct(12.0)  # the search costs 12.5
     search = grid(acct)
-    with pytest.raises(BudgetExceededError), reserve_search(search, X, Y):
-        search.fit(X, Y)  # never runs
+    with pytest.raises(BudgetExceededError), reserve_search(search, X, Y) as reserved:
+        reserved.search.fit(X, Y)  # never runs
     assert kinds(acct) == ["budget"] and not hasattr(search, "best_estimator_")
     acct.set_budget("d", PureDP(13.0))
-    with reserve_search(search, X, Y) as (reservation,):
-        search.fit(X, Y)
+    with reserve_search(search, X, Y) as reserved:
+        reserved.search.fit(X, Y)
+    (reservation,) = reserved.reservations
     assert acct.spent("d").epsilon == 12.5 and reservation.remaining().epsilon == 0.0
     assert sum(1 for e in acct.history("d") if e.paid_from == reservation.key) == 25
-    assert search.error_score is np.nan or np.isnan(search.error_score)  # restored
+    assert np.isnan(search.error_score) and reserved.search.error_score == "raise"  # the user's is unchanged
     assert (
-        search.best_estimator_.steps[0][1].accountant is acct
+        reserved.search.best_estimator_.steps[0][1].accountant is acct
         and search.estimator.steps[0][1].accountant is acct
     )
 
@@ -300,10 +309,10 @@ def test_reserve_search_has_its_whole_budget_or_does_not_start() -> None:
 def test_a_refusal_inside_a_reserved_search_escapes_instead_of_a_nan_score() -> None:
     acct = _acct(100.0)
     search = grid(acct)
-    with reserve_search(search, X, Y) as (reservation,):
-        reservation.spend("d", PureDP(12.25), label="used by something else")
+    with reserve_search(search, X, Y) as reserved:
+        reserved.reservations[0].spend("d", PureDP(12.25), label="used by something else")
         with pytest.raises(BudgetExceededError, match="reservation"):
-            search.fit(X, Y)
+            reserved.search.fit(X, Y)
 
 
 def test_cross_validate_cost_and_reservation() -> None:
@@ -311,8 +320,8 @@ def test_cross_validate_cost_and_reservation() -> None:
     pipe = make_pipeline(noise(acct, 0.25), noise(acct, 0.25), LogisticRegression())
     (cost,) = search_cost(pipe, X, Y, cv=5, return_train_score=True)
     assert cost.releases == 5 * 2 * (1 + 2) and Fraction(cost.cost.epsilon) == 30 * Fraction(0.25)
-    with reserve_search(pipe, X, Y, cv=5, return_train_score=True):
-        cross_validate(pipe, X, Y, cv=5, return_train_score=True, error_score="raise")
+    with reserve_search(pipe, X, Y, cv=5, return_train_score=True) as reserved:
+        cross_validate(reserved.search, X, Y, cv=5, return_train_score=True, error_score="raise")
     assert acct.spent("d").epsilon == cost.cost.epsilon
     with pytest.raises(InvalidParameterError, match="search's own"):
         search_cost(grid(acct), X, Y, cv=3)

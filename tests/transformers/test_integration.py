@@ -10,7 +10,12 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 
 from dp_pipeline import PrivacyAccountant
-from dp_pipeline.transformers import KRandomizedResponseEncoder, LaplaceNoise, RandomizedResponseEncoder
+from dp_pipeline.transformers import (
+    AllOrNothing,
+    KRandomizedResponseEncoder,
+    LaplaceNoise,
+    RandomizedResponseEncoder,
+)
 
 from .conftest import charges
 
@@ -32,22 +37,26 @@ DF = pd.DataFrame(
 def test_column_transformer_with_pandas_output_is_charged_once_and_each_step_pays(
     acct: PrivacyAccountant,
 ) -> None:
-    ct = ColumnTransformer(
-        [
-            (
-                "noise",
-                LaplaceNoise(lower=[0, 30], upper=[110, 250], accountant=acct, dataset="d"),
-                ["age", "weight"],
-            ),
-            ("rr", RandomizedResponseEncoder(accountant=acct, dataset="d"), ["smoker"]),
-            (
-                "krr",
-                KRandomizedResponseEncoder(categories=["A", "B", "AB", "O"], accountant=acct, dataset="d"),
-                ["blood"],
-            ),
-        ],
-        verbose_feature_names_out=False,
-    ).set_output(transform="pandas")
+    ct = AllOrNothing(
+        ColumnTransformer(
+            [
+                (
+                    "noise",
+                    LaplaceNoise(lower=[0, 30], upper=[110, 250], accountant=acct, dataset="d"),
+                    ["age", "weight"],
+                ),
+                ("rr", RandomizedResponseEncoder(accountant=acct, dataset="d"), ["smoker"]),
+                (
+                    "krr",
+                    KRandomizedResponseEncoder(
+                        categories=["A", "B", "AB", "O"], accountant=acct, dataset="d"
+                    ),
+                    ["blood"],
+                ),
+            ],
+            verbose_feature_names_out=False,
+        ).set_output(transform="pandas")
+    )
     out = ct.fit_transform(DF)
     assert isinstance(out, pd.DataFrame)
     assert list(out.columns) == ["age", "weight", "smoker", "blood"]

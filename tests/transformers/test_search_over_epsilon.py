@@ -66,9 +66,10 @@ def test_a_reserved_search_over_epsilon_reserves_an_upper_bound_and_pays_what_it
     (cost,) = search_cost(search, X, Y)
     every_refit = sum((_per_call(e) for e in GRID), Fraction(0))
     assert Fraction(cost.cost.epsilon) == sum((SPLITS * 2 * _per_call(e) for e in GRID), every_refit)
-    with reserve_search(search, X, Y) as (reservation,):
-        search.fit(X, Y)
+    with reserve_search(search, X, Y) as reserved:
+        reserved.search.fit(X, Y)
+    (reservation,) = reserved.reservations
     paid = [e for e in acct.history("d") if e.paid_from == reservation.key]
-    assert sum(Fraction(e.cost.epsilon) for e in paid) == _released(search)  # type: ignore[union-attr]
+    assert sum(Fraction(e.cost.epsilon) for e in paid) == _released(reserved.search)  # type: ignore[union-attr]
     assert Fraction(acct.spent("d").epsilon) == Fraction(cost.cost.epsilon)  # the unused refit stays charged
     acct.verify()
