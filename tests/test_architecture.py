@@ -48,10 +48,6 @@ KNOWN_CYCLES = {
             "dp_pipeline.spark._engine",
         }
     ),
-    # S6: the stack walk that lets a composite pay for its steps is deleted
-    "transformers base and composite": frozenset(
-        {"dp_pipeline.transformers._base", "dp_pipeline.transformers.composite"}
-    ),
     # S7: iter_guards moves to declared.py, allocation and plan composition to dp_pipeline.planning
     "airflow allocating, guards and planning": frozenset(
         {"dp_pipeline.airflow.allocating", "dp_pipeline.airflow.guards", "dp_pipeline.airflow.planning"}
@@ -64,8 +60,6 @@ KNOWN_FRAME_INSPECTION = {
     "dp_pipeline.frames.aggregates": frozenset({"locals()"}),
     "dp_pipeline.frames.quantiles": frozenset({"locals()"}),
     "dp_pipeline.frames.spread": frozenset({"locals()"}),
-    # S6: the stack walk (sys._getframe, frame.f_locals["self"]) of composite estimators is deleted
-    "dp_pipeline.transformers.composite": frozenset({"_getframe", "f_back", "f_locals"}),
 }
 
 
