@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
+from dp_pipeline.frames._registry import register_engine
 from dp_pipeline.frames.common import (
     NO_MATCH,
     check_distinct_keys,
@@ -79,6 +80,11 @@ class SparkEngine:
         self._sf = functions_of(sdf)  # classic or Spark Connect, as the DataFrame is
         self._checks: list[_Check] = []
         self._seed: tuple[Bounding, int] | None = None
+
+    @classmethod
+    def accepts(cls, df: Any) -> bool:
+        """Whether ``df`` is a Spark DataFrame (classic or Spark Connect)."""
+        return isinstance(df, DataFrame)
 
     @classmethod
     def of(cls, df: Any) -> SparkEngine:
@@ -413,3 +419,6 @@ def _aggregate(frame: DataFrame, bounding: Bounding, columns: list[Column], *ext
         frame = frame.withColumn(KEY, functions_of(frame).lit(0))
     grouped = frame.groupBy(KEY, *extra).agg(*named)
     return grouped.select(*[f"__dp_{i}" for i in range(len(named))], KEY, *extra).collect()
+
+
+register_engine(SparkEngine)  # found without the installed entry point (see frames._registry)
