@@ -7,15 +7,13 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from dp_pipeline.accounting.partitions import partition_names
+from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
 from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee
-
-if TYPE_CHECKING:
-    from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
 
 __all__ = ["AttemptShare", "Reservation", "warn_renamed"]
 

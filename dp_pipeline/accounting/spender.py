@@ -39,13 +39,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
+from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
-
-if TYPE_CHECKING:
-    from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
 
 __all__ = ["UNACCOUNTED", "DatasetHandle", "Ledger", "Spender", "Unaccounted"]
 
