@@ -29,9 +29,9 @@ from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._exact_sums import ExactSums, grid_exponent
-from dp_pipeline.frames._registry import engine_of
 from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
 from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding
+from dp_pipeline.frames.registry import engine_of
 from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
 from dp_pipeline.spending import as_spender
 from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
@@ -47,23 +47,23 @@ NOISES = ("laplace", "gaussian")
 
 @dataclass(frozen=True)
 class Options:
-    """The options every aggregate takes, as its caller passed them (checked by :class:`Release`): see
-    :func:`~dp_pipeline.frames.dp_count` for their meaning."""
+    """The options every aggregate takes, typed as its signature declares them and passed on unchecked
+    (:class:`Release` checks them): see :func:`~dp_pipeline.frames.dp_count` for their meaning."""
 
-    epsilon: Any
+    epsilon: float
     accountant: Any
-    dataset: Any
+    dataset: str | None
     by: Any
     keys: Any
     privacy_unit: Any
-    max_contributions: Any
-    mechanism: Any
-    delta: Any
-    group_size: Any
-    level: Any
+    max_contributions: int
+    mechanism: str
+    delta: float | None
+    group_size: int
+    level: float
     random_state: Any
     partition_column: Any
-    partition: Any
+    partition: str | Sequence[str] | None
 
 
 class Release:
@@ -84,7 +84,7 @@ class Release:
             raise InvalidParameterError(
                 f"'mechanism' must be 'laplace' or 'gaussian', got {options.mechanism!r}", "mechanism"
             )
-        self.noise: NoiseFamily = options.mechanism
+        self.noise: NoiseFamily = "gaussian" if options.mechanism == "gaussian" else "laplace"
         self.epsilon = check_epsilon(options.epsilon)
         self.delta = options.delta
         check_delta(self.noise, self.delta)

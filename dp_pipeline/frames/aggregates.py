@@ -41,8 +41,8 @@ from dp_pipeline.exact import subtract_up
 from dp_pipeline.frames._core import Options, Release
 from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
 from dp_pipeline.frames._exact_sums import ExactSums, noisy_sums
-from dp_pipeline.frames._registry import engine_of
 from dp_pipeline.frames.common import column_list, interval_half_width, result_frame
+from dp_pipeline.frames.registry import engine_of
 from dp_pipeline.splitting import NoisePlan
 
 if TYPE_CHECKING:

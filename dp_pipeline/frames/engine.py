@@ -13,7 +13,7 @@ engine only reads the data:
 * :meth:`Engine.grid_ranks`: #{kept values < cₖ} at each point cₖ of a grid, per declared key;
 * the per-row releases: noise on numeric columns, randomized response on a column.
 
-:func:`~dp_pipeline.frames._registry.engine_of` asks each registered engine whether it accepts the
+:func:`~dp_pipeline.frames.registry.engine_of` asks each registered engine whether it accepts the
 DataFrame: pandas (:mod:`dp_pipeline.frames._pandas`) is built in, Spark (:mod:`dp_pipeline.spark`)
 registers through the entry-point group ``dp_pipeline.frame_engines``.
 

@@ -12,9 +12,9 @@ from dp_pipeline._validation import check_positive_int
 from dp_pipeline.accounting.spender import Spender
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
-from dp_pipeline.frames._registry import engine_of
 from dp_pipeline.frames.common import column_list
 from dp_pipeline.frames.engine import Engine
+from dp_pipeline.frames.registry import engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
 from dp_pipeline.spending import as_spender

@@ -29,7 +29,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._registry import register_engine
 from dp_pipeline.frames.common import (
     NO_MATCH,
     check_distinct_keys,
@@ -43,6 +42,7 @@ from dp_pipeline.frames.common import (
     require_pandas,
 )
 from dp_pipeline.frames.engine import HALF, Bounding, join_sum, noisy_batch, one_on_grid, randomized_batch
+from dp_pipeline.frames.registry import register_engine
 from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._api import functions_of
@@ -421,4 +421,4 @@ def _aggregate(frame: DataFrame, bounding: Bounding, columns: list[Column], *ext
     return grouped.select(*[f"__dp_{i}" for i in range(len(named))], KEY, *extra).collect()
 
 
-register_engine(SparkEngine)  # found without the installed entry point (see frames._registry)
+register_engine(SparkEngine)  # found without the installed entry point (see frames.registry)

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from dp_pipeline import InvalidParameterError
-from dp_pipeline.frames import _registry, dp_count
+from dp_pipeline.frames import dp_count, registry
 from dp_pipeline.frames._pandas import PandasEngine
-from dp_pipeline.frames._registry import ENTRY_POINT_GROUP, engine_of, register_engine
+from dp_pipeline.frames.registry import ENTRY_POINT_GROUP, engine_of, register_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMES = ROOT / "dp_pipeline" / "frames"
@@ -41,9 +41,9 @@ class _RowsEngine(PandasEngine):
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    before = list(_registry._ENGINES)
+    before = list(registry._ENGINES)
     yield
-    _registry._ENGINES[:] = before
+    registry._ENGINES[:] = before
 
 
 def test_a_pandas_frame_is_read_by_the_built_in_engine() -> None:
@@ -56,7 +56,7 @@ def test_a_registered_engine_is_asked_and_reads_its_frames(registered: None) -> 
     assert info.value.parameter == "df"
     register_engine(_RowsEngine)
     register_engine(_RowsEngine)  # once
-    assert _registry._ENGINES.count(_RowsEngine) == 1
+    assert registry._ENGINES.count(_RowsEngine) == 1
     out = dp_count(_Rows([1.0, 2.0, 3.0]), epsilon=50.0, accountant="unaccounted")
     assert out["value"] == pytest.approx(3, abs=2)  # Laplace scale 1/50: |noise| < 2 all but ~e^-100
 
