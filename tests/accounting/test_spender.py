@@ -203,3 +203,19 @@ def test_holds_admit_exactly_what_fits_and_a_refusal_changes_nothing(halvings: l
                 raise AssertionError("a refused hold entered its block")
             assert acct.store.records("visits") == before
     assert Fraction(visits.spent().epsilon) == total
+
+
+def test_the_spender_and_the_reservation_never_import_the_accountant() -> None:
+    """They talk to it through small protocols (``Ledger``, ``_Payments``): no import of it at all, not
+    even for type checking, so the accountant can import them."""
+    import ast
+    from pathlib import Path
+
+    import dp_pipeline.accounting.reservation as reservation
+    import dp_pipeline.accounting.spender as spender
+
+    for module in (spender, reservation):
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "dp_pipeline.accounting.accountant" not in imported, module.__name__
+        assert not {m for m in imported if m and m.startswith(("dp_pipeline.frames", "dp_pipeline.spending"))}
