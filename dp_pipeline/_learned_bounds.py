@@ -42,11 +42,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._quantile import grid, quantile_mechanism, ranks_of, select_from_ranks
-from dp_pipeline.charging import charge
+from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent, Relation, composite_event
 from dp_pipeline.exact import split_epsilon
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.mechanisms.exponential import Exponential
+from dp_pipeline.spending import as_spender
 from dp_pipeline.tabular import declared_bounds
 
 __all__ = [
@@ -147,11 +148,12 @@ class BoundsSearch:
         column's values): (lower, upper, charged event)."""
         accountant, dataset, label, group_size = ledger
         event = self.cost(release)
-        charge(accountant, dataset, event, label, group_size)
-        ranks = [
-            ranks_of(np.sort(np.clip(values, lo, hi)), grid(float(lo), float(hi)))
-            for values, lo, hi in zip(columns, self.lower, self.upper, strict=True)
-        ]
+        k = check_positive_int(group_size, "group_size")
+        with as_spender(accountant, dataset).hold(event, label=label, group_size=k):
+            ranks = [
+                ranks_of(np.sort(np.clip(values, lo, hi)), grid(float(lo), float(hi)))
+                for values, lo, hi in zip(columns, self.lower, self.upper, strict=True)
+            ]
         return *self.learn(ranks, rng), event
 
     def cost(self, release: Sequence[PrivacyEvent]) -> PrivacyEvent:

@@ -19,7 +19,7 @@ the release as one composite mechanism, whose event is charged once.
 
 Every event states the neighbouring relation it was calibrated for: releases that add noise to each row
 are private when one person's row is replaced (``"replace_one"``); the pandas aggregates calibrate to the
-relation of the dataset they are charged to (:func:`~dp_pipeline.charging.dataset_relation`).
+relation of the dataset they are charged to (:meth:`~dp_pipeline.accounting.spender.Spender.relation`).
 """
 
 from __future__ import annotations

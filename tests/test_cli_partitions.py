@@ -152,7 +152,7 @@ def test_history_shows_the_partitions_each_release_named(tmp_path: Path) -> None
         acct.spend("visits", PureDP(0.25), partition=["2026-11-24", "2026-11-25"], label="two days")
         acct.spend("visits", PureDP(0.25), label="whole")
         task = acct.reserve("visits", PureDP(0.5), key="task", partition="2026-11-26", label="task")
-        task.spend("visits/2026-11-26", PureDP(0.25), label="paid by name")
+        task.spend("visits", PureDP(0.25), partition="2026-11-26", label="paid by name")
         task.commit()
         expected = [(e.label, list(e.partitions)) for e in acct.history("visits")]
     assert expected == [

@@ -73,6 +73,7 @@ from dp_pipeline.accounting.reports import (
 from dp_pipeline.accounting.reservation import Reservation, warn_renamed
 from dp_pipeline.accounting.rules import Totals, user_rule
 from dp_pipeline.accounting.scope import check_plain_spend
+from dp_pipeline.accounting.spender import DatasetHandle
 from dp_pipeline.accounting.verify import (
     ANCHOR_FORMAT,
     check_anchor,
@@ -1510,6 +1511,12 @@ class PrivacyAccountant:
         store = self._store
         shown = repr(store) if isinstance(store, MemoryLedger) else repr(getattr(store, "_shown", store.url))
         return f"PrivacyAccountant({shown})"
+
+    def dataset(self, name: str) -> DatasetHandle:
+        """The dataset ``name`` of this ledger as a spender: ``visits = acct.dataset("visits")``, then
+        ``df.pipe(dp_count, epsilon=0.5, accountant=visits)`` (see
+        :class:`~dp_pipeline.accounting.spender.DatasetHandle`). Nothing is read or written."""
+        return DatasetHandle(self, _check_name(name, "dataset"))
 
 
 def _changed_totals(dataset: str, previous: DatasetBudget, new: DatasetBudget, totals: Totals) -> Totals:

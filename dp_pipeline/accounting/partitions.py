@@ -3,10 +3,9 @@
 Templated dataset names (Airflow's ``visits/{{ ds }}``, one per run) name one partition of a partitioned
 dataset (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.set_budget`, ``relation="add_remove",
 partitions=L``). The
-accountant itself never splits names: whoever takes such a name (the Airflow operator, a script) maps it
-with :func:`locate_partition` (or :func:`split_partition`, which reads no ledger) and passes ``partition=``
-to ``spend``. A reservation, the budget a task's code spends from, maps the names it is given the same way
-(:meth:`~dp_pipeline.accounting.reservation.Reservation.locate`).
+core never splits names: the accountant, a reservation, a dataset handle and the frame functions take
+``partition=``. Whoever renders such a name (the Airflow layer, a script) maps it once, at its edge, with
+:func:`locate_partition` (or :func:`split_partition`, which reads no ledger) and passes ``partition=``.
 """
 
 from __future__ import annotations

@@ -4,20 +4,50 @@ budget that the work it covers pays its releases from."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR, locate_partition, partition_names
-from dp_pipeline.events import Relation
+from dp_pipeline.accounting.partitions import partition_names
+from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
+from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee
 
-if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry
-
 __all__ = ["AttemptShare", "Reservation", "warn_renamed"]
+
+
+class _Payments(Protocol):
+    """What a reservation asks of the accountant that made it (:class:`~dp_pipeline.PrivacyAccountant`):
+    its payments, reports and settlement, all written in the ledger's transactions."""
+
+    def _pay(
+        self,
+        dataset: str,
+        key: str,
+        cost: Any,
+        group_size: Any,
+        label: Any,
+        partition: Any,
+        *,
+        claim: str | None = None,
+        within: str | None = None,
+    ) -> ReleaseEntry: ...
+
+    def _reservation_report(
+        self, dataset: str, key: str, what: str, share: str | None = None
+    ) -> BudgetReport: ...
+
+    def _commit(self, dataset: str, key: str) -> str: ...
+
+    def _cancel(self, dataset: str, key: str, reason: Any, actor: Any, *, by: str) -> str: ...
+
+    def budget(self, dataset: str) -> BudgetReport: ...
+
+    def relation(self, dataset: str) -> Relation: ...
+
+    def reservation(self, dataset: str, key: str) -> Reservation: ...
 
 
 def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
@@ -41,11 +71,12 @@ class Reservation:
     does not take back what the data revealed. An attempt that certainly never read data calls
     :meth:`cancel` with a reason; then nothing is committed.
 
-    **Paying from it.** A reservation is accepted wherever an accountant is (``accountant=`` of the
-    transformers and the pandas functions): :meth:`spend` pays a release from the reserved amount instead
-    of charging the dataset again. Each payment is a ``pay`` record on the ledger under the reservation
-    (label, events, cost), written in a locked transaction, so that processes paying from one
-    reservation at once never exceed it; it adds nothing to the dataset's totals, and
+    **Paying from it.** A reservation is a :class:`~dp_pipeline.accounting.spender.Spender`: it is
+    accepted wherever an accountant is (``accountant=`` of the transformers and the frame functions, with
+    ``dataset=`` omitted or its own dataset), and :meth:`hold` or :meth:`spend` pays a release from the
+    reserved amount instead of charging the dataset again. Each payment is a ``pay`` record on the ledger
+    under the reservation (label, events, cost), written in a locked transaction, so that processes
+    paying from one reservation at once never exceed it; it adds nothing to the dataset's totals, and
     :meth:`~PrivacyAccountant.history` shows it with ``paid_from`` set to the reservation's key. Payments
     fit the reservation when, under the dataset's rule, the exact sum of their charges (each priced as a
     spend of its own) is within the reserved charge, or, for a plan, when they are releases the plan
@@ -55,10 +86,10 @@ class Reservation:
     cannot be cancelled. Unspent reserved budget stays charged: the work may have released data by other
     means (:meth:`PrivacyAccountant.shrink` hands back the share of declared work that never started).
 
-    **Partition names.** On a partitioned dataset a release may name its partition in the dataset name, as
-    an Airflow task renders ``visits/{{ ds }}``: ``dataset="visits/2026-11-24"`` is partition
-    ``"2026-11-24"`` of ``visits`` (:meth:`locate`). A reservation charged to some partitions pays only
-    for releases that name partitions among them: a release that names none would read every partition.
+    **Partitions.** A reservation charged to some partitions pays only for releases that name partitions
+    among them (``partition=``): a release that names none would read every partition. A name such as
+    ``"visits/2026-11-24"`` is not a partition here: whoever renders such names (the Airflow layer) splits
+    them (:func:`~dp_pipeline.accounting.partitions.split_partition`) and passes ``partition=``.
 
     **Shares.** A reservation made for several attempts (an Airflow run's plan) pays each attempt from its
     own share: :meth:`claim` pays the attempt's declared cost from the reservation as the share of that
@@ -86,7 +117,7 @@ class Reservation:
 
     def __init__(
         self,
-        accountant: PrivacyAccountant,
+        accountant: _Payments,
         dataset: str,
         key: str,
         seq: int,
@@ -122,9 +153,7 @@ class Reservation:
         Parameters
         ----------
         dataset : str
-            The reservation's dataset, or on a partitioned dataset ``<dataset>/<partition>`` naming the
-            partition the release reads (see :meth:`locate`; InvalidParameterError for another dataset,
-            nothing is paid).
+            The reservation's dataset (InvalidParameterError for another one, nothing is paid).
         cost : mechanism, PrivacyEvent or Guarantee
             The release, as for :meth:`PrivacyAccountant.spend`.
         group_size : int, default 1
@@ -151,7 +180,7 @@ class Reservation:
             :meth:`PrivacyAccountant.spend` made (it holds nothing to pay from), or the ledger cannot be
             written.
         """
-        _, named = self.locate(dataset, partition)
+        named = self._named(dataset, partition)
         return self._accountant._pay(self.dataset, self.key, cost, group_size, label or None, named or None)
 
     def claim(
@@ -184,7 +213,7 @@ class Reservation:
         KeyAlreadyUsedError
             The share was already claimed; nothing was paid.
         """
-        _, named = self.locate(self.dataset, partition)
+        named = partition_names(partition)
         self._accountant._pay(
             self.dataset, self.key, cost, group_size, label or None, named or None, claim=share
         )
@@ -195,53 +224,49 @@ class Reservation:
         process); paying from it raises LedgerError if it was never claimed."""
         return AttemptShare(self, share)
 
-    def locate(
-        self, dataset: str, partition: str | Sequence[str] | None = None
-    ) -> tuple[str, tuple[str, ...]]:
-        """Where a release on ``dataset`` paid from this reservation is charged: the reservation's dataset
-        and the partitions the release names.
+    def _named(self, dataset: str, partition: str | Sequence[str] | None) -> tuple[str, ...]:
+        """The partitions a release on ``dataset`` names; InvalidParameterError naming ``dataset`` unless it
+        is the reservation's."""
+        if dataset != self.dataset:
+            raise InvalidParameterError(
+                f"the reservation {self.key!r} is on dataset {self.dataset!r}; it cannot pay for a release "
+                f"on another dataset",
+                "dataset",
+            )
+        return partition_names(partition)
 
-        ``dataset`` is the reservation's dataset (the partitions are then those of ``partition``), or, on a
-        partitioned dataset, ``<dataset>/<partition>`` (mapped by
-        :func:`~dp_pipeline.accounting.partitions.locate_partition`), which names its partition;
-        ``partition`` may then name the same one, or none.
+    # ------------------------------------------------------------------------------ the Spender protocol
 
-        Raises
-        ------
-        InvalidParameterError
-            Another dataset; a partition of a dataset that is not partitioned; a name and ``partition``
-            naming different partitions; a bad partition name.
-        """
-        named = partition_names(partition)
-        if dataset == self.dataset:
-            return self.dataset, named
-        if isinstance(dataset, str) and dataset.startswith(self.dataset + PARTITION_SEPARATOR):
-            base, part = locate_partition(dataset, self._accountant)
-            if base == self.dataset and part is not None:
-                if named and named != (part,):
-                    raise InvalidParameterError(
-                        f"{dataset!r} names partition {part!r} of {self.dataset!r}, but 'partition' names "
-                        f"{list(named)}: name the partition once",
-                        "partition",
-                    )
-                return self.dataset, (part,)
-        raise InvalidParameterError(
-            f"the reservation {self.key!r} is on dataset {self.dataset!r}; it cannot pay for a release on "
-            f"{dataset!r}",
-            "dataset",
-        )
-
-    def relation(self, dataset: str) -> Relation:
-        """The dataset's neighbouring relation (the dataset must be the reservation's, or one of its
-        partitions: see :meth:`locate`)."""
-        self.locate(dataset)
+    def relation(self) -> Relation:
+        """The neighbouring relation of the reservation's dataset (one read of the ledger)."""
         return self._accountant.relation(self.dataset)
 
-    def budget(self, dataset: str) -> BudgetReport:
-        """The dataset's budget, with its rule and partitions (the dataset must be the reservation's, or one
-        of its partitions: see :meth:`locate`)."""
-        self.locate(dataset)
-        return self._accountant.budget(self.dataset)
+    def partitions_limit(self) -> int | None:
+        """L of the reservation's dataset when it is partitioned, else None (one read of the ledger)."""
+        return self._accountant.budget(self.dataset).partitions
+
+    @contextmanager
+    def hold(
+        self, event: PrivacyEvent, *, label: str, group_size: int = 1, partition: Sequence[str] = ()
+    ) -> Iterator[None]:
+        """Pay one release from this reservation (:meth:`spend`) when the block that reads its data ends,
+        before its result exists.
+
+        The dataset's budget was charged when the reservation was made, so the block may read first. A
+        block that raises InvalidParameterError (the data failed the release's checks; no result leaves
+        the call) pays nothing; any other error from the block is paid (the data may have been read)
+        and then raised. A payment the reservation refuses raises BudgetExceededError: the data were read
+        but no result is released.
+        """
+        names = list(partition) or None
+        try:
+            yield
+        except InvalidParameterError:
+            raise
+        except BaseException:
+            self.spend(self.dataset, event, group_size=group_size, label=label, partition=names)
+            raise
+        self.spend(self.dataset, event, group_size=group_size, label=label, partition=names)
 
     def spent(self) -> BudgetReport:
         """What was paid from the reservation (``budget`` is what it holds), rounded up."""
@@ -307,7 +332,7 @@ class Reservation:
         )
 
 
-def _reopen(accountant: PrivacyAccountant, dataset: str, key: str) -> Reservation:
+def _reopen(accountant: _Payments, dataset: str, key: str) -> Reservation:
     """A pickled reservation, reopened from its ledger."""
     return accountant.reservation(dataset, key)
 
@@ -345,7 +370,7 @@ class AttemptShare(Reservation):
     ) -> ReleaseEntry:
         """Pay one release within the share (as :meth:`Reservation.spend`; BudgetExceededError when the
         share's releases would exceed its claim, LedgerError when the share was never claimed)."""
-        _, named = self.locate(dataset, partition)
+        named = self._named(dataset, partition)
         return self._accountant._pay(
             self.dataset, self.key, cost, group_size, label or None, named or None, within=self.share_key
         )
@@ -398,6 +423,6 @@ class AttemptShare(Reservation):
         return f"AttemptShare(dataset={self.dataset!r}, key={self.key!r}, share={self.share_key!r})"
 
 
-def _reopen_share(accountant: PrivacyAccountant, dataset: str, key: str, share: str) -> AttemptShare:
+def _reopen_share(accountant: _Payments, dataset: str, key: str, share: str) -> AttemptShare:
     """A pickled share, reopened from its ledger."""
     return AttemptShare(accountant.reservation(dataset, key), share)

@@ -3,8 +3,9 @@ charge and result attributes.
 
 A frame function builds one :class:`Release` from its arguments (nothing is read), plans its noise from the
 declared bounds (:func:`sensitivity`), then computes the exact bounded aggregate inside
-:meth:`Release.charging`: the release is reserved on the ledger before any data is read (a refusal reads
-nothing), committed once the aggregate exists, and only then is the noise drawn, on the driver. Only the
+:meth:`Release.holding`, which its spender pays (:meth:`~dp_pipeline.accounting.spender.Spender.hold`:
+a dataset's budget is reserved before any data is read, a refusal reads nothing), and only then is the
+noise drawn, on the driver. Only the
 aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames.engine`) is the engine's. Sums
 are exact and the noise is added to the exact sum (:mod:`dp_pipeline.frames._exact_sums`).
 """
@@ -12,8 +13,9 @@ are exact and the noise is added to the exact sum (:mod:`dp_pipeline.frames._exa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Hashable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -21,112 +23,87 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.charging import (
-    UNACCOUNTED,
-    charge,
-    check_ledger,
-    dataset_partitions,
-    dataset_relation,
-    located,
-    partition_options,
-)
+from dp_pipeline.accounting.partitions import partition_names
+from dp_pipeline.accounting.spender import Spender
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.frames._exact_sums import ExactSums, grid_exponent
 from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
-from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding, engine_of
+from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding
+from dp_pipeline.frames.registry import engine_of
 from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
+from dp_pipeline.spending import as_spender
 from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
 from dp_pipeline.tabular import declared_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Release", "charging", "sensitivity"]
+__all__ = ["Options", "Release", "sensitivity"]
 
 NOISES = ("laplace", "gaussian")
 
 
-@contextmanager
-def charging(
-    accountant: Any,
-    dataset: Any,
-    event: PrivacyEvent,
-    label: str,
-    group_size: int,
-    partition: tuple[str, ...] = (),
-) -> Iterator[None]:
-    """Charge one release around the block that reads the data; the block's caller adds the noise after.
+@dataclass(frozen=True)
+class Options:
+    """The options every aggregate takes, typed as its signature declares them and passed on unchecked
+    (:class:`Release` checks them): see :func:`~dp_pipeline.frames.dp_count` for their meaning."""
 
-    A :class:`~dp_pipeline.PrivacyAccountant` reserves the cost before the block (BudgetExceededError
-    there: nothing is read, nothing charged) and commits it after. An InvalidParameterError from the block
-    is the data failing the release's checks: the reservation is cancelled (the refusal is all that leaves
-    the call, as when the checks run before the charge) and the error raised. Any other error commits: the
-    data may have been read. An accountant with only ``spend`` is charged after the block, before the
-    noise; ``"unaccounted"`` charges nothing. ``partition`` names the partitions the release reads, on a
-    partitioned dataset.
-    """
-    reserve = getattr(accountant, "reserve", None)
-    if (isinstance(accountant, str) and accountant == UNACCOUNTED) or not callable(reserve):
-        yield
-        charge(accountant, dataset, event, label, group_size, partition)
-        return
-    reservation = reserve(dataset, event, group_size=group_size, label=label, **partition_options(partition))
-    try:
-        yield
-    except InvalidParameterError:
-        reservation.cancel(reason="the data failed the release's checks; no result was released")
-        raise
-    except BaseException:
-        reservation.commit()
-        raise
-    reservation.commit()
+    epsilon: float
+    accountant: Any
+    dataset: str | None
+    by: Any
+    keys: Any
+    privacy_unit: Any
+    max_contributions: int
+    mechanism: str
+    delta: float | None
+    group_size: int
+    level: float
+    random_state: Any
+    partition_column: Any
+    partition: str | Sequence[str] | None
 
 
 class Release:
-    """One aggregate release: its checked arguments, whose rows enter it, its noise plan, its charge.
+    """One aggregate release: its checked arguments, whose rows enter it, its noise plan, who pays.
 
-    ``arguments`` are the frame function's own (its ``locals()`` on entry): every aggregate takes the
-    options they share (``df``, ``epsilon``, ``delta``, ``mechanism``, ``by``, ``keys``, ``privacy_unit``,
-    ``max_contributions``, ``group_size``, ``accountant``, ``dataset``, ``random_state``, ``level``,
-    ``partition_column`` and ``partition``) under these names. Nothing is read from the data but its schema
-    (and, for data in memory, the checks of the person and partition columns).
+    Built from the DataFrame ``df`` and the shared :class:`Options` of the frame function ``owner``
+    (``keys_name``: the name its keys go by, ``"categories"`` for a histogram). Nothing is read from the
+    data but its schema (and, for data in memory, the checks of the person and partition columns). The
+    spender is made from ``accountant=``/``dataset=`` once (:func:`~dp_pipeline.spending.as_spender`);
+    the relation the noise is calibrated to is read from it once, before any data.
     """
 
-    def __init__(self, owner: str, arguments: Mapping[str, Any], *, keys_name: str = "keys") -> None:
-        self.engine: Engine = engine_of(arguments["df"])
-        self.accountant = arguments["accountant"]
-        check_ledger(self.accountant, arguments["dataset"])
-        # a reservation maps a name such as "visits/2026-11-24" to its dataset's partition
-        self.dataset, self.partition = located(self.accountant, arguments["dataset"], arguments["partition"])
-        mechanism = arguments["mechanism"]
-        if mechanism not in NOISES:
+    def __init__(self, owner: str, df: Any, options: Options, *, keys_name: str = "keys") -> None:
+        self.engine: Engine = engine_of(df)
+        self.spender: Spender = as_spender(options.accountant, options.dataset)
+        self.partition = partition_names(options.partition)
+        if options.mechanism not in NOISES:
             raise InvalidParameterError(
-                f"'mechanism' must be 'laplace' or 'gaussian', got {mechanism!r}", "mechanism"
+                f"'mechanism' must be 'laplace' or 'gaussian', got {options.mechanism!r}", "mechanism"
             )
-        self.noise: NoiseFamily = mechanism
-        self.epsilon = check_epsilon(arguments["epsilon"])
-        self.delta = arguments["delta"]
+        self.noise: NoiseFamily = "gaussian" if options.mechanism == "gaussian" else "laplace"
+        self.epsilon = check_epsilon(options.epsilon)
+        self.delta = options.delta
         check_delta(self.noise, self.delta)
-        self.level = check_level(arguments["level"])
-        by, keys = arguments["by"], arguments["keys"]
+        self.level = check_level(options.level)
         self.by: list[Hashable] | None = None
         self.index: pd.Index | None = None
-        if by is not None:
-            self.by, self.index = group_index(self.engine, by, keys, keys_name)
-        if by is None and keys is not None:
+        if options.by is not None:
+            self.by, self.index = group_index(self.engine, options.by, options.keys, keys_name)
+        elif options.keys is not None:
             raise InvalidParameterError(f"{keys_name!r} needs 'by' (the columns to group by)", keys_name)
-        privacy_unit = arguments["privacy_unit"]
-        self.m = check_limit(arguments["max_contributions"], privacy_unit)
+        self.m = check_limit(options.max_contributions, options.privacy_unit)
         self.unit: Hashable | None = None
-        if privacy_unit is not None:
-            (self.unit,) = column_list(self.engine, privacy_unit, "privacy_unit")
+        if options.privacy_unit is not None:
+            (self.unit,) = column_list(self.engine, options.privacy_unit, "privacy_unit")
             self.engine.check_unit(self.unit)
-        self.relation = dataset_relation(self.accountant, self.dataset)
-        self.group_size = check_positive_int(arguments["group_size"], "group_size")
-        self.rng = release_rng(arguments["random_state"], owner)
-        partitions = self._partitions(arguments["partition_column"])
+        self.relation = self.spender.relation()
+        self.group_size = check_positive_int(options.group_size, "group_size")
+        self.rng = release_rng(options.random_state, owner)
+        partitions = self._partitions(options.partition_column)
         self.bounding = Bounding(self.unit, self.m, self.by, self.index, self.rng, partitions)
 
     def _partitions(self, partition_column: Any) -> PartitionBounding | None:
@@ -135,7 +112,7 @@ class Release:
         if partition_column is None:
             return None
         (column,) = column_list(self.engine, partition_column, "partition_column")
-        limit = dataset_partitions(self.accountant, self.dataset)
+        limit = self.spender.partitions_limit()
         if limit is None:
             raise InvalidParameterError(
                 "'partition_column' keeps each person in the L partitions that the dataset charged declares "
@@ -202,11 +179,12 @@ class Release:
             replace_one=under("replace_one") if self.relation == "add_remove" else None,
         )
 
-    def charging(self, event: PrivacyEvent, label: str) -> Any:
-        """:func:`charging` of this release (on the partitions it names), its event marked as drawn by
-        this release's generator (:func:`~dp_pipeline.mechanisms.sampling.drawn_event`)."""
+    def holding(self, event: PrivacyEvent, label: str) -> AbstractContextManager[None]:
+        """The block that reads this release's data, paid by its spender
+        (:meth:`~dp_pipeline.accounting.spender.Spender.hold`, on the partitions it names), its event marked
+        as drawn by this release's generator (:func:`~dp_pipeline.mechanisms.sampling.drawn_event`)."""
         marked = drawn_event(event, self.rng)
-        return charging(self.accountant, self.dataset, marked, label, self.group_size, self.partition)
+        return self.spender.hold(marked, label=label, group_size=self.group_size, partition=self.partition)
 
     def attrs(self, plan: NoisePlan, **extra: Any) -> dict[str, Any]:
         return {

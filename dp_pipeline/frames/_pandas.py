@@ -51,6 +51,11 @@ class PandasEngine:
         self._kept: tuple[Bounding, pd.DataFrame] | None = None
 
     @classmethod
+    def accepts(cls, df: Any) -> bool:
+        """Whether ``df`` is a pandas DataFrame."""
+        return isinstance(df, require_pandas().DataFrame)
+
+    @classmethod
     def of(cls, df: Any) -> PandasEngine:
         return cls(check_frame(df))
 

@@ -31,18 +31,18 @@ clipping and contribution bounding. ``result.attrs`` records the mechanism, ε, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
 from dp_pipeline.exact import subtract_up
-from dp_pipeline.frames._core import Release
+from dp_pipeline.frames._core import Options, Release
 from dp_pipeline.frames._dpbounds import learn_bounds, outer_range, search_cost
 from dp_pipeline.frames._exact_sums import ExactSums, noisy_sums
 from dp_pipeline.frames.common import column_list, interval_half_width, result_frame
-from dp_pipeline.frames.engine import engine_of
+from dp_pipeline.frames.registry import engine_of
 from dp_pipeline.splitting import NoisePlan
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def _count_or_sum(
 def _count(release: Release, label: str) -> Any:
     """The noisy row count, whole or per group (each row counts 1), clipped at 0."""
     plan = release.plan([(1.0, 1.0)])
-    with release.charging(plan.event, label):
+    with release.holding(plan.event, label):
         exact = release.sums(None, (1.0, 1.0), 0.0, [0], plan, [(1.0, 1.0)])
     return _count_or_sum(release, exact, plan, "count", 0.0, {})
 
@@ -112,10 +112,11 @@ def dp_count(
         table as a small Spark DataFrame).
     epsilon : float
         ε > 0 of the release (the whole vector of group counts).
-    accountant : PrivacyAccountant or "unaccounted"
+    accountant : PrivacyAccountant, DatasetHandle, Reservation or "unaccounted"
         Charged once per call, before the noise is drawn; ``"unaccounted"`` is the explicit opt-out.
-    dataset : str
-        The dataset (budget) charged.
+    dataset : str, optional
+        The dataset (budget) charged: required with a PrivacyAccountant, omitted with a handle
+        (``acct.dataset("visits")``) or a reservation (see :mod:`dp_pipeline.spending`).
     by : column name or list of names, optional
         Group by these columns; needs ``keys``.
     keys : list or "data", optional
@@ -176,7 +177,26 @@ def dp_count(
     >>> list(out.index)
     ['value', 'std_error', 'ci_low', 'ci_high']
     """
-    release = Release("dp_count", locals())
+    release = Release(
+        "dp_count",
+        df,
+        Options(
+            epsilon=epsilon,
+            accountant=accountant,
+            dataset=dataset,
+            by=by,
+            keys=keys,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            mechanism=mechanism,
+            delta=delta,
+            group_size=group_size,
+            level=level,
+            random_state=random_state,
+            partition_column=partition_column,
+            partition=partition,
+        ),
+    )
     return _count(release, release.label("dp_count"))
 
 
@@ -212,15 +232,45 @@ def dp_histogram(
         Indexed by category: ``value``, ``std_error``, ``ci_low``, ``ci_high``.
     """
     (name,) = column_list(engine_of(df), column, "column")
-    release = Release("dp_histogram", {**locals(), "by": name, "keys": categories}, keys_name="categories")
+    release = Release(
+        "dp_histogram",
+        df,
+        Options(
+            epsilon=epsilon,
+            accountant=accountant,
+            dataset=dataset,
+            by=name,
+            keys=categories,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            mechanism=mechanism,
+            delta=delta,
+            group_size=group_size,
+            level=level,
+            random_state=random_state,
+            partition_column=partition_column,
+            partition=partition,
+        ),
+        keys_name="categories",
+    )
     result: pd.DataFrame = _count(release, f"dp_histogram of {name!r}")
     return result
+
+
+class DeclaredBounds(NamedTuple):
+    """How a sum's values are bounded, as the caller passed it: ``lower``/``upper``, or ``bounds="dp"``
+    learned inside ``outer``."""
+
+    lower: Any
+    upper: Any
+    bounds: Any
+    outer: Any
 
 
 def _charged_sums(
     release: Release,
     column: Any,
-    options: dict[str, Any],
+    declared: DeclaredBounds,
     ranges: Any,
     powers: list[int],
     centred: bool,
@@ -230,7 +280,7 @@ def _charged_sums(
     midpoint when ``centred``): (column, lower, upper, plan, sums, extra attributes).
 
     With ``bounds="dp"`` the bounds are learned inside the same charge (see :mod:`._dpbounds`)."""
-    lower, upper, bounds, outer = options["lower"], options["upper"], options["bounds"], options["outer"]
+    lower, upper, bounds, outer = declared
     (name,) = column_list(release.engine, column, "column")
     ranged = outer_range(lower, upper, bounds, outer, [str(name)])
     searched = None if ranged is None else (float(ranged[0][0]), float(ranged[1][0]))
@@ -242,7 +292,7 @@ def _charged_sums(
     else:
         search, event = search_cost(release, searched, ranges)
         extra = {"cost": event.to_dict(), "outer": outer}
-    with release.charging(event, label):
+    with release.holding(event, label):
         if searched is not None:
             low, high, plan = learn_bounds(release, search, name, ranges)
         centre = (low + high) / 2.0 if centred else 0.0
@@ -303,9 +353,29 @@ def dp_sum(
     W = max(upper, 0) − min(lower, 0): mM under add/remove; under replace-one mW for one sum, and for group
     sums L1 2mM, L2 m·max(W, √2·M).
     """
-    release = Release("dp_sum", locals())
+    release = Release(
+        "dp_sum",
+        df,
+        Options(
+            epsilon=epsilon,
+            accountant=accountant,
+            dataset=dataset,
+            by=by,
+            keys=keys,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            mechanism=mechanism,
+            delta=delta,
+            group_size=group_size,
+            level=level,
+            random_state=random_state,
+            partition_column=partition_column,
+            partition=partition,
+        ),
+    )
+    declared = DeclaredBounds(lower, upper, bounds, outer)
     name, _, _, plan, exact, extra = _charged_sums(
-        release, column, locals(), lambda a, b: [(a, b)], [1], False, "dp_sum"
+        release, column, declared, lambda a, b: [(a, b)], [1], False, "dp_sum"
     )
     return _count_or_sum(release, exact, plan, f"sum({name})", None, extra)
 
@@ -359,9 +429,29 @@ def dp_mean(
     Li, Lyu, Su & Yang, "Differential privacy: from theory to practice", 2016, §2.5 (noisy sum over noisy
     count with centring).
     """
-    release = Release("dp_mean", locals())
+    release = Release(
+        "dp_mean",
+        df,
+        Options(
+            epsilon=epsilon,
+            accountant=accountant,
+            dataset=dataset,
+            by=by,
+            keys=keys,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            mechanism=mechanism,
+            delta=delta,
+            group_size=group_size,
+            level=level,
+            random_state=random_state,
+            partition_column=partition_column,
+            partition=partition,
+        ),
+    )
+    declared = DeclaredBounds(lower, upper, bounds, outer)
     name, low, high, plan, exact, extra = _charged_sums(
-        release, column, locals(), _mean_ranges, [1, 0], True, "dp_mean"
+        release, column, declared, _mean_ranges, [1, 0], True, "dp_mean"
     )
     centre = (low + high) / 2.0
     noisy_sum = noisy(plan, 0, exact, release.rng)

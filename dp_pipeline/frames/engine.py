@@ -13,8 +13,9 @@ engine only reads the data:
 * :meth:`Engine.grid_ranks`: #{kept values < cₖ} at each point cₖ of a grid, per declared key;
 * the per-row releases: noise on numeric columns, randomized response on a column.
 
-:func:`engine_of` picks the engine from the type of the DataFrame: pandas (:mod:`dp_pipeline.frames._pandas`)
-or Spark (:mod:`dp_pipeline.spark`, imported only when a Spark DataFrame arrives).
+:func:`~dp_pipeline.frames.registry.engine_of` asks each registered engine whether it accepts the
+DataFrame: pandas (:mod:`dp_pipeline.frames._pandas`) is built in, Spark (:mod:`dp_pipeline.spark`)
+registers through the entry-point group ``dp_pipeline.frame_engines``.
 
 **Why not a dataframe-agnostic layer.** Narwhals (on the package registry) would run one implementation
 on pandas, Polars and Spark, but its lazy API has no random number expression, so the uniform per-person
@@ -25,7 +26,6 @@ job, which Narwhals does not express. The protocol here keeps each engine's fast
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -45,7 +45,6 @@ __all__ = [
     "Engine",
     "PartitionBounding",
     "RowRelease",
-    "engine_of",
     "join_sum",
     "noisy_batch",
     "one_on_grid",
@@ -199,17 +198,6 @@ def noisy_batch(
         values = np.clip(batch[name].to_numpy(dtype=np.float64), lower[j], upper[j])
         out[name] = mechanisms[j].randomize(values, rng) if values.size else values
     return out
-
-
-def engine_of(df: Any) -> Engine:
-    """The engine of ``df``: pandas or Spark; InvalidParameterError naming ``df`` for anything else."""
-    if type(df).__module__.startswith("pyspark."):
-        spark = importlib.import_module("dp_pipeline.spark._engine")
-        engine: Engine = spark.SparkEngine.of(df)
-        return engine
-    from dp_pipeline.frames._pandas import PandasEngine
-
-    return PandasEngine.of(df)
 
 
 def randomized_batch(

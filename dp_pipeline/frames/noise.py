@@ -9,14 +9,15 @@ from numpy.typing import NDArray
 
 from dp_pipeline._learned_bounds import BoundsSearch, search_share
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.charging import check_ledger, dataset_relation
+from dp_pipeline.accounting.spender import Spender
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._core import charging
 from dp_pipeline.frames._dpbounds import learn, outer_range, whole_column
 from dp_pipeline.frames.common import column_list
-from dp_pipeline.frames.engine import Engine, engine_of
+from dp_pipeline.frames.engine import Engine
+from dp_pipeline.frames.registry import engine_of
 from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
 from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
+from dp_pipeline.spending import as_spender
 from dp_pipeline.splitting import NoisePlan, check_delta, check_epsilon, plan_noise
 from dp_pipeline.tabular import declared_bounds, declared_sensitivity, learn_categories
 
@@ -62,10 +63,11 @@ def add_noise(
         Numeric columns without missing values.
     epsilon : float
         ε > 0 of the whole release (every listed column of every row).
-    accountant : PrivacyAccountant or "unaccounted"
+    accountant : PrivacyAccountant, DatasetHandle, Reservation or "unaccounted"
         Charged once per call, before the noise is drawn; ``"unaccounted"`` is the explicit opt-out.
-    dataset : str
-        The dataset (budget) charged.
+    dataset : str, optional
+        The dataset (budget) charged: required with a PrivacyAccountant, omitted with a handle
+        (``acct.dataset("visits")``) or a reservation (see :mod:`dp_pipeline.spending`).
     mechanism : {"laplace", "gaussian", "staircase"}
         The noise; ``"gaussian"`` needs ``delta``.
     delta : float, optional
@@ -110,7 +112,7 @@ def add_noise(
     """
     engine = engine_of(df)
     names = column_list(engine, columns, "columns")
-    check_ledger(accountant, dataset)
+    spender = as_spender(accountant, dataset)
     if mechanism not in _NOISES:
         raise InvalidParameterError(
             f"'mechanism' must be one of {list(_NOISES)}, got {mechanism!r}", "mechanism"
@@ -141,10 +143,10 @@ def add_noise(
     # made ready before the charge; with bounds="dp" the same release at the outer range, redone at the
     # learned bounds (only numbers change)
     release = engine.with_noise(names, low, high, noise.parts, rows_rng)
-    if _nothing_to_release(engine, accountant, dataset):
+    if _nothing_to_release(engine, spender):
         return release.run(engine.attrs())
     attrs = engine.attrs()
-    with charging(accountant, dataset, event, f"add_noise to {labels}", k):
+    with spender.hold(event, label=f"add_noise to {labels}", group_size=k):
         if search is None:
             engine.validate()
         else:  # the columns' ranks on their grids, read by the engine (its checks run in the same job)
@@ -183,10 +185,11 @@ def randomized_response(
         The answer to randomise.
     epsilon : float
         ε > 0.
-    accountant : PrivacyAccountant or "unaccounted"
+    accountant : PrivacyAccountant, DatasetHandle, Reservation or "unaccounted"
         Charged once per call; ``"unaccounted"`` is the explicit opt-out.
-    dataset : str
-        The dataset (budget) charged.
+    dataset : str, optional
+        The dataset (budget) charged: required with a PrivacyAccountant, omitted with a handle
+        (``acct.dataset("visits")``) or a reservation (see :mod:`dp_pipeline.spending`).
     categories : list, "data" or None
         None (default): a yes/no answer, the column must hold only True/False or 0/1 (binary randomized
         response, :class:`~dp_pipeline.mechanisms.BinaryRandomizedResponse`). A list: the declared possible
@@ -224,7 +227,7 @@ def randomized_response(
     """
     engine = engine_of(df)
     (name,) = column_list(engine, column, "column")
-    check_ledger(accountant, dataset)
+    spender = as_spender(accountant, dataset)
     eps = check_epsilon(epsilon)
     mechanism: BinaryRandomizedResponse | KRandomizedResponse
     if categories is None:
@@ -247,7 +250,7 @@ def randomized_response(
     k = check_positive_int(group_size, "group_size")
     release = engine.randomized(name, mechanism, None if random_state is None else rng)  # before the charge
     attrs = engine.attrs()
-    if _nothing_to_release(engine, accountant, dataset):
+    if _nothing_to_release(engine, spender):
         return release.run(attrs)
     recorded: dict[str, Any] = {"epsilon": mechanism.epsilon}
     if isinstance(mechanism, KRandomizedResponse):
@@ -255,13 +258,13 @@ def randomized_response(
     # what rr_share and krr_frequencies read
     attrs[RR_ATTRS] = {**attrs.get(RR_ATTRS, {}), name: recorded}
     event = drawn_event(mechanism.event, rng)
-    with charging(accountant, dataset, event, f"randomized_response of {name!r}", k):
+    with spender.hold(event, label=f"randomized_response of {name!r}", group_size=k):
         engine.validate()
     return release.run(attrs)
 
 
-def _nothing_to_release(engine: Engine, accountant: Any, dataset: Any) -> bool:
+def _nothing_to_release(engine: Engine, spender: Spender) -> bool:
     """Whether a row-level release has no row to release: an in-memory frame without rows, under
     replace-one (the relation row-level releases run on; any other is refused when charged), where the
     number of rows is public. It is returned as it is, and nothing is charged."""
-    return engine.holds_no_rows() and dataset_relation(accountant, dataset) == "replace_one"
+    return engine.holds_no_rows() and spender.relation() == "replace_one"

@@ -33,7 +33,7 @@ from dp_pipeline._quantile import grid, quantile_mechanism, rank_error, select_f
 from dp_pipeline._validation import check_real
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames._core import Release
+from dp_pipeline.frames._core import Options, Release
 from dp_pipeline.frames.common import require_pandas
 
 if TYPE_CHECKING:
@@ -64,16 +64,22 @@ def _index(release: Release, qs: list[float]) -> pd.Index:
 
 
 def _quantile_table(
-    df: Any, column: Any, qs: list[float], options: dict[str, Any], owner: str, single: bool = False
+    df: Any,
+    column: Any,
+    qs: list[float],
+    bounds: tuple[Any, Any],
+    options: Options,
+    owner: str,
+    single: bool = False,
 ) -> Any:
-    release = Release(owner, {**options, "df": df, "mechanism": "laplace", "delta": None})
-    name, low, high = release.value_column(column, options["lower"], options["upper"])
+    release = Release(owner, df, options)
+    name, low, high = release.value_column(column, *bounds)
     per_quantile = release.epsilon / len(qs)
     mechanism = quantile_mechanism(per_quantile, release.by is not None, release.relation, release.m)
     parts: Sequence[PrivacyEvent] = [mechanism.event.under(release.relation)] * len(qs)
     event = parts[0] if len(qs) == 1 else composite_event(parts, release.relation)
     candidates = grid(low, high)
-    with release.charging(event, release.label(f"{owner} of {name!r}")):
+    with release.holding(event, release.label(f"{owner} of {name!r}")):
         ranks = release.grid_ranks(name, (low, high), candidates)
     released = [[select_from_ranks(mechanism, r, candidates, q, release.rng) for q in qs] for r in ranks]
     radius = rank_error(mechanism, candidates.size, release.level)
@@ -136,10 +142,11 @@ def dp_quantiles(
         of 2¹⁶ + 1 points between them.
     epsilon : float
         ε > 0 of the whole call (split evenly between the quantiles, and valid for all groups together).
-    accountant : PrivacyAccountant or "unaccounted"
+    accountant : PrivacyAccountant, DatasetHandle, Reservation or "unaccounted"
         Charged once per call, before anything is drawn; ``"unaccounted"`` is the explicit opt-out.
-    dataset : str
-        The dataset (budget) charged.
+    dataset : str, optional
+        The dataset (budget) charged: required with a PrivacyAccountant, omitted with a handle
+        (``acct.dataset("visits")``) or a reservation (see :mod:`dp_pipeline.spending`).
     by, keys : optional
         Group by these columns, with the declared keys (as for :func:`~dp_pipeline.frames.dp_count`).
     privacy_unit, max_contributions : optional
@@ -173,8 +180,23 @@ def dp_quantiles(
     McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007.
     Smith, "Privacy-preserving statistical estimation with optimal convergence rates", STOC 2011.
     """
-    options = {k: v for k, v in locals().items() if k not in ("df", "column", "quantiles")}
-    return _quantile_table(df, column, _check_quantiles(quantiles), options, "dp_quantiles")
+    options = Options(
+        epsilon=epsilon,
+        accountant=accountant,
+        dataset=dataset,
+        by=by,
+        keys=keys,
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        mechanism="laplace",
+        delta=None,
+        group_size=group_size,
+        level=level,
+        random_state=random_state,
+        partition_column=partition_column,
+        partition=partition,
+    )
+    return _quantile_table(df, column, _check_quantiles(quantiles), (lower, upper), options, "dp_quantiles")
 
 
 def dp_quantile(
@@ -202,8 +224,24 @@ def dp_quantile(
     Returns a Series ``value, rank_error`` (a DataFrame with those columns indexed by the keys when
     grouped).
     """
-    options = {k: v for k, v in locals().items() if k not in ("df", "column", "quantile")}
-    return _quantile_table(df, column, _check_quantiles(quantile)[:1], options, "dp_quantile", single=True)
+    options = Options(
+        epsilon=epsilon,
+        accountant=accountant,
+        dataset=dataset,
+        by=by,
+        keys=keys,
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        mechanism="laplace",
+        delta=None,
+        group_size=group_size,
+        level=level,
+        random_state=random_state,
+        partition_column=partition_column,
+        partition=partition,
+    )
+    qs = _check_quantiles(quantile)[:1]
+    return _quantile_table(df, column, qs, (lower, upper), options, "dp_quantile", single=True)
 
 
 def dp_median(
@@ -235,8 +273,23 @@ def dp_median(
     >>> list(out.index)
     ['value', 'rank_error']
     """
-    options = {k: v for k, v in locals().items() if k not in ("df", "column")}
-    return _quantile_table(df, column, [0.5], options, "dp_median", single=True)
+    options = Options(
+        epsilon=epsilon,
+        accountant=accountant,
+        dataset=dataset,
+        by=by,
+        keys=keys,
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        mechanism="laplace",
+        delta=None,
+        group_size=group_size,
+        level=level,
+        random_state=random_state,
+        partition_column=partition_column,
+        partition=partition,
+    )
+    return _quantile_table(df, column, [0.5], (lower, upper), options, "dp_median", single=True)
 
 
 def _single(table: pd.DataFrame) -> pd.Series | pd.DataFrame:

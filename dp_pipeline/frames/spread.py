@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.frames._core import Release
+from dp_pipeline.frames._core import Options, Release
 from dp_pipeline.frames.aggregates import centred, noisy
 from dp_pipeline.frames.common import interval_half_width, result_frame
 
@@ -37,13 +37,15 @@ if TYPE_CHECKING:
 __all__ = ["dp_std", "dp_var"]
 
 
-def _variance_release(owner: str, arguments: dict[str, Any], std: bool) -> Any:
-    release = Release(owner, arguments)
-    name, low, high = release.value_column(arguments["column"], arguments["lower"], arguments["upper"])
+def _variance_release(
+    owner: str, df: Any, column: Any, bounds: tuple[Any, Any], options: Options, std: bool
+) -> Any:
+    release = Release(owner, df, options)
+    name, low, high = release.value_column(column, *bounds)
     centre, half = centred(low, high)
     ranges = [(-half, half), (0.0, half * half), (1.0, 1.0)]
     plan = release.plan(ranges)
-    with release.charging(plan.event, release.label(f"{owner} of {name!r}")):
+    with release.holding(plan.event, release.label(f"{owner} of {name!r}")):
         exact = release.sums(name, (low, high), centre, [1, 2, 0], plan, ranges)
     s1, s2, count = (noisy(plan, part, exact, release.rng) for part in range(3))
     n = np.maximum(count, 1.0)
@@ -129,7 +131,29 @@ def dp_var(
     ----------
     Du, Foot, Moniot, Bray & Groce, "Differentially private confidence intervals", 2020 (noisy moments).
     """
-    return _variance_release("dp_var", locals(), std=False)
+    return _variance_release(
+        "dp_var",
+        df,
+        column,
+        (lower, upper),
+        Options(
+            epsilon=epsilon,
+            accountant=accountant,
+            dataset=dataset,
+            by=by,
+            keys=keys,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            mechanism=mechanism,
+            delta=delta,
+            group_size=group_size,
+            level=level,
+            random_state=random_state,
+            partition_column=partition_column,
+            partition=partition,
+        ),
+        std=False,
+    )
 
 
 def dp_std(
@@ -160,4 +184,26 @@ def dp_std(
     Series or DataFrame
         ``value`` in [0, (upper − lower)/2], ``std_error`` (delta method), ``ci_low``, ``ci_high``.
     """
-    return _variance_release("dp_std", locals(), std=True)
+    return _variance_release(
+        "dp_std",
+        df,
+        column,
+        (lower, upper),
+        Options(
+            epsilon=epsilon,
+            accountant=accountant,
+            dataset=dataset,
+            by=by,
+            keys=keys,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            mechanism=mechanism,
+            delta=delta,
+            group_size=group_size,
+            level=level,
+            random_state=random_state,
+            partition_column=partition_column,
+            partition=partition,
+        ),
+        std=True,
+    )

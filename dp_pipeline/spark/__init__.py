@@ -4,7 +4,8 @@
 accountant=acct, dataset="patients")`` (``DataFrame.transform`` is Spark's ``.pipe``). The functions are
 those of :mod:`dp_pipeline.frames`, which take a pandas or a Spark DataFrame: the privacy core (arguments,
 sensitivity, noise plan, charge, result table) is one, and only the exact bounded aggregate is computed
-per engine (:mod:`dp_pipeline.spark._engine`):
+per engine (:mod:`dp_pipeline.spark._engine`, found by the frames through the entry-point group
+``dp_pipeline.frame_engines``, and registered when this package is imported):
 
 * the aggregates (``dp_count``, ``dp_sum``, ``dp_mean``, ``dp_histogram``, ``dp_var``, ``dp_std``,
   ``dp_quantile``, ``dp_quantiles``, ``dp_median``) run one Spark job that clips, keeps a uniform random
@@ -45,6 +46,7 @@ from dp_pipeline.frames import (
     dp_var,
     randomized_response,
 )
+from dp_pipeline.spark import _engine  # noqa: F401  (registers the Spark engine with the frames)
 
 __all__ = [
     "add_noise",

@@ -42,6 +42,7 @@ from dp_pipeline.frames.common import (
     require_pandas,
 )
 from dp_pipeline.frames.engine import HALF, Bounding, join_sum, noisy_batch, one_on_grid, randomized_batch
+from dp_pipeline.frames.registry import register_engine
 from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
 from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
 from dp_pipeline.spark._api import functions_of
@@ -79,6 +80,11 @@ class SparkEngine:
         self._sf = functions_of(sdf)  # classic or Spark Connect, as the DataFrame is
         self._checks: list[_Check] = []
         self._seed: tuple[Bounding, int] | None = None
+
+    @classmethod
+    def accepts(cls, df: Any) -> bool:
+        """Whether ``df`` is a Spark DataFrame (classic or Spark Connect)."""
+        return isinstance(df, DataFrame)
 
     @classmethod
     def of(cls, df: Any) -> SparkEngine:
@@ -413,3 +419,6 @@ def _aggregate(frame: DataFrame, bounding: Bounding, columns: list[Column], *ext
         frame = frame.withColumn(KEY, functions_of(frame).lit(0))
     grouped = frame.groupBy(KEY, *extra).agg(*named)
     return grouped.select(*[f"__dp_{i}" for i in range(len(named))], KEY, *extra).collect()
+
+
+register_engine(SparkEngine)  # found without the installed entry point (see frames.registry)

@@ -12,7 +12,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         'dp_pipeline.transformers needs scikit-learn: pip install "dp-pipeline[sklearn]"'
     ) from exc
 
-from dp_pipeline.charging import UNACCOUNTED
+from dp_pipeline.accounting.spender import UNACCOUNTED
 from dp_pipeline.transformers.bounded import BoundedLaplaceNoise, BoundedStaircaseNoise
 from dp_pipeline.transformers.composite import AllOrNothing, reserve_search, search_cost
 from dp_pipeline.transformers.noise import GaussianNoise, LaplaceNoise, StaircaseNoise

@@ -38,10 +38,10 @@ from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.charging import charge, check_ledger
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.mechanisms.sampling import drawn_event, kept_rng, release_rng
+from dp_pipeline.spending import as_spender
 from dp_pipeline.splitting import declared_cost
 from dp_pipeline.tabular import missing_mask
 
@@ -149,7 +149,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self._randomize(prepared, rng)
 
     def _fit(self, X: Any, joint: bool) -> NDArray[Any]:
-        check_ledger(self.accountant, self.dataset)
+        as_spender(self.accountant, self.dataset)
         check_positive_int(self.group_size, "group_size")
         array = self._validate_input(X, reset=True)
         self._rng = kept_rng(self.random_state, type(self).__name__)
@@ -177,7 +177,7 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             When the ledger refuses the release (nothing is charged, nothing is returned).
         """
         check_is_fitted(self)
-        check_ledger(self.accountant, self.dataset)
+        as_spender(self.accountant, self.dataset)
         array = self._prepare(self._validate_input(X, reset=False))
         rng = self._release_rng()
         self._charge(rng)
@@ -185,7 +185,11 @@ class DPTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _charge(self, rng: np.random.Generator) -> None:
         """Charge one release of ``cost_`` whose noise ``rng`` draws (marked when it is the fast path)."""
-        charge(self.accountant, self.dataset, drawn_event(self.cost_, rng), self._label(), self.group_size)
+        k = check_positive_int(self.group_size, "group_size")
+        with as_spender(self.accountant, self.dataset).hold(
+            drawn_event(self.cost_, rng), label=self._label(), group_size=k
+        ):
+            pass  # X was read and checked already: the release is paid now, before its noise is drawn
 
     def _release_rng(self) -> np.random.Generator:
         """The kept generator of a seeded transformer, else a fresh one keyed from OS entropy now."""

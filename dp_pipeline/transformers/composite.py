@@ -49,9 +49,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.accounting import BudgetReport, PrivacyAccountant, Reservation
-from dp_pipeline.charging import check_ledger
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.spending import as_spender
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = [
@@ -204,6 +204,7 @@ def _groups(calls: Sequence[Release]) -> list[_Group]:
     groups: dict[_Key, _Group] = {}
     for release in calls:
         step = release.step
+        as_spender(step.accountant, step.dataset)
         key = _group_key(step)
         if not isinstance(step.accountant, PrivacyAccountant):
             continue  # "unaccounted", a Reservation, or another spender: charged as it says

@@ -395,47 +395,44 @@ def test_a_partition_of_a_dataset_that_is_not_partitioned_is_refused_never_a_new
     assert info.value.parameter == "dataset" and "partitions=L" in str(info.value)
     flat = acct.reserve("flat", PureDP(0.5), key="flat task")
     with pytest.raises(InvalidParameterError, match="not partitioned"):
-        flat.spend("flat/2026-11-24", PureDP(0.25))
+        flat.spend("flat", PureDP(0.25), partition="2026-11-24")
+    with pytest.raises(InvalidParameterError, match="another dataset"):
+        flat.spend("flat/2026-11-24", PureDP(0.25))  # a reservation never splits a name
     assert sorted(acct.datasets()) == ["flat", "visits", "visits/2026-11-30"]
     assert [entry.paid_from for entry in acct.history("flat")] == [None]
 
 
-def test_a_reservation_on_a_partition_pays_for_releases_naming_it_by_name_or_by_partition() -> None:
-    """The task's reservation is on partition 2026-11-24 (its rendered ``visits/{{ ds }}``): code passing
-    ``visits/2026-11-24`` or ``visits`` with ``partition=`` pays from it, recorded on the partition; a
-    release naming no partition (it would read every day), another day, a name and a partition that
-    disagree, or another dataset, is refused and pays nothing."""
+def test_a_reservation_on_a_partition_pays_for_releases_naming_it_by_partition() -> None:
+    """The task's reservation is on partition 2026-11-24 (its rendered ``visits/{{ ds }}``, split at the
+    Airflow edge): code passing ``visits`` with ``partition=`` pays from it, recorded on the partition; a
+    release naming no partition (it would read every day), another day, a partition inside the dataset
+    name (the core never splits names), or another dataset, is refused and pays nothing."""
     acct = _days()
     task = acct.reserve("visits", PureDP(0.5), key="task", partition="2026-11-24")
-    task.spend("visits/2026-11-24", PureDP(0.25), label="by name")
-    task.spend("visits", PureDP(0.125), partition="2026-11-24", label="by partition")
-    task.spend("visits/2026-11-24", PureDP(0.125), partition=["2026-11-24"], label="both, agreeing")
+    task.spend("visits", PureDP(0.25), partition="2026-11-24", label="by partition")
+    task.spend("visits", PureDP(0.25), partition=["2026-11-24"], label="as a list")
     before = acct.store.records("visits")
     refused = {
         "every partition": lambda: task.spend("visits", PureDP(0.0625)),
-        "among those": lambda: task.spend("visits/2026-11-23", PureDP(0.0625)),
-        "name the partition once": lambda: task.spend("visits/2026-11-24", PureDP(0.0625), partition="x"),
-        "cannot pay for a release on 'flat/2026-11-24'": lambda: task.spend("flat/2026-11-24", PureDP(0.1)),
-        "cannot pay for a release on 'visits/2026-11-30'": lambda: task.spend(
-            "visits/2026-11-30", PureDP(0.1)
-        ),
+        "among those": lambda: task.spend("visits", PureDP(0.0625), partition="2026-11-23"),
+        "another dataset": lambda: task.spend("visits/2026-11-24", PureDP(0.0625)),
+        "on dataset 'visits'; it cannot pay": lambda: task.spend("flat", PureDP(0.1), partition="x"),
     }
     for message, call in refused.items():
         with pytest.raises(InvalidParameterError, match=message):
             call()
     assert acct.store.records("visits") == before
-    assert task.relation("visits/2026-11-24") == acct.relation("visits")
-    assert task.budget("visits/2026-11-24").partitions == 1
+    assert task.relation() == acct.relation("visits")
+    assert task.partitions_limit() == acct.budget("visits").partitions == 1
     history = acct.history("visits")
     assert [(e.label, e.status, e.partitions) for e in history] == [
         (None, "open", ("2026-11-24",)),
-        ("by name", "paid", ("2026-11-24",)),
         ("by partition", "paid", ("2026-11-24",)),
-        ("both, agreeing", "paid", ("2026-11-24",)),
+        ("as a list", "paid", ("2026-11-24",)),
     ]
     assert [e.partitions for e in acct.records("visits") if e.kind in ("reserve", "pay")] == [
         ("2026-11-24",)
-    ] * 4
+    ] * 3
     paid = sum((Fraction(e.cost.epsilon) for e in history if e.paid_from == "task"), Fraction(0))
     assert paid == Fraction(1, 2) == Fraction(task.spent().epsilon)
     assert acct.spent("visits").epsilon == 0.5  # charged once, by the reservation

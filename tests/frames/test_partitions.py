@@ -127,19 +127,24 @@ def test_missing_partitions_and_bad_names_are_refused_before_anything_is_charged
     assert [r.kind for r in acct.store.records("visits")] == ["budget"]
 
 
-def test_through_a_reservation_a_partition_named_in_the_dataset_name_is_read_and_paid() -> None:
-    """Code inside an Airflow task passes the name the task rendered, ``visits/a``, with ``accountant=dp``:
-    the reservation maps it to partition ``a`` of ``visits``, the release reads only that partition's rows
-    (``partition_column``) and pays from the reservation on it; a name of another partition is refused
-    before anything is paid."""
+def test_through_a_reservation_the_partition_named_is_read_and_paid() -> None:
+    """Code paying from a task's reservation on partition ``a`` names it with ``partition=`` (``dataset=``
+    omitted: the reservation's): the release reads only that partition's rows (``partition_column``) and
+    pays from the reservation on it; another partition is refused, and a partition inside the dataset
+    name (``"visits/a"``, parsed only at the Airflow edge) is another dataset: refused, nothing paid."""
     acct = _ledger()
     task = acct.reserve("visits", PureDP(2 * EXACT), key="task", partition="a")
     options: dict[str, Any] = {"accountant": task, "privacy_unit": "person", "max_contributions": 10}
-    result = visits().pipe(dp_count, epsilon=EXACT, dataset="visits/a", partition_column="ward", **options)
+    result = visits().pipe(dp_count, epsilon=EXACT, partition="a", partition_column="ward", **options)
     in_a = int((visits()["ward"] == "a").sum())  # counted independently: p1 5, p2 1, p4 1
     assert in_a == 7 and result["value"] == pytest.approx(in_a, abs=1e-3)
+    before = acct.store.records("visits")
     with pytest.raises(InvalidParameterError, match="among those"):
-        visits().pipe(dp_count, epsilon=EXACT, dataset="visits/b", partition_column="ward", **options)
+        visits().pipe(dp_count, epsilon=EXACT, partition="b", partition_column="ward", **options)
+    with pytest.raises(InvalidParameterError, match="names another one") as info:
+        visits().pipe(dp_count, epsilon=EXACT, dataset="visits/a", partition_column="ward", **options)
+    assert info.value.parameter == "dataset"
+    assert acct.store.records("visits") == before
     paid = [entry for entry in acct.history("visits") if entry.paid_from == "task"]
     assert [entry.partitions for entry in paid] == [("a",)]
     assert task.spent().epsilon == pytest.approx(EXACT)

@@ -97,15 +97,19 @@ def test_refusal_raises_draws_no_noise_and_leaves_the_ledger_unchanged() -> None
     assert rng_state(t) == state  # no noise was drawn for the refused release
 
 
-class SpyAccountant:
-    """Records each spend and the generator state of the transformer at that moment."""
+class SpyAccountant(PrivacyAccountant):
+    """A memory ledger that records each charge and the generator state of the transformer at that
+    moment (the reservation made before the release's noise)."""
 
     def __init__(self) -> None:
+        super().__init__("memory://")
+        self.set_budget("patients", PureDP(10.0))
         self.spends: list[tuple[str, Any, str, bytes]] = []
         self.transformer: Any = None
 
-    def spend(self, dataset: str, cost: Any, *, group_size: int = 1, label: str = "") -> None:
-        self.spends.append((dataset, cost, label, rng_state(self.transformer)))
+    def reserve(self, dataset: str, cost: Any, **options: Any) -> Any:
+        self.spends.append((dataset, cost, options["label"], rng_state(self.transformer)))
+        return super().reserve(dataset, cost, **options)
 
 
 def test_the_charge_comes_before_the_noise() -> None:

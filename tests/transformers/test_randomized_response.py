@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dp_pipeline import InvalidParameterError, PrivacyLeakWarning, PureDP
+from dp_pipeline import InvalidParameterError, PrivacyAccountant, PrivacyLeakWarning, PureDP
 from dp_pipeline.estimation import krr_counts, rr_share
 from dp_pipeline.transformers import KRandomizedResponseEncoder, RandomizedResponseEncoder
 
@@ -82,18 +82,17 @@ def test_krr_categories_per_feature_and_output_dtype() -> None:
 
 
 def test_krr_unseen_category_is_an_error_naming_the_feature_before_any_charge() -> None:
-    class Refuse:
-        def spend(self, *args: Any, **kwargs: Any) -> None:
-            raise AssertionError("charged")
-
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", PureDP(1.0))
     data = pd.DataFrame({"blood": ["A", "B", "AB"]})
-    t = KRandomizedResponseEncoder(categories=["A", "B", "O"], accountant=Refuse(), dataset="d").fit(data)
+    t = KRandomizedResponseEncoder(categories=["A", "B", "O"], accountant=acct, dataset="d").fit(data)
     with pytest.raises(
         InvalidParameterError, match="'blood': 1 value is not a declared category"
     ):
         t.transform(data)
     with pytest.raises(InvalidParameterError, match="'blood': 1 value is missing"):
         t.transform(pd.DataFrame({"blood": ["A", None, "O"]}))
+    assert [r.kind for r in acct.records("d")] == ["budget"]
 
 
 def test_krr_unseen_categories_can_be_reported_uniformly() -> None:
