@@ -193,7 +193,7 @@ class _Group:
 def _group_key(step: DPTransformer) -> _Key:
     """The reservation a step would pay from (InvalidParameterError for a bad accountant, dataset or group
     size)."""
-    check_ledger(step.accountant, step.dataset)
+    as_spender(step.accountant, step.dataset)
     return id(step.accountant), step.dataset, check_positive_int(step.group_size, "group_size")
 
 
@@ -204,7 +204,6 @@ def _groups(calls: Sequence[Release]) -> list[_Group]:
     groups: dict[_Key, _Group] = {}
     for release in calls:
         step = release.step
-        as_spender(step.accountant, step.dataset)
         key = _group_key(step)
         if not isinstance(step.accountant, PrivacyAccountant):
             continue  # "unaccounted", a Reservation, or another spender: charged as it says
