@@ -401,7 +401,7 @@ def budget_set(
             "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits); "
             "zcdp (the same releases chosen one after another, many of them: Σε while all are pure, else "
             "Σρ, ρ = ε²/2 for pure ε and μ²/2 for Gaussian noise, against the largest ρ that fits). "
-            "--method is the older name of this option, gdp the older name of gdp_filter and pure_or_gdp.",
+            "--method is the older name of this option.",
         ),
     ] = "auto",
     relation: Annotated[
@@ -665,8 +665,10 @@ def ledger_anchor(
 
     A later 'ledger verify --anchor FILE' fails if records were removed, rewritten or rolled back since.
     """
+    from dp_pipeline.accounting.verify import anchor
+
     with _errors(), _accountant(ledger, read_only=True) as acct:
-        checkpoint = acct.anchor()
+        checkpoint = anchor(acct.store)
         try:
             output.write_text(json.dumps(checkpoint, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         except OSError as err:
@@ -893,6 +895,7 @@ def plan_check(
     the check composes the largest partition totals as spending it would).
     """
     from dp_pipeline.accounting.composition import group_plan
+    from dp_pipeline.accounting.request import Request
 
     with _errors():
         items = [_plan_item(item, f"plan item {i}") for i, item in enumerate(_read_plan(plan_file), start=1)]
@@ -901,7 +904,7 @@ def plan_check(
         partitions = partition or None
         with _accountant(ledger) as acct:
             cost = acct.plan_cost(dataset, events, k, delta=plan_delta, partition=partitions)
-            fits = acct.plan_fits(dataset, events, k, delta=plan_delta, partition=partitions)
+            fits = acct.quote(dataset, Request.plan(events, k, delta=plan_delta, partition=partitions)).fits
             remaining = acct.remaining(dataset)
             spent = acct.partitions(dataset) if partitions else {}
         result = {

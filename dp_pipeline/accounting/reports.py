@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
-from dp_pipeline.accounting.ledger.base import LedgerRecord
+from dp_pipeline.accounting.ledger.base import END_KINDS, LedgerRecord, LedgerStore
 from dp_pipeline.accounting.records import DatasetBudget, partitions_of
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation, Sampler, sampler_of
-from dp_pipeline.exceptions import LedgerError
+from dp_pipeline.exceptions import LedgerError, UnknownDatasetError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, format_guarantee, guarantee_from_dict
 
 __all__ = [
@@ -22,7 +22,11 @@ __all__ = [
     "ReleaseEntry",
     "VerifyReport",
     "budget_report",
+    "ended_by",
+    "history",
+    "ledger_entries",
     "ledger_entry",
+    "open_reservations",
     "paid_entry",
     "partition_reading",
     "partition_reports",
@@ -477,3 +481,39 @@ def release_entry(
 def paid_entry(record: LedgerRecord) -> ReleaseEntry:
     """A release paid from a reservation (a ``pay`` record) as one line of the history."""
     return replace(release_entry(record, None), key=None, status="paid", paid_from=record.key)
+
+
+def history(dataset: str, records: Sequence[LedgerRecord]) -> list[ReleaseEntry]:
+    """One entry per release of a dataset's records, oldest first (see
+    :meth:`PrivacyAccountant.history <dp_pipeline.accounting.accountant.PrivacyAccountant.history>`): a
+    reservation as its last shrink left it and with how it ended, a payment with ``paid_from``."""
+    ends = ended_by(records)
+    shrunk = {r.reservation: r for r in records if r.kind == "shrink"}  # the last shrink holds
+
+    def entry(r: LedgerRecord) -> ReleaseEntry:
+        if r.kind == "pay":
+            return paid_entry(r)
+        return release_entry(r, ends.get(r.seq), shrunk.get(r.seq))
+
+    return read_all(dataset, [r for r in records if r.kind in ("reserve", "pay")], entry)
+
+
+def ledger_entries(dataset: str, records: Sequence[LedgerRecord]) -> list[LedgerEntry]:
+    """Every record of a dataset's chain as a :class:`LedgerEntry`, in order."""
+    ends = ended_by(records)
+    return read_all(dataset, records, lambda r: ledger_entry(r, ends))
+
+
+def ended_by(records: Sequence[LedgerRecord]) -> dict[int, LedgerRecord]:
+    """The record that ended each reservation, by the reservation's seq."""
+    return {r.reservation: r for r in records if r.reservation is not None and r.kind in END_KINDS}
+
+
+def open_reservations(store: LedgerStore, dataset: str) -> list[LedgerEntry]:
+    """The reservations of ``dataset`` in ``store`` (``acct.store``) that were neither committed nor
+    cancelled (e.g. a process died): they stay counted until an operator cancels them
+    (:meth:`PrivacyAccountant.cancel <dp_pipeline.accounting.accountant.PrivacyAccountant.cancel>`).
+    UnknownDatasetError when the dataset has no budget."""
+    if store.head(dataset) is None:
+        raise UnknownDatasetError(dataset)
+    return [ledger_entry(r, {}) for r in store.open_reservations(dataset)]
