@@ -7,12 +7,12 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from dp_pipeline._validation import check_real
 from dp_pipeline.accounting.partitions import partition_names
 from dp_pipeline.accounting.records import DatasetBudget
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.events import RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -143,6 +143,15 @@ def default_actor() -> str:
     except Exception:  # pragma: no cover - no login name in some containers
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+def check_relation(relation: Any) -> Relation | None:
+    """A neighbouring relation, ``"replace_one"`` or ``"add_remove"``, or None (keep the dataset's)."""
+    if relation is not None and relation not in RELATIONS:
+        raise InvalidParameterError(
+            f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
+        )
+    return cast(Relation | None, relation)
 
 
 def check_delta(delta: Any) -> float | None:

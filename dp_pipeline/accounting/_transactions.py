@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dp_pipeline.accounting import pricing
-from dp_pipeline.accounting._checks import check_partitioned
+from dp_pipeline.accounting._checks import check_parallel, check_partitioned
 from dp_pipeline.accounting.ledger.base import (
     DatasetHead,
     LedgerRecord,
@@ -33,12 +33,13 @@ from dp_pipeline.accounting.records import (
     append_commit,
     budget_of,
     partitions_of,
+    request_of,
     with_totals,
 )
 from dp_pipeline.accounting.reports import budget_report, partition_reports
 from dp_pipeline.accounting.request import Request
-from dp_pipeline.accounting.rules import Totals
-from dp_pipeline.events import PrivacyEvent
+from dp_pipeline.accounting.rules import BudgetRule, Totals
+from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
@@ -78,16 +79,20 @@ class Dataset:
     def set_budget(
         self,
         tx: LedgerTransaction,
-        new: Callable[[DatasetBudget | None], DatasetBudget],
+        rule: BudgetRule,
+        relation: Relation | None,
+        partitions: int | None,
         reason: str | None,
         actor: str,
     ) -> None:
-        """Set or change the budget to ``new(previous)``; nothing is written when it is unchanged."""
-        from dp_pipeline.accounting._checks import check_parallel
-
+        """Set or change the budget to ``rule`` (with its guarantee), ``relation`` and ``partitions`` (None:
+        those of the budget it replaces, or the defaults); nothing is written when it is unchanged."""
         head = tx.head
         previous = None if head is None else budget_of(head.state, self.where)
-        budget = new(previous)
+        if previous is None:
+            budget = DatasetBudget(rule, relation or DEFAULT_RELATION, partitions)
+        else:
+            budget = DatasetBudget(rule, relation or previous.relation, partitions or previous.partitions)
         if previous == budget:
             return
         check_parallel(self.name, previous, budget)
@@ -479,8 +484,6 @@ def refuse_unbounded(reading: str | None) -> None:
 
 def check_same_request(dataset: str, key: str, found: ReservationRecords, request: str) -> None:
     """InvalidParameterError when the key already reserved another request (a retry must ask the same)."""
-    from dp_pipeline.accounting.records import request_of
-
     body = found.reserve.body
     recorded = (body.get("events"), body.get("group_size"), body.get("plan"), body.get("delta"))
     if request_of(*recorded, body.get("partitions", ())) != request:

@@ -16,55 +16,51 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, cast
+from datetime import datetime
+from typing import Any, Literal, TypeVar
 
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.accounting import pricing
 from dp_pipeline.accounting._checks import (
-    MAX_KEY,
     check_budget,
     check_name,
     check_optional_text,
     check_partitioned,
-    check_reason,
+    check_relation,
     default_actor,
-    to_events,
 )
+from dp_pipeline.accounting._reservations import ReservationMembers
 from dp_pipeline.accounting._transactions import Dataset
 from dp_pipeline.accounting.incremental import IncrementalVerifier
-from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_store
+from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, open_ledger
 from dp_pipeline.accounting.ledger.base import (
-    KEY_ENV,
     DatasetHead,
     LedgerTransaction,
-    ReservationRecords,
     canonical_json,
 )
 from dp_pipeline.accounting.ledger.urls import redact_url
-from dp_pipeline.accounting.payments import read_reservation, read_shares
-from dp_pipeline.accounting.policy import BudgetPolicy, Refusal
+from dp_pipeline.accounting.policy import BudgetPolicy
 from dp_pipeline.accounting.records import DatasetBudget, budget_of
 from dp_pipeline.accounting.reports import (
     BudgetReport,
     LedgerEntry,
+    Quote,
     ReleaseEntry,
     VerifyReport,
     budget_report,
     history,
     ledger_entries,
-    paid_entry,
     partition_reports,
+    quote_report,
 )
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.reservation import Reservation
 from dp_pipeline.accounting.rules import Totals, user_rule
 from dp_pipeline.accounting.scope import check_plain_spend
-from dp_pipeline.accounting.verify import unbounded_reading, verify_ledger
-from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, Relation
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnknownDatasetError, printable
-from dp_pipeline.guarantees import ApproxDP, GaussianDP, PureDP, guarantee_from_dict
+from dp_pipeline.accounting.verify import Readings, verify_ledger
+from dp_pipeline.events import Relation
+from dp_pipeline.exceptions import InvalidParameterError, UnknownDatasetError, printable
+from dp_pipeline.guarantees import ApproxDP, GaussianDP, PureDP
 
 __all__ = [
     "BudgetReport",
@@ -82,33 +78,11 @@ Against = Literal["remaining", "budget"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Quote:
-    """What :meth:`PrivacyAccountant.quote` found: whether the requests would all be accepted, one after the
-    other, and what each costs (nothing was charged).
-
-    Attributes
-    ----------
-    fits : bool
-        Whether every request would be accepted (``bool(quote)`` is the same).
-    costs : tuple of BudgetReport
-        The price of each request in the budget's currency, against what the requests before it leave; it
-        stops at the first request that does not fit (which is the last), or is empty when the dataset's
-        loss is unbounded (see :meth:`PrivacyAccountant.spent`).
-    """
-
-    fits: bool
-    costs: tuple[BudgetReport, ...]
-
-    def __bool__(self) -> bool:
-        return self.fits
-
-
 # ------------------------------------------------------------------------------------------------------
 # the accountant
 
 
-class PrivacyAccountant:
+class PrivacyAccountant(ReservationMembers):
     """Per-dataset privacy budgets over a persistent ledger: check, reserve, commit, refuse.
 
     Parameters
@@ -233,28 +207,8 @@ class PrivacyAccountant:
         timeout: float = 30.0,
     ) -> None:
         self._budgets: dict[str, DatasetBudget] = {}  # last budget seen per dataset: a pricing hint only
-        # per legacy dataset, unbounded_reading of its records and the chain tip (seq, hash) it was read at
-        self._readings: dict[str, tuple[tuple[int, str], str | None]] = {}
-        if isinstance(ledger, str):
-            if key is None:
-                key = os.environ.get(KEY_ENV) or None
-            self._store: LedgerStore = open_store(
-                ledger, create=create, read_only=read_only, key=key, timeout=timeout
-            )
-        elif isinstance(ledger, LedgerStore):
-            if create is not None or read_only or key is not None or timeout != 30.0:
-                raise InvalidParameterError(
-                    "create, read_only, key and timeout are options of opening a URL; a store object is "
-                    "already open (pass them to the store, e.g. SQLLedger(url, key=...))",
-                    "ledger",
-                )
-            self._store = ledger
-        else:
-            raise InvalidParameterError(
-                "'ledger' must be a database URL (e.g. 'sqlite:///ledger.db', 'memory://') or a LedgerStore, "
-                f"got {type(ledger).__name__}",
-                "ledger",
-            )
+        self._readings = Readings()  # per legacy dataset, its unbounded reading at the chain tip read
+        self._store: LedgerStore = open_ledger(ledger, create, read_only, key, timeout)
         self._verifier = IncrementalVerifier(self._store)
 
     @property
@@ -333,22 +287,11 @@ class PrivacyAccountant:
         guarantee = check_budget(budget)
         reason = check_optional_text(reason, "reason", 2000)
         actor = check_optional_text(actor, "actor", 255)
-        if relation is not None and relation not in RELATIONS:
-            raise InvalidParameterError(
-                f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
-            )
-        asked = cast(Relation | None, relation)
+        asked = check_relation(relation)
         declared = None if partitions is None else check_positive_int(partitions, "partitions")
         chosen = user_rule("auto" if rule is None else rule, guarantee).create(guarantee)
-
-        def new(previous: DatasetBudget | None) -> DatasetBudget:
-            if previous is None:
-                return DatasetBudget(chosen, asked or DEFAULT_RELATION, declared)
-            return DatasetBudget(chosen, asked or previous.relation, declared or previous.partitions)
-
-        self._atomic(
-            dataset, lambda tx: self._dataset(dataset).set_budget(tx, new, reason, actor or default_actor())
-        )
+        at, who = self._dataset(dataset), actor or default_actor()
+        self._atomic(dataset, lambda tx: at.set_budget(tx, chosen, asked, declared, reason, who))
 
     def budget(self, dataset: str) -> BudgetReport:
         """The dataset's budget, its rule (``method``: the rule's stored name), its neighbouring relation and,
@@ -414,20 +357,7 @@ class PrivacyAccountant:
 
         Budget changes and the commit/release records are in :meth:`records` (the raw hash chain).
         """
-        records = self._records(dataset)
-        if since is not None:
-            if not isinstance(since, datetime):
-                raise InvalidParameterError(
-                    f"'since' must be a datetime, got {type(since).__name__}", "since"
-                )
-            since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
-        releases = history(dataset, records)
-        if since is not None:
-            releases = [e for e in releases if e.time >= since]
-        if limit is not None:
-            n = check_positive_int(limit, "limit")
-            releases = releases[-n:]
-        return releases
+        return history(dataset, self._records(dataset), since=since, limit=limit)
 
     def records(self, dataset: str) -> list[LedgerEntry]:
         """Every record of the dataset's hash chain in order: budget changes, reservations, commits and
@@ -610,28 +540,12 @@ class PrivacyAccountant:
             check_partitioned(dataset, budget, request.partitions)
         if check_unbounded and self._unbounded(dataset, head, budget):
             return Quote(False, ())
-        policy, costs = BudgetPolicy(budget), []
-        totals = budget.rule.empty() if against == "budget" else totals
-        for request in requests:
-            price = policy.price(request, totals)
-            what = "plan cost" if request.is_plan else "spend cost"
-            costs.append(
-                BudgetReport(
-                    dataset,
-                    what,
-                    price.cost,
-                    price.method,
-                    budget.guarantee,
-                    totals.open,
-                    budget.relation,
-                    budget.partitions,
-                )
-            )
-            after = policy.admit(totals, price.charge, request.partitions)
-            if isinstance(after, Refusal):
-                return Quote(False, tuple(costs))
-            totals = after
-        return Quote(True, tuple(costs))
+        start = budget.rule.empty() if against == "budget" else totals
+        prices, fits = BudgetPolicy(budget).quote(requests, start)
+        return Quote(
+            fits,
+            tuple(quote_report(dataset, budget, start, r, p) for r, p in zip(requests, prices, strict=False)),
+        )
 
     def spend_plan(
         self,
@@ -652,145 +566,6 @@ class PrivacyAccountant:
         """
         request = Request.plan(costs, group_size, delta=delta, partition=partition, key=key, label=label)
         return self._reserve(dataset, request, commit=True)
-
-    def cancel(self, dataset: str, key: str, reason: str, *, actor: str | None = None) -> Reservation:
-        """Operator cancellation: return an open reservation (e.g. of a process that died) to the budget.
-
-        Only for attempts that never read data. Recorded (as a ``release`` record) with ``reason`` and
-        ``actor`` (default user@host). Cancelling a cancelled reservation again does nothing; a committed
-        one cannot be cancelled (LedgerError). The reservations still open are listed by
-        :func:`~dp_pipeline.accounting.reports.open_reservations`.
-        """
-        dataset = check_name(dataset, "dataset")
-        key = check_name(key, "key", MAX_KEY)
-        self._cancel(dataset, key, reason, actor, by="operator")
-        found = self._store.reservation(dataset, key=key)
-        assert found is not None
-        return self._reservation(dataset, found)
-
-    # ------------------------------------------------------------------------------------- reservations
-
-    def reservation(self, dataset: str, key: str) -> Reservation:
-        """The reservation with idempotency ``key`` on ``dataset``, to pay from or commit (e.g. in the
-        process of a task that another process reserved for). Nothing is written.
-
-        Raises
-        ------
-        UnknownDatasetError
-            No budget for the dataset.
-        LedgerError
-            The dataset has no reservation with that key.
-        """
-        dataset = check_name(dataset, "dataset")
-        key = check_name(key, "key", MAX_KEY)
-        found = self._store.reservation(dataset, key=key)
-        if found is None:
-            if self._store.head(dataset) is None:
-                raise self._unknown(dataset)
-            raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
-        return self._reservation(dataset, found)
-
-    def shrink(
-        self, dataset: str, key: str, costs: Sequence[Any], *, reason: str, actor: str | None = None
-    ) -> Reservation:
-        """Replace a reservation's charge by the tight total of a sub-plan of what it declared.
-
-        For work reserved as a whole (a run's plan) of which only part started: the share of the releases
-        that never ran goes back to the budget, in one locked transaction recorded as a ``shrink`` record
-        with ``reason`` and ``actor`` (default user@host).
-
-        Parameters
-        ----------
-        dataset, key : str
-            The reservation (open or committed).
-        costs : list of mechanisms, events or guarantees
-            The releases to keep: some of those the reservation declared (as many times at most), e.g. the
-            tasks that started. Empty keeps none.
-        reason : str
-            Why (recorded).
-
-        Returns
-        -------
-        Reservation
-            The reservation with what it holds now. When the sub-plan would not cost less than what the
-            reservation holds (all of its releases, or a sub-plan read at a δ that makes it no cheaper),
-            nothing is written and the reservation is returned as it was.
-
-        Raises
-        ------
-        InvalidParameterError
-            A release that the reservation did not declare (or more copies than it did); a missing reason.
-        BudgetExceededError
-            What was already paid from the reservation does not fit the sub-plan's total; nothing changed.
-        LedgerError
-            No such reservation, it was cancelled, or it is one release (not a plan) that was committed
-            (``spend``, or a ``reserve`` whose attempt committed: it may have read data; an open one can be
-            shrunk to nothing, like :meth:`cancel`).
-
-        Notes
-        -----
-        The sub-plan is priced as :meth:`spend_plan` prices a plan, with the reservation's group size and
-        δ, against the budget's other spends. The cost may only go down, so the dataset's totals still fit.
-        """
-        dataset = check_name(dataset, "dataset")
-        key = check_name(key, "key", MAX_KEY)
-        why = check_reason(reason, "shrink")
-        who = check_optional_text(actor, "actor", 255) or default_actor()
-        events = [] if isinstance(costs, (list, tuple)) and not costs else to_events(costs)
-        at = self._dataset(dataset)
-        return self._reservation(
-            dataset, self._atomic(dataset, lambda tx: at.shrink(tx, key, events, why, who))
-        )
-
-    def _pay(
-        self,
-        dataset: str,
-        key: str,
-        cost: Any,
-        group_size: Any,
-        label: Any,
-        partition: Any,
-        *,
-        claim: str | None = None,
-        within: str | None = None,
-    ) -> ReleaseEntry:
-        """Pay one release from the reservation ``key`` (see :meth:`Reservation.spend`): as the claim of
-        the share ``claim``, within the share ``within`` (see :mod:`~dp_pipeline.accounting.payments`), or
-        from the reservation alone."""
-        if claim is not None:
-            claim = check_name(claim, "share", MAX_KEY)
-        if within is not None:
-            within = check_name(within, "share", MAX_KEY)
-        request = Request.one(cost, group_size, partition=partition, label=label)
-        at = self._dataset(dataset)
-        return paid_entry(self._atomic(dataset, lambda tx: at.pay(tx, key, request, claim, within)))
-
-    def _reservation_report(
-        self, dataset: str, key: str, what: str, share: str | None = None
-    ) -> BudgetReport:
-        """What was paid from a reservation (``what="spent"``) or what is left of it (``"remaining"``); of
-        one of its shares when ``share`` names it."""
-        from dp_pipeline.accounting._transactions import paid_cost
-
-        found = self._store.reservation(dataset, key=key)
-        if found is None:
-            raise LedgerError(f"no reservation with key {key!r} on dataset {dataset!r}")
-        _, budget, _ = self._read(dataset)
-        where = f"dataset {dataset!r}"
-        held, paid = read_reservation(found, budget.rule, where)
-        if share is not None:
-            claimed = read_shares(found, budget.rule, where).get(share)
-            if claimed is None:
-                raise LedgerError(f"no share {share!r} was claimed from the reservation {key!r} on {where}")
-            held, paid, key = claimed.held, claimed.paid, f"{key}, share {share}"
-        if what == "spent":
-            amount = paid_cost(budget, held, paid)
-            method = budget.rule.method_of(paid.total(budget.rule))
-        else:
-            amount, method = budget.rule.left(held.charge, paid.total(budget.rule))
-        return BudgetReport(
-            dataset, f"{what} of reservation {key!r}", amount, method, held.cost, 0, budget.relation
-        )
 
     # ------------------------------------------------------------------------------------- verify
 
@@ -834,8 +609,6 @@ class PrivacyAccountant:
             dataset = check_name(dataset, "dataset")
         return verify_ledger(self._store, dataset, anchor)
 
-    # ------------------------------------------------------------------------------------- internals
-
     def _dataset(self, dataset: str) -> Dataset:
         return Dataset(dataset, lambda head, budget: self._unbounded(dataset, head, budget))
 
@@ -871,36 +644,9 @@ class PrivacyAccountant:
         return records
 
     def _unbounded(self, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
-        """:func:`~dp_pipeline.accounting.verify.unbounded_reading` of the dataset at ``head``: None at once
-        unless ``budget`` is :attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`; otherwise its
-        records are read once per chain head (under a write's lock they end at ``head``)."""
-        if not budget.legacy:
-            return None
-        tip = (head.seq, head.hash)
-        cached = self._readings.get(dataset)
-        if cached is not None and cached[0] == tip:
-            return cached[1]
-        records = self._store.records(dataset)
-        reading = unbounded_reading(dataset, records)
-        self._readings[dataset] = ((records[-1].seq, records[-1].hash), reading)
-        return reading
-
-    def _reservation(self, dataset: str, found: ReservationRecords) -> Reservation:
-        body = found.reserve.body
-        shrunk = [r for r in found.after if r.kind == "shrink"]
-        now = shrunk[-1].body if shrunk else body  # what the reservation holds: its last shrink's
-        assert found.reserve.key is not None
-        return Reservation(
-            self,
-            dataset,
-            found.reserve.key,
-            found.reserve.seq,
-            guarantee_from_dict(dict(now["cost"])),
-            str(now.get("composition")),
-            found.status,
-            body.get("label"),
-            int(body.get("group_size", 1)),
-        )
+        """Why the dataset's loss is unbounded at ``head`` (see :class:`~dp_pipeline.accounting.verify.
+        Readings`), or None."""
+        return self._readings.at(self._store, dataset, head, budget)
 
     def _reserve(self, dataset: str, request: Request, *, commit: bool) -> Reservation:
         """Check and reserve ``request`` in one transaction (and commit it with ``commit``)."""
@@ -925,16 +671,6 @@ class PrivacyAccountant:
             if head is not None:
                 self._budgets[dataset] = budget_of(head.state, at.where)
         return self._reservation(dataset, found)
-
-    def _commit(self, dataset: str, key: str) -> str:
-        return self._atomic(dataset, lambda tx: self._dataset(dataset).commit(tx, key))
-
-    def _cancel(self, dataset: str, key: str, reason: Any, actor: Any, *, by: str) -> str:
-        why = check_reason(reason, "cancellation")
-        who = check_optional_text(actor, "actor", 255) or default_actor()
-        return self._atomic(dataset, lambda tx: self._dataset(dataset).cancel(tx, key, why, who, by))
-
-    # ------------------------------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
         """Close the ledger's connections."""

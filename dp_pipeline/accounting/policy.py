@@ -21,14 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dp_pipeline.accounting import pricing
-from dp_pipeline.accounting._checks import check_budget
+from dp_pipeline.accounting._checks import check_budget, check_relation
 from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, canonical_json
 from dp_pipeline.accounting.payments import Holding, Paid, Share, event_keys, route, share_of
 from dp_pipeline.accounting.pricing import PlanRequest, Price, charge_verifies, recorded_request_price
 from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.rules import Charge, Totals, user_rule
-from dp_pipeline.events import DEFAULT_RELATION, RELATIONS, PrivacyEvent, Relation
+from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee, guarantee_from_dict
 
@@ -103,12 +103,9 @@ class BudgetPolicy:
         partitions: int | None = None,
     ) -> BudgetPolicy:
         """The policy of a budget declared as ``set_budget(..., rule=, relation=, partitions=)`` would."""
-        if relation not in RELATIONS:
-            raise InvalidParameterError(
-                f"'relation' must be 'replace_one' or 'add_remove', got {relation!r}", "relation"
-            )
+        chosen = check_relation(relation) or DEFAULT_RELATION
         currency = check_budget(guarantee)
-        return cls(DatasetBudget(user_rule(rule, currency).create(currency), relation, partitions))
+        return cls(DatasetBudget(user_rule(rule, currency).create(currency), chosen, partitions))
 
     @property
     def guarantee(self) -> Guarantee:
@@ -140,6 +137,19 @@ class BudgetPolicy:
         after = self.budget.rule.add(totals, charge, partitions)
         fits = self.budget.fitted_when_written if as_written else self.budget.fits
         return after if fits(after) else Refusal(charge, after)
+
+    def quote(self, requests: Sequence[Request], totals: Totals) -> tuple[list[Price], bool]:
+        """Each request's price against the totals the requests before it leave, and whether the budget
+        admits them all, one after the other (the prices stop at the first refused)."""
+        prices = []
+        for request in requests:
+            price = self.price(request, totals)
+            prices.append(price)
+            after = self.admit(totals, price.charge, request.partitions)
+            if isinstance(after, Refusal):
+                return prices, False
+            totals = after
+        return prices, True
 
     def remaining(self, totals: Totals) -> tuple[Guarantee, str]:
         """What is left of the budget after ``totals`` (rounded down), and the rule's method."""

@@ -25,7 +25,7 @@ from dp_pipeline.accounting.ledger.base import (
     utc_now,
 )
 from dp_pipeline.accounting.policy import LedgerState, Violation, apply
-from dp_pipeline.accounting.records import budget_of, partitions_of
+from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.reports import VerifyReport
 from dp_pipeline.events import PrivacyEvent, flatten_events
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnknownDatasetError
@@ -34,6 +34,7 @@ from dp_pipeline.guarantees import format_guarantee
 __all__ = [
     "ANCHOR_FORMAT",
     "ROW_LEVEL_KINDS",
+    "Readings",
     "Replay",
     "anchor",
     "check_anchor",
@@ -230,6 +231,27 @@ def unbounded_reading(dataset: str, records: Sequence[LedgerRecord]) -> str | No
         "as spent and nothing more is charged to it; declare a new dataset for new data (set_budget(NAME, "
         "..., relation='add_remove', partitions=L) to release per partition)."
     )
+
+
+class Readings:
+    """:func:`unbounded_reading` of each dataset, cached per chain head: None at once for a dataset that is
+    not :attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`; otherwise its records are read once
+    per head (under a write's lock they end at that head)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple[int, str], str | None]] = {}
+
+    def at(self, store: LedgerStore, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
+        """Why ``dataset``'s loss is unbounded at ``head``, or None."""
+        if not budget.legacy:
+            return None
+        cached = self._cache.get(dataset)
+        if cached is not None and cached[0] == (head.seq, head.hash):
+            return cached[1]
+        records = store.records(dataset)
+        reading = unbounded_reading(dataset, records)
+        self._cache[dataset] = ((records[-1].seq, records[-1].hash), reading)
+        return reading
 
 
 def _row_level_on_partitions(records: Sequence[LedgerRecord]) -> list[int]:
