@@ -88,10 +88,10 @@ def test_the_policy_admits_exactly_the_pure_spends_whose_exact_sum_fits(epsilons
         except BudgetExceededError:
             accepted = False
         assert accepted == fits
-        if fits:
+        if not isinstance(after, Refusal):
             totals, spent = after, spent + Fraction(epsilon)
     left, _ = policy.remaining(totals)
-    assert Fraction(left.epsilon) <= Fraction(2.0) - spent  # rounded down
+    assert isinstance(left, ApproxDP) and Fraction(left.epsilon) <= Fraction(2.0) - spent  # rounded down
 
 
 def test_the_policy_prices_gaussian_releases_by_their_squares_of_mu() -> None:
@@ -103,7 +103,7 @@ def test_the_policy_prices_gaussian_releases_by_their_squares_of_mu() -> None:
     for mu in (0.6, 0.8, 0.79, 1e-3):
         mechanism = Gaussian.from_mu(mu, sensitivity=1.0)
         after = policy.admit(totals, policy.price(Request.one(mechanism), totals).charge)
-        square = Fraction(mechanism.guarantee.mu) ** 2
+        square = Fraction(mu) ** 2  # the guarantee of from_mu is GaussianDP(mu)
         assert (not isinstance(after, Refusal)) == (spent + square <= 1), mu
         if not isinstance(after, Refusal):
             totals, spent = after, spent + square
@@ -144,7 +144,7 @@ def test_the_reducer_folds_to_the_head_the_writer_left_and_reports_a_violation_a
         state = apply(state, record)
     assert isinstance(state, LedgerState) and state.check_head(acct.store.head("d")) is None
     last = acct.store.records("d")[-1]
-    odd = LedgerRecord(**{**last.__dict__, "seq": last.seq + 1, "kind": "mystery"})  # type: ignore[arg-type]
+    odd = LedgerRecord(**{**last.__dict__, "seq": last.seq + 1, "kind": "mystery"})
     violation = apply(state, odd)
     assert isinstance(violation, Violation) and "unknown record kind 'mystery'" in str(violation)
 
