@@ -501,11 +501,13 @@ def _budget_holder(accountant: Any, dataset: Any, target: Any, against: Any) -> 
             raise InvalidParameterError(
                 "give either 'target' or 'accountant' and 'dataset', not both", "target"
             )
-        if not isinstance(target, (PureDP, ApproxDP, GaussianDP)):
+        if not isinstance(target, (PureDP, ApproxDP, GaussianDP, BudgetPolicy)):
             raise InvalidParameterError(
-                f"'target' must be PureDP, ApproxDP or GaussianDP, got {type(target).__name__}", "target"
+                "'target' must be PureDP, ApproxDP, GaussianDP or a BudgetPolicy, got "
+                f"{type(target).__name__}",
+                "target",
             )
-        policy = BudgetPolicy.declare(target)
+        policy = target if isinstance(target, BudgetPolicy) else BudgetPolicy.declare(target)
         return _Fitted(_TARGET, policy, policy.empty(), policy.empty()), "budget"
     if not isinstance(accountant, PrivacyAccountant) or dataset is None:
         raise InvalidParameterError(
@@ -579,7 +581,7 @@ def allocate(
     *,
     accountant: PrivacyAccountant | None = None,
     dataset: str | None = None,
-    target: Guarantee | None = None,
+    target: Guarantee | BudgetPolicy | None = None,
     against: Literal["remaining", "budget"] = "remaining",
     fixed: Sequence[Any] = (),
 ) -> Allocation:
@@ -593,9 +595,12 @@ def allocate(
         With ``dataset``: fit the plan to that dataset's budget, under its rule and neighbouring relation.
     dataset : str, optional
         The dataset.
-    target : PureDP, ApproxDP or GaussianDP, optional
-        Instead of an accountant: a bare guarantee the plan must meet (e.g. the share of a budget that a
-        run has reserved).
+    target : PureDP, ApproxDP, GaussianDP or BudgetPolicy, optional
+        Instead of an accountant: a bare guarantee the plan must meet (under the rule ``set_budget`` would
+        choose by default, for a replace-one dataset), or a
+        :class:`~dp_pipeline.accounting.policy.BudgetPolicy` (a budget with its rule and relation, e.g.
+        the share of a dataset's budget that a run has reserved:
+        ``BudgetPolicy.declare(share, rule, relation)``), on which nothing is spent.
     against : {"remaining", "budget"}, default "remaining"
         With an accountant: fit what remains of the budget (after every active spend, open reservations
         included), or the whole budget as if nothing were spent.

@@ -197,3 +197,18 @@ def test_the_accountant_public_members_are_exactly_these() -> None:
     :mod:`~dp_pipeline.accounting.verify` and :mod:`~dp_pipeline.accounting.reports`) are gone. A new
     member is a design decision: add it here."""
     assert {name for name in dir(PrivacyAccountant) if not name.startswith("_")} == PUBLIC
+
+
+@pytest.mark.parametrize("rule", ["basic", "pure_or_gdp", "zcdp"])
+def test_allocating_to_a_policy_is_allocating_to_a_fresh_dataset_with_that_budget(rule: str) -> None:
+    """A run's share with the dataset's rule and relation, without a ledger: the same calibration, bit for
+    bit, as against the whole budget of a dataset declared with them."""
+    plan = [PlannedRelease("gaussian", sensitivity=1.0, weight=w) for w in (1.0, 3.0)]
+    share = ApproxDP(1.0, 1e-6)
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("d", share, rule=rule, relation="add_remove")
+    acct.spend("d", PureDP(0.5))  # spent: ignored against the whole budget
+    expected = allocate(plan, accountant=acct, dataset="d", against="budget")
+    got = allocate(plan, target=BudgetPolicy.declare(share, rule, "add_remove"))
+    assert [r.std.hex() for r in got] == [r.std.hex() for r in expected]
+    assert (got.cost, got.method, got.target) == (expected.cost, expected.method, expected.target)
