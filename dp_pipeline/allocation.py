@@ -467,8 +467,7 @@ def _least_fitting(fits: Callable[[float], bool], guess: float) -> float | None:
 
 @dataclass(frozen=True)
 class _Fitted:
-    """What a plan is fitted to: a budget's policy, the totals the plan is checked against (none with
-    ``against="budget"``), the dataset's own totals (for a refusal), and whether its loss is unbounded."""
+    """What a plan is fitted to: a policy, the totals it is checked against, the dataset's own, unbounded."""
 
     name: str
     policy: BudgetPolicy
@@ -476,16 +475,13 @@ class _Fitted:
     totals: Totals
     unbounded: bool = False
 
-    def goal(self, side: str) -> Guarantee:
-        """What the plan must fit: what remains, or the whole budget."""
+    def goal(self, side: str) -> Guarantee:  # what the plan must fit: what remains, or the whole budget
         return self.policy.remaining(self.totals)[0] if side == "remaining" else self.policy.guarantee
 
-    def price(self, costs: Sequence[Any], delta: float | None) -> Price:
-        """The plan's price, as ``spend_plan(..., delta=delta)`` would charge it."""
+    def price(self, costs: Sequence[Any], delta: float | None) -> Price:  # as spend_plan(delta=) charges
         return self.policy.price(Request.plan(costs, delta=delta), self.against)
 
-    def fits(self, costs: Sequence[Any], delta: float | None) -> bool:
-        """Whether the budget's rule admits the plan (what ``quote`` and ``spend_plan`` decide)."""
+    def fits(self, costs: Sequence[Any], delta: float | None) -> bool:  # as quote and spend_plan decide
         if self.unbounded:
             return False
         return not isinstance(self.policy.admit(self.against, self.price(costs, delta).charge), Refusal)
@@ -510,15 +506,11 @@ def _budget_holder(accountant: Any, dataset: Any, target: Any, against: Any) -> 
         policy = target if isinstance(target, BudgetPolicy) else BudgetPolicy.declare(target)
         return _Fitted(_TARGET, policy, policy.empty(), policy.empty()), "budget"
     if not isinstance(accountant, PrivacyAccountant) or dataset is None:
-        raise InvalidParameterError(
-            "give 'accountant' (a PrivacyAccountant) and 'dataset', or a bare 'target' guarantee",
-            "accountant",
-        )
+        wanted = "give 'accountant' (a PrivacyAccountant) and 'dataset', or a bare 'target' guarantee"
+        raise InvalidParameterError(wanted, "accountant")
     unbounded = accountant.remaining(dataset).unbounded is not None  # checks the name and that it exists
     head = accountant.store.head(dataset)
-    if head is None:
-        accountant.budget(dataset)  # UnknownDatasetError naming the ledger
-        raise AssertionError("unreachable")  # pragma: no cover
+    assert head is not None  # remaining() found it, and a dataset's head is never removed
     policy, totals = head_policy(head, dataset)
     start = totals if against == "remaining" else policy.empty()
     return _Fitted(dataset, policy, start, totals, unbounded), against
@@ -664,9 +656,8 @@ def allocate(
     μ-GDP). Group sizes enter through each release's event (Laplace and Gaussian noise see a sensitivity
     kΔ; other mechanisms the group guarantee), so each release may have its own.
 
-    A run-level reservation in Airflow calibrates its tasks this way: one release per task attempt and map
-    index, the tasks whose noise is fixed as ``fixed``, against the run's share of the dataset's budget
-    (see ``airflow_plugin.allocating``).
+    An Airflow run calibrates its tasks this way (one release per attempt and map index) against its share:
+    ``target=BudgetPolicy.declare(share, rule, relation)``.
 
     References
     ----------
