@@ -28,9 +28,9 @@ from dp_pipeline.accounting.records import request_of
 from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 
-__all__ = ["Composition", "Request"]
+__all__ = ["ComposedAs", "Request"]
 
-Composition = Literal["each", "plan"]
+ComposedAs = Literal["each", "plan"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Request:
     events: tuple[PrivacyEvent, ...]
     group_size: int = 1
     partitions: tuple[str, ...] = ()
-    composition: Composition = "each"
+    composition: ComposedAs = "each"
     delta: float | None = None
     key: str | None = None
     label: str | None = None
