@@ -30,6 +30,7 @@ import numpy as np
 from _worker_env import run_worker
 
 from dp_pipeline import ApproxDP, PlannedRelease, PrivacyAccountant, allocate
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.mechanisms import Gaussian, Laplace
 
 EPSILON, DELTA = 1.0, 1e-6
@@ -84,7 +85,8 @@ def fits(kinds: list[str], stds: list[float]) -> bool:
     """Whether dp-pipeline's plan check accepts these noise levels against the budget."""
     acct = PrivacyAccountant("memory://")
     acct.set_budget("survey", ApproxDP(EPSILON, DELTA))
-    return acct.plan_fits("survey", [mechanism(k, s) for k, s in zip(kinds, stds, strict=True)])
+    plan = Request.plan([mechanism(k, s) for k, s in zip(kinds, stds, strict=True)])
+    return acct.quote("survey", plan).fits
 
 
 def dp_mean_mse(kinds: list[str], stds: list[float], seed: int) -> float:

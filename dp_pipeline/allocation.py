@@ -6,8 +6,8 @@ composition as one plan meets the budget (or what remains of it) and is never ab
 charged as one plan with :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.spend_plan`.
 
 This module sits above the accounting package (which never imports mechanisms): it builds mechanisms, and asks
-the accountant's one plan check (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.plan_fits`)
-whether they fit.
+the budget's :class:`~dp_pipeline.accounting.policy.BudgetPolicy` (the calculator the accountant charges
+with) whether they fit; no ledger is written, not even in memory.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from dp_pipeline._validation import check_positive_int, check_real
 from dp_pipeline.accounting.accountant import PrivacyAccountant
 from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting.policy import BudgetPolicy, Refusal, head_policy
+from dp_pipeline.accounting.pricing import Price
+from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exact import divide_down
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
-
-if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import BudgetReport
 
 __all__ = ["AllocatedRelease", "Allocation", "PlannedRelease", "allocate"]
 
@@ -38,7 +39,7 @@ _DICT_KEYS = frozenset({"mechanism", "sensitivity", "weight", "group_size", "cat
 
 _RTOL = 1e-6  # the search stops when the fitting and the refused noise scale differ by this (relative)
 _MAX_STEPS = 64  # doublings (or halvings) of the noise scale while bracketing the least fitting one
-_TARGET = "target"  # the dataset that holds a bare target in a private in-memory ledger
+_TARGET = "target"  # what a refusal calls a bare target
 
 
 @dataclass(frozen=True)
@@ -464,11 +465,31 @@ def _least_fitting(fits: Callable[[float], bool], guess: float) -> float | None:
     return high
 
 
-def _budget_holder(
-    accountant: Any, dataset: Any, target: Any, against: Any
-) -> tuple[PrivacyAccountant, str, Literal["remaining", "budget"]]:
-    """The accountant, dataset and ``against`` whose plan check the allocation must pass; a bare target
-    becomes the budget of a dataset in a private in-memory ledger."""
+@dataclass(frozen=True)
+class _Fitted:
+    """What a plan is fitted to: a policy, the totals it is checked against, the dataset's own, unbounded."""
+
+    name: str
+    policy: BudgetPolicy
+    against: Totals
+    totals: Totals
+    unbounded: bool = False
+
+    def goal(self, side: str) -> Guarantee:  # what the plan must fit: what remains, or the whole budget
+        return self.policy.remaining(self.totals)[0] if side == "remaining" else self.policy.guarantee
+
+    def price(self, costs: Sequence[Any], delta: float | None) -> Price:  # as spend_plan(delta=) charges
+        return self.policy.price(Request.plan(costs, delta=delta), self.against)
+
+    def fits(self, costs: Sequence[Any], delta: float | None) -> bool:  # as quote and spend_plan decide
+        if self.unbounded:
+            return False
+        return not isinstance(self.policy.admit(self.against, self.price(costs, delta).charge), Refusal)
+
+
+def _budget_holder(accountant: Any, dataset: Any, target: Any, against: Any) -> tuple[_Fitted, str]:
+    """The budget the allocation must fit and ``against``: a bare target is a budget on which nothing was
+    spent (its policy as ``set_budget`` would declare it), a dataset's is read from its ledger."""
     if against not in _AGAINST:
         raise InvalidParameterError(f"'against' must be 'remaining' or 'budget', got {against!r}", "against")
     if target is not None:
@@ -476,19 +497,23 @@ def _budget_holder(
             raise InvalidParameterError(
                 "give either 'target' or 'accountant' and 'dataset', not both", "target"
             )
-        if not isinstance(target, (PureDP, ApproxDP, GaussianDP)):
+        if not isinstance(target, (PureDP, ApproxDP, GaussianDP, BudgetPolicy)):
             raise InvalidParameterError(
-                f"'target' must be PureDP, ApproxDP or GaussianDP, got {type(target).__name__}", "target"
+                "'target' must be PureDP, ApproxDP, GaussianDP or a BudgetPolicy, got "
+                f"{type(target).__name__}",
+                "target",
             )
-        holder = PrivacyAccountant("memory://")
-        holder.set_budget(_TARGET, target)
-        return holder, _TARGET, "budget"
+        policy = target if isinstance(target, BudgetPolicy) else BudgetPolicy.declare(target)
+        return _Fitted(_TARGET, policy, policy.empty(), policy.empty()), "budget"
     if not isinstance(accountant, PrivacyAccountant) or dataset is None:
-        raise InvalidParameterError(
-            "give 'accountant' (a PrivacyAccountant) and 'dataset', or a bare 'target' guarantee",
-            "accountant",
-        )
-    return accountant, dataset, "remaining" if against == "remaining" else "budget"
+        wanted = "give 'accountant' (a PrivacyAccountant) and 'dataset', or a bare 'target' guarantee"
+        raise InvalidParameterError(wanted, "accountant")
+    unbounded = accountant.remaining(dataset).unbounded is not None  # checks the name and that it exists
+    head = accountant.store.head(dataset)
+    assert head is not None  # remaining() found it, and a dataset's head is never removed
+    policy, totals = head_policy(head, dataset)
+    start = totals if against == "remaining" else policy.empty()
+    return _Fitted(dataset, policy, start, totals, unbounded), against
 
 
 def _check_releases(releases: Any) -> list[_Plan]:
@@ -526,16 +551,15 @@ def _check_fixed(fixed: Any) -> list[Any]:
     return list(fixed)
 
 
-def _no_fit(
-    acct: PrivacyAccountant, dataset: str, requested: BudgetReport, fixed: bool
-) -> BudgetExceededError:
+def _no_fit(fitted: _Fitted, requested: Guarantee, fixed: bool) -> BudgetExceededError:
     beside = " (beside the fixed releases)" if fixed else ""
+    policy, totals = fitted.policy, fitted.totals
     return BudgetExceededError(
-        dataset,
-        requested.guarantee,
-        acct.spent(dataset).guarantee,
-        acct.remaining(dataset).guarantee,
-        acct.budget(dataset).guarantee,
+        fitted.name,
+        requested,
+        policy.spent(totals)[0],
+        policy.remaining(totals)[0],
+        policy.guarantee,
         detail=(
             f"No amount of noise makes this plan fit{beside}: nothing is left of the budget, the fixed "
             "releases alone exceed it, or a release costs more than what remains whatever its noise (e.g. "
@@ -549,7 +573,7 @@ def allocate(
     *,
     accountant: PrivacyAccountant | None = None,
     dataset: str | None = None,
-    target: Guarantee | None = None,
+    target: Guarantee | BudgetPolicy | None = None,
     against: Literal["remaining", "budget"] = "remaining",
     fixed: Sequence[Any] = (),
 ) -> Allocation:
@@ -563,9 +587,12 @@ def allocate(
         With ``dataset``: fit the plan to that dataset's budget, under its rule and neighbouring relation.
     dataset : str, optional
         The dataset.
-    target : PureDP, ApproxDP or GaussianDP, optional
-        Instead of an accountant: a bare guarantee the plan must meet (e.g. the share of a budget that a
-        run has reserved).
+    target : PureDP, ApproxDP, GaussianDP or BudgetPolicy, optional
+        Instead of an accountant: a bare guarantee the plan must meet (under the rule ``set_budget`` would
+        choose by default, for a replace-one dataset), or a
+        :class:`~dp_pipeline.accounting.policy.BudgetPolicy` (a budget with its rule and relation, e.g.
+        the share of a dataset's budget that a run has reserved:
+        ``BudgetPolicy.declare(share, rule, relation)``), on which nothing is spent.
     against : {"remaining", "budget"}, default "remaining"
         With an accountant: fit what remains of the budget (after every active spend, open reservations
         included), or the whole budget as if nothing were spent.
@@ -600,10 +627,11 @@ def allocate(
     -----
     Release i gets noise of standard deviation sᵢ = t/√wᵢ (so its precision is wᵢ times that of a release
     of weight 1; :class:`PlannedRelease` defines the standard deviation of each kind), and t is the least
-    common scale at which the accountant's plan check,
-    :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.plan_fits`, accepts the whole plan. That
-    check prices the plan exactly as :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.spend_plan`
-    will with ``delta=`` the target's δ, under the dataset's rule: on an (ε, δ) budget with basic
+    common scale at which the budget's policy (:class:`~dp_pipeline.accounting.policy.BudgetPolicy`, the
+    check :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.quote` makes) admits the whole plan.
+    That check prices the plan exactly as
+    :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.spend_plan` will with ``delta=`` the
+    target's δ, under the dataset's rule: on an (ε, δ) budget with basic
     composition, the tight total of :func:`~dp_pipeline.accounting.composition.compose_plan` at the
     target's δ (exact μ-GDP when every release is Gaussian, dp-accounting's privacy-loss distribution
     otherwise, also for a plan of pure releases: 20 Laplace releases in (1, 10⁻⁴) get scale 13.55 instead
@@ -628,9 +656,8 @@ def allocate(
     μ-GDP). Group sizes enter through each release's event (Laplace and Gaussian noise see a sensitivity
     kΔ; other mechanisms the group guarantee), so each release may have its own.
 
-    A run-level reservation in Airflow calibrates its tasks this way: one release per task attempt and map
-    index, the tasks whose noise is fixed as ``fixed``, against the run's share of the dataset's budget
-    (see ``airflow_plugin.allocating``).
+    An Airflow run calibrates its tasks this way (one release per attempt and map index) against its share:
+    ``target=BudgetPolicy.declare(share, rule, relation)``.
 
     References
     ----------
@@ -648,22 +675,21 @@ def allocate(
     """
     plans = _check_releases(releases)
     decided = _check_fixed(fixed)
-    acct, name, side = _budget_holder(accountant, dataset, target, against)
-    goal = (acct.remaining(name) if side == "remaining" else acct.budget(name)).guarantee
-
+    fitted, side = _budget_holder(accountant, dataset, target, against)
+    goal = fitted.goal(side)
     delta = _goal_delta(goal)
 
     def fits(scale: float) -> bool:
-        return acct.plan_fits(name, [*decided, *_calibrate(plans, scale)], delta=delta, against=side)
+        return fitted.fits([*decided, *_calibrate(plans, scale)], delta)
 
     guess = _first_guess(plans, goal)
     scale = _least_fitting(fits, guess)
     if scale is None:
         largest = [*decided, *_calibrate(plans, guess * 2.0**_MAX_STEPS)]
-        raise _no_fit(acct, name, acct.plan_cost(name, largest, delta=delta, against=side), bool(decided))
+        raise _no_fit(fitted, fitted.price(largest, delta).cost, bool(decided))
     chosen = _calibrate(plans, scale)
-    cost = acct.plan_cost(name, [*decided, *chosen], delta=delta, against=side)
-    return Allocation(chosen, scale, goal, cost.guarantee, cost.method)
+    cost = fitted.price([*decided, *chosen], delta)
+    return Allocation(chosen, scale, goal, cost.cost, cost.method)
 
 
 def _goal_delta(goal: Guarantee) -> float | None:

@@ -35,6 +35,7 @@ from dp_pipeline import (
 )
 from dp_pipeline.accounting import UnknownDatasetError
 from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.mechanisms import (
     BinaryRandomizedResponse,
     Gaussian,
@@ -103,20 +104,20 @@ plans = st.lists(
     plan=plans,
     epsilon=st.floats(0.1, 5.0),
     delta=st.floats(1e-9, 1e-3),
-    rule=st.sampled_from(["basic", "gdp"]),
+    rule=st.sampled_from(["basic", "pure_or_gdp"]),
 )
 def test_gaussian_plans_meet_the_closed_form(
     plan: list[tuple[float, float, int]], epsilon: float, delta: float, rule: str
 ) -> None:
     releases = [PlannedRelease("gaussian", sensitivity=d, weight=w, group_size=k) for d, w, k in plan]
-    acct = memory(ApproxDP(epsilon, delta), method=rule)
+    acct = memory(ApproxDP(epsilon, delta), rule=rule)
     allocation = allocate(releases, accountant=acct, dataset="d")
     optimum = gaussian_optimum(
         [d * k for d, _, k in plan], [w for _, w, _ in plan], largest_mu(epsilon, delta)
     )
     for release, best in zip(allocation, optimum, strict=True):
         assert best * (1 - 1e-9) <= release.mechanism.sigma <= best * 1.005
-    assert acct.plan_fits("d", allocation)
+    assert acct.quote("d", Request.plan(allocation)).fits
     acct.spend_plan("d", allocation)  # the ledger accepts it as one plan
 
 
@@ -257,7 +258,10 @@ def test_against_the_whole_budget() -> None:
     rest = allocate(releases, accountant=acct, dataset="d")
     assert whole[0].mechanism.sigma == pytest.approx(2.0, rel=1e-5)  # 4/σ² = 1
     assert rest[0].mechanism.sigma == pytest.approx(2.0 / 0.8, rel=1e-5)  # 4/σ² = 1 − 0.36
-    assert acct.plan_fits("d", whole, against="budget") and not acct.plan_fits("d", whole)
+    assert (
+        acct.quote("d", Request.plan(whole), against="budget").fits
+        and not acct.quote("d", Request.plan(whole)).fits
+    )
 
 
 def test_group_sizes_are_in_the_events_and_charged_once() -> None:

@@ -25,7 +25,7 @@ MAX_COMPLEXITY = 25
 
 # module -> the most lines it may have while it is still over MAX_LINES
 LONG_MODULES = {
-    "dp_pipeline/accounting/accountant.py": 1691,  # S1/S4: checks, verify and the policy leave the accountant
+    "dp_pipeline/accounting/accountant.py": 705,  # the dataset handle; the surface shrinks with the Airflow slice
     "dp_pipeline/airflow/planning.py": 738,  # S7: DAG planning moves to dp_pipeline.planning
 }
 

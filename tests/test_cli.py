@@ -179,7 +179,7 @@ def test_budget_set_show_and_list_match_the_accountant(url: str) -> None:
     shown = as_json("budget", "set", "patients", "--epsilon", "3", "--delta", "1e-6", url=url)
     assert shown["budget"] == g(ApproxDP(3.0, 1e-6)) and shown["rule"] == "basic"
     ok("budget", "set", "genomes", "--mu", "1", "--reason", "initial", "--actor", "alice", url=url)
-    ok("budget", "set", "mixed", "--epsilon", "2", "--delta", "1e-5", "--method", "gdp", url=url)
+    ok("budget", "set", "mixed", "--epsilon", "2", "--delta", "1e-5", "--method", "pure_or_gdp", url=url)
     acct = PrivacyAccountant(url)
     acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count")
     acct.spend("patients", Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0))
@@ -233,9 +233,9 @@ def test_budget_set_changes_and_refusals(url: str) -> None:
         (["--epsilon", "1", "--mu", "1"], "either --epsilon"),
         ([], "either --epsilon"),
         (["--mu", "1", "--delta", "1e-6"], "--delta belongs to an (ε, δ) budget"),
-        (["--epsilon", "1", "--rule", "fancy"], "'rule' must be one of 'auto', 'basic', 'gdp'"),
+        (["--epsilon", "1", "--rule", "fancy"], "'rule' must be one of 'auto', 'basic', 'gdp_filter'"),
         (["--epsilon", "1", "--rule", "pure_or_gdp"], "needs δ > 0"),
-        (["--epsilon", "1", "--method", "gdp"], "needs δ > 0"),
+        (["--epsilon", "1", "--rule", "gdp"], "must be one of"),  # a stored name only
         (["--mu", "1", "--rule", "basic"], "rule 'basic' is for ApproxDP budgets"),
     ],
 )

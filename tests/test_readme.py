@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from dp_pipeline.accounting.request import Request
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 SNIPPETS = re.findall(r"```python\n(.*?)```", TEXT, flags=re.S)
@@ -39,7 +41,7 @@ def _fitting(accountant_method: str, mechanism: object) -> int:
     from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant
 
     acct = PrivacyAccountant("memory://")
-    acct.set_budget("d", ApproxDP(3.0, 1e-5), method=accountant_method)
+    acct.set_budget("d", ApproxDP(3.0, 1e-5), rule=accountant_method)
     n = 0
     while n < 1000:
         try:
@@ -65,16 +67,19 @@ def test_the_rule_table_counts() -> None:
     assert gaussian.sigma == pytest.approx(sigma, abs=0.01)
     assert _fitting("basic", gaussian) == basic == math.floor(3.0 / 0.5)
     mu_b = optimize.brentq(lambda mu: _gdp_delta(mu, 3.0) - 1e-5, 0.01, 10.0)  # largest μ that fits
-    assert _fitting("gdp", gaussian) == gdp == math.floor((mu_b * gaussian.sigma) ** 2)
+    assert _fitting("pure_or_gdp", gaussian) == gdp == math.floor((mu_b * gaussian.sigma) ** 2)
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", ApproxDP(3.0, 1e-5))
-    assert acct.plan_fits("d", [gaussian] * fit) and not acct.plan_fits("d", [gaussian] * unfit)
+    assert (
+        acct.quote("d", Request.plan([gaussian] * fit)).fits
+        and not acct.quote("d", Request.plan([gaussian] * unfit)).fits
+    )
     laplace = re.search(
         r"\| `Laplace\(epsilon=0\.5, sensitivity=1\)` \| (\d+) .*?\| (\d+) .*?\| (\d+) ", TEXT
     )
     assert laplace is not None
     assert _fitting("basic", Laplace(epsilon=0.5, sensitivity=1.0)) == int(laplace[1]) == 6
-    assert _fitting("gdp", Laplace(epsilon=0.5, sensitivity=1.0)) == int(laplace[2]) == 6
+    assert _fitting("pure_or_gdp", Laplace(epsilon=0.5, sensitivity=1.0)) == int(laplace[2]) == 6
 
 
 @pytest.mark.slow

@@ -21,13 +21,19 @@ from dp_pipeline.accounting.composition import (
     group_event,
 )
 from dp_pipeline.accounting.partitions import split_partition
+from dp_pipeline.accounting.policy import BudgetPolicy
+from dp_pipeline.accounting.reports import Quote
+from dp_pipeline.accounting.request import Request
 
 __all__ = [
+    "BudgetPolicy",
     "BudgetReport",
     "Composition",
     "LedgerEntry",
     "PrivacyAccountant",
+    "Quote",
     "ReleaseEntry",
+    "Request",
     "Reservation",
     "UnknownDatasetError",
     "VerifyReport",

@@ -6,26 +6,35 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
-from dp_pipeline.accounting.ledger.base import LedgerRecord
+from dp_pipeline._validation import check_positive_int
+from dp_pipeline.accounting.ledger.base import END_KINDS, LedgerRecord, LedgerStore
+from dp_pipeline.accounting.pricing import Price
 from dp_pipeline.accounting.records import DatasetBudget, partitions_of
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation, Sampler, sampler_of
-from dp_pipeline.exceptions import LedgerError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnknownDatasetError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, format_guarantee, guarantee_from_dict
 
 __all__ = [
     "BudgetReport",
     "LedgerEntry",
+    "Quote",
     "ReleaseEntry",
     "VerifyReport",
     "budget_report",
+    "ended_by",
+    "history",
+    "ledger_entries",
     "ledger_entry",
+    "open_reservations",
     "paid_entry",
     "partition_reading",
     "partition_reports",
+    "quote_report",
     "read_all",
     "release_entry",
 ]
@@ -477,3 +486,89 @@ def release_entry(
 def paid_entry(record: LedgerRecord) -> ReleaseEntry:
     """A release paid from a reservation (a ``pay`` record) as one line of the history."""
     return replace(release_entry(record, None), key=None, status="paid", paid_from=record.key)
+
+
+def history(
+    dataset: str, records: Sequence[LedgerRecord], *, since: Any = None, limit: Any = None
+) -> list[ReleaseEntry]:
+    """One entry per release of a dataset's records, oldest first (see
+    :meth:`PrivacyAccountant.history <dp_pipeline.accounting.accountant.PrivacyAccountant.history>`): a
+    reservation as its last shrink left it and with how it ended, a payment with ``paid_from``; only those
+    charged at or after ``since`` (a naive datetime is read as UTC), only the latest ``limit``."""
+    if since is not None:
+        if not isinstance(since, datetime):
+            raise InvalidParameterError(f"'since' must be a datetime, got {type(since).__name__}", "since")
+        since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+    n = None if limit is None else check_positive_int(limit, "limit")
+    ends = ended_by(records)
+    shrunk = {r.reservation: r for r in records if r.kind == "shrink"}  # the last shrink holds
+
+    def entry(r: LedgerRecord) -> ReleaseEntry:
+        if r.kind == "pay":
+            return paid_entry(r)
+        return release_entry(r, ends.get(r.seq), shrunk.get(r.seq))
+
+    releases = read_all(dataset, [r for r in records if r.kind in ("reserve", "pay")], entry)
+    if since is not None:
+        releases = [e for e in releases if e.time >= since]
+    return releases if n is None else releases[-n:]
+
+
+def ledger_entries(dataset: str, records: Sequence[LedgerRecord]) -> list[LedgerEntry]:
+    """Every record of a dataset's chain as a :class:`LedgerEntry`, in order."""
+    ends = ended_by(records)
+    return read_all(dataset, records, lambda r: ledger_entry(r, ends))
+
+
+def ended_by(records: Sequence[LedgerRecord]) -> dict[int, LedgerRecord]:
+    """The record that ended each reservation, by the reservation's seq."""
+    return {r.reservation: r for r in records if r.reservation is not None and r.kind in END_KINDS}
+
+
+def open_reservations(store: LedgerStore, dataset: str) -> list[LedgerEntry]:
+    """The reservations of ``dataset`` in ``store`` (``acct.store``) that were neither committed nor
+    cancelled (e.g. a process died): they stay counted until an operator cancels them
+    (:meth:`PrivacyAccountant.cancel <dp_pipeline.accounting.accountant.PrivacyAccountant.cancel>`).
+    UnknownDatasetError when the dataset has no budget."""
+    if store.head(dataset) is None:
+        raise UnknownDatasetError(dataset)
+    return [ledger_entry(r, {}) for r in store.open_reservations(dataset)]
+
+
+@dataclass(frozen=True)
+class Quote:
+    """What :meth:`PrivacyAccountant.quote` found: whether the requests would all be accepted, one after the
+    other, and what each costs (nothing was charged).
+
+    Attributes
+    ----------
+    fits : bool
+        Whether every request would be accepted (``bool(quote)`` is the same).
+    costs : tuple of BudgetReport
+        The price of each request in the budget's currency, against what the requests before it leave; it
+        stops at the first request that does not fit (which is the last), or is empty when the dataset's
+        loss is unbounded (see :meth:`PrivacyAccountant.spent`).
+    """
+
+    fits: bool
+    costs: tuple[BudgetReport, ...]
+
+    def __bool__(self) -> bool:
+        return self.fits
+
+
+def quote_report(
+    dataset: str, budget: DatasetBudget, totals: Totals, request: Request, price: Price
+) -> BudgetReport:
+    """What a request costs, as :meth:`PrivacyAccountant.quote` reports it (against ``totals``)."""
+    what = "plan cost" if request.is_plan else "spend cost"
+    return BudgetReport(
+        dataset,
+        what,
+        price.cost,
+        price.method,
+        budget.guarantee,
+        totals.open,
+        budget.relation,
+        budget.partitions,
+    )

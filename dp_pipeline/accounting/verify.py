@@ -1,5 +1,7 @@
-"""Verify's replay: the running totals, the budgets and the reservations of a dataset, recomputed from its
-records; and the check of the chains against an anchor (a checkpoint kept outside the database).
+"""Verify's replay: a dataset's records folded through the ledger's one reducer
+(:func:`~dp_pipeline.accounting.policy.apply`, which every write also applies); the reading of datasets
+declared partitioned under replace-one by an earlier version; and the check of the chains against an
+anchor (a checkpoint kept outside the database).
 
 The hash chain itself is checked by :func:`~dp_pipeline.accounting.ledger.base.check_chain`; this module
 checks what the records mean.
@@ -9,48 +11,106 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dp_pipeline.accounting import pricing
-from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerRecord, RecordSigner, canonical_json
-from dp_pipeline.accounting.payments import Holding, Paid, Share, event_keys, route, share_of
-from dp_pipeline.accounting.pricing import PlanRequest, charge_verifies, recorded_request_price
+from dp_pipeline.accounting.ledger.base import (
+    DatasetHead,
+    LedgerRecord,
+    LedgerStore,
+    RecordSigner,
+    canonical_json,
+    check_chain,
+    utc_now,
+)
+from dp_pipeline.accounting.policy import LedgerState, Violation, apply
 from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
-from dp_pipeline.accounting.rules import Totals
+from dp_pipeline.accounting.reports import VerifyReport
 from dp_pipeline.events import PrivacyEvent, flatten_events
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError
-from dp_pipeline.guarantees import format_guarantee, guarantee_from_dict
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnknownDatasetError
+from dp_pipeline.guarantees import format_guarantee
 
 __all__ = [
     "ANCHOR_FORMAT",
     "ROW_LEVEL_KINDS",
+    "Readings",
     "Replay",
+    "anchor",
     "check_anchor",
     "check_semantics",
     "legacy_partitions_finding",
     "read_anchor",
     "unbounded_reading",
+    "verify_ledger",
 ]
 
 ANCHOR_FORMAT = "dp-pipeline ledger anchor 1"
 
 
-def _stored_budget(body: Mapping[str, Any], where: str) -> tuple[DatasetBudget, dict[str, Any], str]:
-    """The budget a budget record sets, and the head state it implies (as the record wrote it)."""
-    method = str(body.get("method"))
-    guarantee = guarantee_from_dict(dict(body["budget"]))
-    budget = DatasetBudget.from_state({**body, "guarantee": body["budget"]}, method, where)
-    state: dict[str, Any] = {
-        "guarantee": guarantee.to_dict(),
-        **{name: body.get(name) for name in budget.rule.parameters()},
-    }
-    if "relation" in body:  # budget records written before relations existed have none
-        state["relation"] = body["relation"]
-    if budget.partitions is not None:
-        state["partitions"] = budget.partitions
-    return budget, state, method
+def verify_ledger(
+    store: LedgerStore,
+    dataset: str | None = None,
+    checkpoint: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+) -> VerifyReport:
+    """Check every dataset's chain (or ``dataset``'s) and fold its records through the ledger's reducer;
+    with ``checkpoint``, check that the chains extend it. LedgerError naming the first problem (see
+    :meth:`PrivacyAccountant.verify <dp_pipeline.accounting.accountant.PrivacyAccountant.verify>`)."""
+    names = store.datasets()
+    if dataset is not None:
+        if dataset not in names and (checkpoint is None or dataset not in read_anchor(checkpoint)):
+            raise UnknownDatasetError(dataset)
+        names = [dataset]
+    signer = getattr(store, "signer", None)
+    count = signed = 0
+    tips: dict[str, list[LedgerRecord]] = {}
+    findings: list[str] = []
+    for name in names:
+        records = store.records(name)
+        head = store.head(name)
+        problem = check_chain(name, records, head, signer) or check_semantics(name, records, head)
+        if problem:
+            raise LedgerError(f"ledger verification failed: {problem}")
+        count += len(records)
+        signed += 0 if signer is None else sum(record.sig is not None for record in records)
+        tips[name] = records
+        finding = legacy_partitions_finding(name, records, head)
+        if finding:
+            findings.append(finding)
+    if checkpoint is not None:
+        problem = check_anchor(read_anchor(checkpoint), tips, signer, only=dataset)
+        if problem:
+            raise LedgerError(f"ledger verification against the anchor failed: {problem}")
+    return VerifyReport(
+        tuple(names), count, signer is not None, checkpoint is not None, tuple(findings), signed
+    )
+
+
+def anchor(store: LedgerStore) -> dict[str, Any]:
+    """Verify the ledger and return a checkpoint of every dataset's head, to keep outside the database.
+
+    The checkpoint is a small JSON-serialisable mapping: per dataset the seq and hash of its last record,
+    and, with a key, an HMAC of the whole checkpoint. Keep it where whoever can write the database cannot
+    (another machine, object storage with versioning, a CI artifact); ``acct.verify(anchor=…)`` or
+    ``dp-pipeline ledger verify --anchor FILE`` later proves the ledger only grew since.
+    ``dp-pipeline ledger anchor --output FILE`` writes it to a file.
+
+    Parameters
+    ----------
+    store : LedgerStore
+        The ledger (``acct.store``).
+    """
+    verify_ledger(store)
+    heads = {}
+    for name in store.datasets():
+        head = store.head(name)
+        assert head is not None  # verify_ledger checked that every dataset with records has a head
+        heads[name] = {"seq": head.seq, "hash": head.hash}
+    checkpoint: dict[str, Any] = {"format": ANCHOR_FORMAT, "time": utc_now(), "datasets": heads}
+    signer = getattr(store, "signer", None)
+    if signer is not None:
+        checkpoint["mac"] = signer.sign(canonical_json(checkpoint))
+    return checkpoint
 
 
 def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: DatasetHead | None) -> str | None:
@@ -68,21 +128,12 @@ def check_semantics(dataset: str, records: Sequence[LedgerRecord], head: Dataset
 
 
 class Replay:
-    """The state of a dataset's records replayed so far: one reducer for verify and for every write.
-
-    Every reservation is re-priced under the budget in force when it was made and must fit it, so a
-    budget raised outside dp-pipeline for a spend and put back afterwards is found. Every release paid from
-    a reservation is re-priced too, its running sum recomputed, and the payments so far must fit what the
-    reservation held (an over-payment, or a forged payment that understates its cost, is found); a shrink
-    must keep a sub-plan that costs no more and still covers the payments; each attempt's share is claimed
-    once, and the releases paid within it fit its claim (the cap it records); a reservation that paid for a
-    release cannot have been cancelled; nothing is paid from a spend's own charge, and one release (not a
-    plan) that was committed is not shrunk. A record of another kind, a budget record whose stored rule
-    settings its budget does not allow (an inflated μ limit), a charge below its request's price (a
-    negative one included) and running totals that are not the sum of the charges are all found.
+    """A fold of :func:`~dp_pipeline.accounting.policy.apply` over a dataset's records: the one reducer that
+    verify and every write of the accountant apply (see :mod:`~dp_pipeline.accounting.policy` for what it
+    checks).
 
     Feed the records in chain order with :meth:`feed`; :meth:`check_head` compares a head row with the
-    state replayed. After a problem the replay is spent: build a new one.
+    state reached. After a problem the replay is spent: build a new one.
 
     Parameters
     ----------
@@ -91,169 +142,19 @@ class Replay:
     """
 
     def __init__(self, dataset: str) -> None:
-        self.dataset = dataset
-        self._totals: Totals | None = None
-        self._budget: DatasetBudget | None = None
-        self._budget_state: tuple[dict[str, Any], str] | None = None
-        self._held: dict[int, Holding] = {}
-        self._paid: dict[int, Paid] = {}
-        self._shares: dict[int, dict[str, Share]] = {}
-        self._named: dict[int, tuple[str, ...]] = {}
-        self._spends: set[int] = set()
-        self._ended: dict[int, str] = {}
-        self._keys: dict[str, int] = {}
+        self.state = LedgerState(dataset)
 
     def feed(self, record: LedgerRecord) -> str | None:
-        """Replay one record (the next in the chain): a description of what is wrong with it, or None."""
-        try:
-            self._apply(record)
-        except LedgerError as err:
-            return str(err)
-        except (AttributeError, KeyError, TypeError, ValueError, InvalidParameterError) as err:
-            return (
-                f"dataset {self.dataset!r}, record seq={record.seq}: unreadable record "
-                f"({type(err).__name__}: {err})"
-            )
+        """Apply one record (the next in the chain): a description of what is wrong with it, or None."""
+        after = apply(self.state, record)
+        if isinstance(after, Violation):
+            return after.problem
+        self.state = after
         return None
 
     def check_head(self, head: DatasetHead | None) -> str | None:
         """Whether ``head`` caches the budget, rule settings and totals replayed: a problem, or None."""
-        budget, totals, budget_state = self._budget, self._totals, self._budget_state
-        if head is None or budget is None or totals is None or budget_state is None:
-            return None
-        where = f"dataset {self.dataset!r}, head row"
-        try:
-            if not budget.rule.read_totals(head.state.totals, where).same_as(totals):
-                return f"{where}: cached totals {dict(head.state.totals)} differ from the records' sum"
-            cached = (dict(head.state.budget), head.state.method)
-        except LedgerError as err:
-            return str(err)
-        except (AttributeError, KeyError, TypeError, ValueError, InvalidParameterError) as err:
-            return f"{where}: unreadable ({type(err).__name__}: {err})"
-        if canonical_json(cached[0]) != canonical_json(budget_state[0]) or cached[1] != budget_state[1]:
-            return f"{where}: cached budget {cached} differs from the last budget record"
-        return None
-
-    def _apply(self, record: LedgerRecord) -> None:
-        """Replay one record; raise LedgerError naming what is wrong with it."""
-        where = f"dataset {self.dataset!r}, record seq={record.seq}"
-        touched: Collection[str] | None
-        if record.kind == "budget":
-            budget, totals, touched = self._set_budget(record, where), self._totals, None
-            totals = budget.rule.empty() if totals is None else budget.rule.carry(totals)
-            if not budget.fitted_when_written(totals):
-                raise LedgerError(
-                    f"{where}: the budget {budget.rule.describe()} is below what was already spent"
-                )
-        elif self._budget is None or self._totals is None:
-            raise LedgerError(f"{where}: a {record.kind} record before any budget was set")
-        elif record.kind == "reserve":
-            budget, (totals, touched) = self._budget, self._reserve(record, self._budget, self._totals, where)
-        elif record.kind in ("pay", "shrink", "commit", "release"):
-            budget, (totals, touched) = self._budget, self._naming(record, self._budget, self._totals, where)
-        else:
-            raise LedgerError(f"{where}: unknown record kind {record.kind!r}")
-        self._totals = totals
-        stored = budget.rule.read_totals(record.body.get("totals"), where)
-        if not stored.same_as(totals if touched is None else totals.only(touched)):
-            raise LedgerError(
-                f"{where}: running totals {stored.to_json()} differ from the records' sum {totals.to_json()}"
-            )
-
-    def _set_budget(self, record: LedgerRecord, where: str) -> DatasetBudget:
-        budget, state, method = _stored_budget(record.body, where)
-        self._budget, self._budget_state = budget, (state, method)
-        problem = budget.rule.check_parameters()
-        if problem:
-            raise LedgerError(f"{where}: {problem}")
-        return budget
-
-    def _reserve(
-        self, record: LedgerRecord, budget: DatasetBudget, totals: Totals, where: str
-    ) -> tuple[Totals, Collection[str]]:
-        body = record.body
-        if record.key is None or record.key in self._keys:
-            raise LedgerError(f"{where}: missing or repeated idempotency key {record.key!r}")
-        self._keys[record.key] = record.seq
-        charge = budget.rule.read_charge(body.get("charge"), where)
-        touched = partitions_of(body, where)
-        if touched and budget.partitions is None:
-            raise LedgerError(
-                f"{where}: the reservation names partitions of a dataset that is not partitioned"
-            )
-        now = recorded_request_price(budget, body, budget.composed(totals))
-        if not charge_verifies(budget, body, charge, now, PlanRequest.of(body)):
-            raise LedgerError(
-                f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
-                f"under the budget in force, {budget.rule.describe()}"
-            )
-        self._held[record.seq] = Holding.of(body, budget.rule, where)
-        self._paid[record.seq] = Paid()
-        self._named[record.seq] = touched
-        if body.get("spend"):
-            self._spends.add(record.seq)
-        totals = budget.rule.add(totals, charge, touched)
-        if not budget.fitted_when_written(totals):
-            raise LedgerError(
-                f"{where}: the reservation does not fit the budget in force, "
-                f"{budget.rule.describe()}; it was accepted against another budget (the stored "
-                "budget was changed outside dp-pipeline)"
-            )
-        return totals, touched
-
-    def _naming(
-        self, record: LedgerRecord, budget: DatasetBudget, totals: Totals, where: str
-    ) -> tuple[Totals, Collection[str]]:
-        """Replay a record that names a reservation (pay, shrink, commit, release)."""
-        target = self._named_reservation(record, where)
-        named = self._named[target]
-        if record.kind in ("pay", "shrink"):
-            # a payment stores the parts it names (unchanged), a shrink those of its reservation
-            touched = partitions_of(record.body, where) if record.kind == "pay" else named
-            problem, totals = _replay_payment(
-                record, budget, totals, self._held, self._paid, named, self._shares.setdefault(target, {})
-            )
-            if problem:
-                raise LedgerError(f"{where}: {problem}")
-            return totals, touched
-        self._ended[target] = record.kind
-        if record.kind == "commit":
-            return totals.committed(), ()
-        return budget.rule.remove(totals, self._held[target].charge, named), named
-
-    def _named_reservation(self, record: LedgerRecord, where: str) -> int:
-        """The reservation a pay, shrink, commit or release record names, if it may name it."""
-        target, ended = record.reservation, self._ended
-        if target is None or target not in self._held:
-            problem = f"{record.kind} of seq={target}, which is not a reservation"
-        elif record.kind not in ("pay", "shrink"):
-            problem = (
-                f"reservation seq={target} was already committed or released"
-                if target in ended
-                else f"reservation seq={target} was cancelled after it paid for releases"
-                if record.kind == "release" and self._paid[target].charges
-                else ""
-            )
-        elif self._keys.get(record.key or "") != target:
-            problem = f"the {record.kind} names seq={target} but carries another key"
-        elif ended.get(target) == "release":
-            problem = f"a {record.kind} from reservation seq={target}, which was cancelled"
-        elif record.kind == "pay" and target in self._spends:
-            problem = f"a payment from seq={target}, a spend that holds nothing to pay from"
-        elif record.kind == "shrink" and not self._held[target].plan and ended.get(target) == "commit":
-            problem = f"a shrink of seq={target}, one committed release (not a plan)"
-        elif (
-            record.kind == "pay"
-            and self._named[target]
-            and not set(partitions_of(record.body, where)) <= set(self._named[target])
-        ):
-            problem = f"a payment reads partitions that reservation seq={target} did not name"
-        else:
-            problem = ""
-        if problem:
-            raise LedgerError(f"{where}: {problem}")
-        assert target is not None
-        return target
+        return self.state.check_head(head)
 
 
 ROW_LEVEL_KINDS = frozenset({"randomized_response", "bounded_laplace", "bounded_staircase"})
@@ -332,6 +233,27 @@ def unbounded_reading(dataset: str, records: Sequence[LedgerRecord]) -> str | No
     )
 
 
+class Readings:
+    """:func:`unbounded_reading` of each dataset, cached per chain head: None at once for a dataset that is
+    not :attr:`~dp_pipeline.accounting.records.DatasetBudget.legacy`; otherwise its records are read once
+    per head (under a write's lock they end at that head)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple[int, str], str | None]] = {}
+
+    def at(self, store: LedgerStore, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
+        """Why ``dataset``'s loss is unbounded at ``head``, or None."""
+        if not budget.legacy:
+            return None
+        cached = self._cache.get(dataset)
+        if cached is not None and cached[0] == (head.seq, head.hash):
+            return cached[1]
+        records = store.records(dataset)
+        reading = unbounded_reading(dataset, records)
+        self._cache[dataset] = ((records[-1].seq, records[-1].hash), reading)
+        return reading
+
+
 def _row_level_on_partitions(records: Sequence[LedgerRecord]) -> list[int]:
     """The seqs of the active reservations that named a partition and hold a row-level event."""
     cancelled = {r.reservation for r in records if r.kind == "release"}
@@ -348,97 +270,8 @@ def _row_level(body: Mapping[str, Any]) -> bool:
     return any(e.kind in ROW_LEVEL_KINDS for e in events)
 
 
-def _replay_payment(
-    record: LedgerRecord,
-    budget: DatasetBudget,
-    totals: Totals,
-    held: dict[int, Holding],
-    paid: dict[int, Paid],
-    partitions: tuple[str, ...],
-    shares: dict[str, Share],
-) -> tuple[str | None, Totals]:
-    """Replay a ``pay`` or ``shrink`` record of a reservation: the problem it shows (or None) and the totals
-    after it. Updates what the reservation holds, what was paid from it and its shares."""
-    rule, body, target = budget.rule, record.body, record.reservation
-    assert target is not None
-    where = f"record seq={record.seq}"
-    charge = rule.read_charge(body.get("charge"), where)
-    holding, payments = held[target], paid[target]
-    if record.kind == "pay":
-        now = recorded_request_price(budget, body, budget.composed(totals))
-        if not charge_verifies(budget, body, charge, now, PlanRequest.of(body)):
-            return f"the recorded charge {charge.to_json()} is below what the paid release costs", totals
-        name, within = share_of(body, where)
-        if within:
-            return _replay_within(rule, body, charge, shares, name, where, target), totals
-        if name is not None and name in shares:
-            return f"the share {name!r} of seq={target} is claimed twice", totals
-        if (name is None and shares) or (name is not None and payments.charges and not shares):
-            return f"reservation seq={target} paid both shares and releases of its own", totals
-        payments = payments.plus(charge, body["events"], int(body["group_size"]))
-        total = rule.read_charge(body.get("paid"), where)
-        if total.to_json() != payments.total(rule).to_json():
-            return f"the paid sum {total.to_json()} differs from the sum of the payments", totals
-        if route(rule, holding, payments) is None:
-            return (
-                f"the releases paid from reservation seq={target} exceed what it holds ({holding.cost!r}): "
-                "an over-payment",
-                totals,
-            )
-        paid[target] = payments
-        if name is not None:
-            shares[name] = Share.claimed(body, rule, where)
-        return None, totals
-    kept = holding.shrunk(body, rule, where)
-    if event_keys(kept.events) - event_keys(holding.events):
-        return f"the shrink of seq={target} keeps releases the reservation did not declare", totals
-    rest = rule.remove(totals, holding.charge, partitions)
-    events = [PrivacyEvent.from_dict(dict(e)) for e in kept.events]
-    price = (
-        pricing.price(budget, events, holding.group_size, True, holding.delta, budget.composed(rest))
-        if events
-        else pricing.zero(budget)
-    )
-    kept_plan = PlanRequest(events, holding.group_size, True)
-    if not charge_verifies(budget, body, charge, price, kept_plan) or not rule.fits_within(
-        charge, holding.charge
-    ):
-        return f"the shrink of seq={target} is below its sub-plan's cost or above what it held", totals
-    if route(rule, kept, payments) is None:
-        return f"the payments from seq={target} do not fit what its shrink kept", totals
-    held[target] = kept
-    return None, rule.add(rest, charge, partitions)
-
-
-def _replay_within(
-    rule: Any,
-    body: Mapping[str, Any],
-    charge: Any,
-    shares: dict[str, Share],
-    name: Any,
-    where: str,
-    target: int,
-) -> str | None:
-    """Replay a payment within an attempt's share: the problem it shows (or None); updates the share."""
-    share = shares.get(name)
-    if share is None:
-        return f"a payment within the share {name!r} of seq={target}, which was never claimed"
-    if rule.read_charge(body.get("cap"), where).to_json() != share.held.charge.to_json():
-        return f"the cap recorded for the share {name!r} differs from its claim's charge"
-    now = share.plus(charge, body["events"], int(body["group_size"]))
-    if rule.read_charge(body.get("paid"), where).to_json() != now.paid.total(rule).to_json():
-        return f"the paid sum of the share {name!r} differs from the sum of its payments"
-    if route(rule, now.held, now.paid) is None:
-        return (
-            f"the releases paid within the share {name!r} of seq={target} exceed its claim "
-            f"({share.held.cost!r}): an over-payment"
-        )
-    shares[name] = now
-    return None
-
-
 def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
-    """The datasets of a checkpoint from :meth:`PrivacyAccountant.anchor` (a mapping or its JSON file)."""
+    """The datasets of a checkpoint from :func:`anchor` (a mapping or its JSON file)."""
     if isinstance(anchor, Mapping):
         data: Any = anchor
     elif isinstance(anchor, (str, os.PathLike)):
@@ -450,7 +283,7 @@ def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[s
             raise InvalidParameterError("the anchor file is not JSON", "anchor") from None
     else:
         raise InvalidParameterError(
-            "'anchor' must be a checkpoint from acct.anchor() or the path of its file, got "
+            "'anchor' must be a checkpoint from anchor(acct.store) or the path of its file, got "
             f"{type(anchor).__name__}",
             "anchor",
         )
@@ -468,7 +301,7 @@ def read_anchor(anchor: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[s
         )
     ):
         raise InvalidParameterError(
-            "not a dp-pipeline ledger anchor (see PrivacyAccountant.anchor)", "anchor"
+            "not a dp-pipeline ledger anchor (see dp_pipeline.accounting.verify.anchor)", "anchor"
         )
     return data
 

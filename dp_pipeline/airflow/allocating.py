@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from dp_pipeline.accounting.accountant import PrivacyAccountant
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.rules import stored_rule
 from dp_pipeline.airflow._attempts import role_task
 from dp_pipeline.airflow._runtime import task_name
@@ -214,15 +215,16 @@ class RunPart:
         return accountant.plan_cost(self.dataset, self.events, self.group_size, **self._options(against))
 
     def fits(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> bool:
-        """Whether ``spend_plan`` would accept the plan (``plan_fits``)."""
-        return accountant.plan_fits(self.dataset, self.events, self.group_size, **self._options(against))
+        """Whether ``spend_plan`` would accept the plan (``quote``)."""
+        request = Request.plan(self.events, self.group_size, delta=self.delta, partition=self.partition)
+        return accountant.quote(self.dataset, request, against=against).fits
 
     def _options(self, against: Literal["remaining", "budget"]) -> dict[str, Any]:
         return {"delta": self.delta, "against": against, "partition": self.partition}
 
     @property
     def plan(self) -> tuple[list[PrivacyEvent], int, str | None, float | None]:
-        """The part as one plan of :meth:`~dp_pipeline.PrivacyAccountant.plans_fit`."""
+        """The part as one plan of :meth:`~dp_pipeline.PrivacyAccountant.quote`."""
         return self.events, self.group_size, self.partition, self.delta
 
     def label(self, run_id: str) -> str:
@@ -371,7 +373,7 @@ def _calibrate(
         cost = allocation.cost
     else:
         holder = _share_ledger(share, rule, relation)
-        if not holder.plan_fits(_SHARE, fixed, against="budget"):
+        if not holder.quote(_SHARE, Request.plan(fixed), against="budget").fits:
             needs = holder.plan_cost(_SHARE, fixed, against="budget").guarantee
             raise PrivacyCostError(
                 f"DAG {plan.dag_id!r}: the tasks on {dataset!r} need {format_guarantee(needs)}, more than "

@@ -667,8 +667,8 @@ def _check_together(
             continue
         plans = [part.plan for _, part in together]
         try:
-            whole = accountant.plans_fit(dataset, plans, against="budget")
-            now = accountant.plans_fit(dataset, plans)
+            whole = accountant.quote(dataset, plans, against="budget").fits
+            now = accountant.quote(dataset, plans).fits
         except Exception as exc:  # e.g. no finite ε at the δ left once the others are charged
             whole, now = True, False
             note = f"its parts cannot be charged together: {type(exc).__name__}: {exc}"

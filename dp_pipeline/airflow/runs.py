@@ -266,7 +266,7 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
         for part in parts:
             by_dataset.setdefault(part.dataset, []).append(part)
         for dataset, together in by_dataset.items():
-            if len(together) < 2 or accountant.plans_fit(dataset, [part.plan for part in together]):
+            if len(together) < 2 or accountant.quote(dataset, [part.plan for part in together]).fits:
                 continue
             named = ", ".join(
                 "the whole dataset" if p.partition is None else repr(p.partition) for p in together

@@ -84,7 +84,7 @@ def budget_set(
             "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits); "
             "zcdp (the same releases chosen one after another, many of them: Σε while all are pure, else "
             "Σρ, ρ = ε²/2 for pure ε and μ²/2 for Gaussian noise, against the largest ρ that fits). "
-            "--method is the older name of this option, gdp the older name of gdp_filter and pure_or_gdp.",
+            "--method is the older name of this option.",
         ),
     ] = "auto",
     relation: Annotated[

@@ -88,8 +88,10 @@ def ledger_anchor(
 
     A later 'ledger verify --anchor FILE' fails if records were removed, rewritten or rolled back since.
     """
+    from dp_pipeline.accounting.verify import anchor
+
     with _errors(), _accountant(ledger, read_only=True) as acct:
-        checkpoint = acct.anchor()
+        checkpoint = anchor(acct.store)
         try:
             output.write_text(json.dumps(checkpoint, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         except OSError as err:

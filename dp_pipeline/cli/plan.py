@@ -183,6 +183,7 @@ def plan_check(
     the check composes the largest partition totals as spending it would).
     """
     from dp_pipeline.accounting.composition import group_plan
+    from dp_pipeline.accounting.request import Request
 
     with _errors():
         items = [_plan_item(item, f"plan item {i}") for i, item in enumerate(_read_plan(plan_file), start=1)]
@@ -191,7 +192,7 @@ def plan_check(
         partitions = partition or None
         with _accountant(ledger) as acct:
             cost = acct.plan_cost(dataset, events, k, delta=plan_delta, partition=partitions)
-            fits = acct.plan_fits(dataset, events, k, delta=plan_delta, partition=partitions)
+            fits = acct.quote(dataset, Request.plan(events, k, delta=plan_delta, partition=partitions)).fits
             remaining = acct.remaining(dataset)
             spent = acct.partitions(dataset) if partitions else {}
         result = {

@@ -49,6 +49,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.accounting import BudgetReport, PrivacyAccountant, Reservation
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.spending import as_spender
@@ -517,7 +518,7 @@ def search_cost(
     -------
     list of CallCost
         Per accountant, dataset and group size: the number of releases and what reserving them charges
-        (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.spend_cost`).
+        (:meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.quote`).
 
     Notes
     -----
@@ -533,7 +534,7 @@ def search_cost(
             g.dataset,
             g.group_size,
             len(g.costs),
-            g.accountant.spend_cost(g.dataset, g.event, g.group_size),
+            g.accountant.quote(g.dataset, Request.one(g.event, g.group_size)).costs[0],
             g.accountant,
         )
         for g in _groups(calls)

@@ -24,6 +24,8 @@ from dp_pipeline import (
 )
 from dp_pipeline.accounting import UnknownDatasetError
 from dp_pipeline.accounting.ledger import MemoryLedger
+from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.exceptions import (
     InvalidParameterError,
     KeyAlreadyUsedError,
@@ -470,7 +472,7 @@ def test_plan_fits_says_what_spend_plan_does(
     for cost in spent:
         acct.spend("d", cost)
     records = len(acct.records("d"))
-    assert acct.plan_fits("d", plan) is expected
+    assert acct.quote("d", Request.plan(plan)).fits is expected
     assert len(acct.records("d")) == records  # nothing charged by the check
     if expected:
         acct.spend_plan("d", plan)
@@ -483,23 +485,29 @@ def test_plan_checked_against_the_whole_budget_ignores_what_was_spent(acct: Priv
     acct.set_budget("d", ApproxDP(1.0, 1e-6))
     acct.spend("d", PureDP(0.75))
     plan = [PureDP(0.25), PureDP(0.5)]
-    assert not acct.plan_fits("d", plan) and acct.plan_fits("d", plan, against="budget")
+    assert (
+        not acct.quote("d", Request.plan(plan)).fits
+        and acct.quote("d", Request.plan(plan), against="budget").fits
+    )
     assert acct.plan_cost("d", plan, against="budget").epsilon == acct.plan_cost("d", plan).epsilon == 0.75
     gaussians = [gaussian_approx(0.1, 4e-7)] * 3  # Σδ > δ_B, but tight at δ_B; no δ left once spent
     acct.spend("d", ApproxDP(0.0, 1e-6))
-    assert not acct.plan_fits("d", gaussians) and acct.plan_fits("d", gaussians, against="budget")
+    assert (
+        not acct.quote("d", Request.plan(gaussians)).fits
+        and acct.quote("d", Request.plan(gaussians), against="budget").fits
+    )
     records = acct.records("d")
     with pytest.raises(InvalidParameterError, match="against"):
-        acct.plan_fits("d", plan, against="whole")
+        acct.quote("d", Request.plan(plan), against="whole")
     assert acct.records("d") == records
 
 
 def test_plan_fits_refuses_what_cannot_be_charged(acct: PrivacyAccountant) -> None:
     acct.set_budget("g", GaussianDP(1.0))
     with pytest.raises(UnsupportedCompositionError):
-        acct.plan_fits("g", [ApproxDP(0.1, 1e-6)])
+        acct.quote("g", Request.plan([ApproxDP(0.1, 1e-6)]))
     with pytest.raises(UnknownDatasetError):
-        acct.plan_fits("ghost", [PureDP(0.1)])
+        acct.quote("ghost", Request.plan([PureDP(0.1)]))
 
 
 def test_plan_on_gdp_budget(acct: PrivacyAccountant) -> None:
@@ -668,7 +676,7 @@ def test_open_reservations_count_as_spent(acct: PrivacyAccountant) -> None:
     acct.reserve("d", PureDP(0.7), key="x")
     spent = acct.spent("d")
     assert spent.epsilon == 0.7 and spent.open_reservations == 1 and "open reservation" in str(spent)
-    assert [e.key for e in acct.open_reservations("d")] == ["x"]
+    assert [e.key for e in open_reservations(acct.store, "d")] == ["x"]
     with pytest.raises(BudgetExceededError):
         acct.spend("d", PureDP(0.5))
 

@@ -31,6 +31,8 @@ from dp_pipeline.accounting.accountant import UnknownDatasetError
 from dp_pipeline.accounting.ledger.base import GENESIS_HASH, record_hash
 from dp_pipeline.accounting.ledger.privileges import grant_statements
 from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
+from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.verify import anchor as checkpoint_of
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
 from tests.accounting.conftest import dump_rows, untriggered
 
@@ -135,7 +137,7 @@ def test_unknown_datasets_closed_accountants_and_a_deleted_head_row(tmp_path: Pa
     with pytest.raises(UnknownDatasetError, match="'typo'"):
         acct.verify("typo")
     with pytest.raises(UnknownDatasetError, match="'unknown'"):
-        acct.open_reservations("unknown")
+        open_reservations(acct.store, "unknown")
     acct.spend("d", PureDP(0.25))
     conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset = 'd'")
@@ -219,7 +221,7 @@ def test_delete_the_last_spend_and_repoint_the_head_is_caught_by_the_anchor(tmp_
     path = tmp_path / "ledger.db"
     acct = _ledger(path, key=KEY)
     acct.spend("d", PureDP(0.5))
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records WHERE dataset = 'd' AND seq > 1")
     budget_hash, totals = conn.execute(
@@ -239,7 +241,7 @@ def test_a_rehashed_rewritten_chain_is_caught_by_the_key_and_by_the_anchor(tmp_p
     path = tmp_path / "ledger.db"
     acct = _ledger(path, key=KEY)
     acct.spend("d", PureDP(0.5), label="count")
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     first_sig = acct.store.records("d")[0].sig
     _rewrite(path, "d", lambda body: body.update(label="edited") if "label" in body else None)
     PrivacyAccountant(f"sqlite:///{path}").verify()  # consistent without the key
@@ -308,7 +310,7 @@ def test_a_deleted_and_recreated_dataset_is_caught_by_the_anchor(tmp_path: Path)
     path = tmp_path / "ledger.db"
     acct = _ledger(path, key=KEY)
     acct.spend("d", PureDP(1.0))
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     with sqlite3.connect(path) as conn, pytest.raises(sqlite3.DatabaseError, match="head row moves only"):
         conn.execute("DELETE FROM dp_ledger_budgets WHERE dataset = 'd'")
     conn = untriggered(path)
@@ -341,7 +343,7 @@ def test_an_older_copy_of_the_file_is_caught_by_the_anchor(tmp_path: Path) -> No
     acct = PrivacyAccountant(f"sqlite:///{path}")
     acct.spend("d", PureDP(1.0))
     anchor_file = tmp_path / "anchor.json"
-    anchor_file.write_text(json.dumps(acct.anchor()))
+    anchor_file.write_text(json.dumps(checkpoint_of(acct.store)))
     acct.close()
     for name in ("ledger.db-wal", "ledger.db-shm"):
         (tmp_path / name).unlink(missing_ok=True)
@@ -354,7 +356,7 @@ def test_an_older_copy_of_the_file_is_caught_by_the_anchor(tmp_path: Path) -> No
 
 def test_an_edited_anchor_or_a_foreign_file_is_refused(tmp_path: Path) -> None:
     acct = _ledger(tmp_path / "ledger.db", key=KEY)
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     assert acct.verify(anchor=anchor).anchored
     edited = {**anchor, "datasets": {}}
     with pytest.raises(LedgerError, match="the anchor's MAC does not match"):
@@ -507,7 +509,7 @@ def test_postgres_triggers_guard_the_head_and_the_chain(pg_url: str) -> None:
     acct = PrivacyAccountant(pg_url, create=True, key=KEY)
     acct.set_budget("d", ApproxDP(1.0, 0.0))
     acct.spend("d", PureDP(1.0))
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     owner = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
     for statement in (
         "UPDATE dp_ledger_budgets SET budget = replace(budget, '1.0', '2.0')",
@@ -671,5 +673,5 @@ def test_whatever_the_accountant_accepted_verifies(budget: tuple[Any, str], step
                 acct.set_budget("d", bigger, rule=rule)
         except (BudgetExceededError, UnsupportedCompositionError):
             pass
-    report = acct.verify(anchor=acct.anchor())
+    report = acct.verify(anchor=checkpoint_of(acct.store))
     assert report.signatures and report.records == len(acct.store.records("d"))

@@ -22,6 +22,7 @@ from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccoun
 from dp_pipeline.accounting import split_partition
 from dp_pipeline.accounting.concentrated import zcdp_epsilon
 from dp_pipeline.accounting.partitions import locate_partition
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from tests.accounting.conftest import untriggered
@@ -208,7 +209,7 @@ def test_naming_a_partition_of_a_dataset_that_is_not_partitioned_is_refused() ->
         acct.spend("d", PureDP(0.5), partition="a")
     assert info.value.parameter == "partition"
     with pytest.raises(InvalidParameterError, match="not partitioned"):
-        acct.plan_fits("d", [PureDP(0.5)], partition="a")
+        acct.quote("d", Request.plan([PureDP(0.5)], partition="a"))
     assert len(acct.store.records("d")) == 1
 
 
@@ -296,8 +297,8 @@ def test_plans_are_priced_and_charged_on_their_partitions() -> None:
     acct = _partitioned(ApproxDP(1.0, 1e-6), 1)
     plan = [PureDP(0.25), PureDP(0.25)]
     acct.spend_plan("v", plan, partition="a")
-    assert acct.plan_fits("v", plan + plan, partition="b")  # b holds nothing yet
-    assert not acct.plan_fits("v", plan + plan, partition="a")
+    assert acct.quote("v", Request.plan(plan + plan, partition="b")).fits  # b holds nothing yet
+    assert not acct.quote("v", Request.plan(plan + plan, partition="a")).fits
     assert acct.plan_cost("v", plan, partition="b").partitions == 1
     acct.spend_plan("v", plan + plan, partition="b")
     assert acct.spent("v").epsilon == 1.0 and acct.partitions("v")["a"].epsilon == 0.5
@@ -487,7 +488,7 @@ def test_plans_fit_together_exactly_when_each_spend_plan_after_the_other_is_acce
         accepted = True
     except BudgetExceededError:
         accepted = False
-    assert acct.plans_fit("v", plans) == accepted
+    assert acct.quote("v", plans).fits == accepted
 
     def within(spends: list[tuple[Fraction, str | None]]) -> bool:
         whole = sum((e for e, day in spends if day is None), Fraction(0))
@@ -500,7 +501,7 @@ def test_plans_fit_together_exactly_when_each_spend_plan_after_the_other_is_acce
     planned = [(sum(map(Fraction, epsilons), Fraction(0)), day) for epsilons, day in parts]
     steps = [charged + planned[: i + 1] for i in range(len(planned))]
     assert accepted == all(within(step) for step in steps)
-    assert acct.plans_fit("v", plans, against="budget") == all(
+    assert acct.quote("v", plans, against="budget").fits == all(
         within(planned[: i + 1]) for i in range(len(planned))
     )
     assert [r.kind for r in acct.store.records("v")].count("reserve") == len(charged)  # nothing charged
@@ -510,9 +511,9 @@ def test_plans_fit_refuses_what_is_not_a_list_of_plans_and_charges_nothing() -> 
     acct = _partitioned(PureDP(1.0), 1)
     for plans in ([], "d1", [([PureDP(0.1)], 1)], [([PureDP(0.1)], 0, "d1")]):
         with pytest.raises(InvalidParameterError):
-            acct.plans_fit("v", plans)
+            acct.quote("v", plans)
     with pytest.raises(InvalidParameterError, match="not partitioned"):
-        _days().plans_fit("flat", [([PureDP(0.1)], 1, "d1")])
-    assert acct.plans_fit("v", [([PureDP(0.5)], 1, "d1"), ([PureDP(0.5)], 1, "d2")])  # L = 1: the largest
-    assert not acct.plans_fit("v", [([PureDP(0.5)], 1, "d1"), ([PureDP(0.75)], 1, "d1")])
+        _days().quote("flat", [([PureDP(0.1)], 1, "d1")])
+    assert acct.quote("v", [([PureDP(0.5)], 1, "d1"), ([PureDP(0.5)], 1, "d2")]).fits  # L = 1: the largest
+    assert not acct.quote("v", [([PureDP(0.5)], 1, "d1"), ([PureDP(0.75)], 1, "d1")]).fits
     assert [r.kind for r in acct.store.records("v")] == ["budget"]

@@ -149,7 +149,7 @@ def test_an_old_replace_one_partitioned_dataset_is_priced_without_parallel_compo
             acct.spend("wards", PureDP(0.1), partition="north")
         assert info.value.parameter == "partition" and "relation='add_remove'" in str(info.value)
         with pytest.raises(InvalidParameterError, match="replace-one"):
-            acct.plans_fit("wards", [([PureDP(0.1)], 1, "east")])
+            acct.quote("wards", [([PureDP(0.1)], 1, "east")])
         assert acct.store.records("wards") == before  # refused: nothing written
         acct.spend("wards", PureDP(2.5))  # the whole dataset, against the sum of every partition
         with pytest.raises(BudgetExceededError):
@@ -194,7 +194,7 @@ def test_an_old_dataset_with_randomized_response_on_partitions_is_exhausted_and_
             with pytest.raises(InvalidParameterError, match="treated as spent") as info:
                 refused()
             assert info.value.parameter == "dataset" and "declare a new dataset" in str(info.value)
-        assert not acct.plans_fit("coded", [([PureDP(0.01)], 1, None)])
+        assert not acct.quote("coded", [([PureDP(0.01)], 1, None)]).fits
         assert acct.store.records("coded") == records and acct.store.head("coded") == head  # nothing written
         # the same reading as verify's, which names the same records
         finding = next(f for f in acct.verify().findings if "'coded'" in f)
@@ -249,7 +249,7 @@ def test_datasets_not_declared_by_an_earlier_version_read_no_records_to_price(
     acct.spend("v", laplace_event(1.0).under("add_remove"), partition="a")
     acct.spend("flat", PureDP(1.0))
     assert acct.spent("v").unbounded is None and acct.remaining("flat").epsilon == 1.0
-    assert acct.plans_fit("v", [([PureDP(0.5)], 1, "b")])
+    assert acct.quote("v", [([PureDP(0.5)], 1, "b")]).fits
 
 
 # --------------------------------------------------------------------------------- exact check for L = 1

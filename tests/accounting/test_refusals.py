@@ -14,6 +14,7 @@ import pytest
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.ledger.sql import SQLLedger
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.exceptions import LedgerError
 
 from .conftest import dump_rows
@@ -69,7 +70,7 @@ def test_a_group_whose_loss_overflows_a_float_is_refused(ledger_url: str) -> Non
         acct.spend("d", PureDP(1e300), group_size=10**10)
     assert info.value.parameter == "k"
     with pytest.raises(InvalidParameterError, match="exceeds the largest float"):
-        acct.plan_fits("d", [PureDP(1e300)], 10**10)
+        acct.quote("d", Request.plan([PureDP(1e300)], 10**10))
     assert _state(acct) == before
     acct.close()
 

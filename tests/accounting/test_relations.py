@@ -24,6 +24,7 @@ from dp_pipeline import (
     UnsupportedCompositionError,
 )
 from dp_pipeline.accounting.ledger.base import DatasetState
+from dp_pipeline.accounting.request import Request
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.mechanisms import (
     BinaryRandomizedResponse,
@@ -154,7 +155,7 @@ def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_cha
         lambda: acct.reserve("d", cost),
         lambda: acct.spend_plan("d", [cost, PureDP(0.1)]),
         lambda: acct.plan_cost("d", [cost]),
-        lambda: acct.plan_fits("d", [cost]),
+        lambda: acct.quote("d", Request.plan([cost])).fits,
     ):
         with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
             attempt()
@@ -304,6 +305,7 @@ def test_a_composite_is_charged_as_the_sum_of_its_parts_under_every_rule() -> No
 def test_ten_ten_feature_laplace_releases_compose_to_at_most_4_7() -> None:
     pytest.importorskip("sklearn")
     import numpy as np
+
     pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
     from dp_pipeline.transformers import LaplaceNoise

@@ -4,7 +4,6 @@ aliases, and a new rule added as one class and one registry entry, keeping its o
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -85,8 +84,6 @@ def test_the_stored_names_pick_the_classes_that_earlier_ledgers_mean() -> None:
         ("basic", ApproxDP(1.0, 0.0), BasicComposition),
         ("gdp_filter", GaussianDP(1.0), GaussianDPFilter),
         ("pure_or_gdp", ApproxDP(1.0, 1e-6), PureOrGaussianDP),
-        ("gdp", GaussianDP(1.0), GaussianDPFilter),  # the older name, on either currency
-        ("gdp", ApproxDP(1.0, 1e-6), PureOrGaussianDP),
     ],
 )
 def test_user_names_pick_a_rule_for_the_budget(name: str, budget: Guarantee, expected: type) -> None:
@@ -116,33 +113,22 @@ def test_a_rule_that_would_make_a_name_ambiguous_is_not_registered() -> None:
 # ------------------------------------------------------------------------------------------------ aliases
 
 
-def test_method_is_a_deprecated_alias_of_rule() -> None:
+def test_the_removed_aliases_are_gone_and_the_stored_names_still_read() -> None:
+    """``set_budget(method=)``, the user rule name ``"gdp"`` and ``PrivacyAccountant.release`` were removed;
+    the stored name ``"gdp"`` still picks its rule for ledgers that hold it, and a cancellation is still
+    stored as a ``release`` record."""
     acct = PrivacyAccountant("memory://")
-    with pytest.warns(DeprecationWarning, match=r"method=.*rule=") as caught:
-        acct.set_budget("d", ApproxDP(1.0, 1e-6), method="gdp")
-    assert caught[0].filename == __file__  # points at the caller
-    assert acct.budget("d").method == "gdp" and acct.store.head("d").state.method == "gdp"  # type: ignore[union-attr]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        acct.set_budget("e", ApproxDP(1.0, 1e-6), rule="pure_or_gdp")  # the new name warns nothing
-    assert acct.store.head("e").state == acct.store.head("d").state  # type: ignore[union-attr]
-    with pytest.raises(InvalidParameterError, match="'rule' only"):
-        acct.set_budget("f", ApproxDP(1.0, 1e-6), rule="basic", method="basic")
-    assert acct.datasets() == ["d", "e"]
-
-
-def test_release_is_a_deprecated_alias_of_cancel() -> None:
-    acct = PrivacyAccountant("memory://")
-    acct.set_budget("d", ApproxDP(1.0, 0.0))
-    acct.reserve("d", PureDP(0.25), key="a")
-    reservation = acct.reserve("d", PureDP(0.25), key="b")
-    with pytest.warns(DeprecationWarning, match=r"PrivacyAccountant\.cancel") as caught:
-        assert acct.release("d", "a", "read nothing").status == "released"
-    assert caught[0].filename == __file__
-    with pytest.warns(DeprecationWarning, match=r"Reservation\.cancel"):
-        assert reservation.release("read nothing").status == "released"
-    assert acct.spent("d").epsilon == 0.0
-    assert [e.kind for e in acct.records("d")][-2:] == ["release", "release"]  # the stored kind is unchanged
+    with pytest.raises(TypeError, match="method"):
+        acct.set_budget("d", ApproxDP(1.0, 1e-6), method="gdp")  # type: ignore[call-arg]
+    with pytest.raises(InvalidParameterError, match="must be one of"):
+        acct.set_budget("d", ApproxDP(1.0, 1e-6), rule="gdp")
+    assert acct.datasets() == []  # nothing was written
+    acct.set_budget("e", ApproxDP(1.0, 1e-6), rule="pure_or_gdp")
+    assert acct.budget("e").method == "gdp" and acct.store.head("e").state.method == "gdp"  # type: ignore[union-attr]
+    assert not hasattr(acct, "release")
+    acct.reserve("e", PureDP(0.25), key="a")
+    assert acct.cancel("e", "a", "read nothing").status == "released"
+    assert [e.kind for e in acct.records("e")][-1] == "release"  # the stored kind is unchanged
 
 
 # ------------------------------------------------------------------------------------------------ a new rule

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.verify import anchor as checkpoint_of
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import untriggered
 
@@ -67,7 +68,7 @@ def test_a_fully_signed_ledger_says_all_signatures_are_valid(tmp_path: Path) -> 
 def test_an_anchor_with_a_mac_is_refused_without_a_key(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     acct = _ledger(path, key=KEY)
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     assert "mac" in anchor
     with pytest.raises(LedgerError, match="the anchor carries a MAC but no ledger key is configured"):
         PrivacyAccountant(f"sqlite:///{path}").verify(anchor=anchor)
@@ -81,7 +82,7 @@ def test_a_rollback_with_an_edited_anchor_fails_without_the_key(tmp_path: Path) 
     acct = _ledger(path, key=KEY)
     rolled_back = {"seq": 2, "hash": acct.store.records("d")[1].hash}
     acct.spend("d", PureDP(0.25))
-    anchor = acct.anchor()
+    anchor = checkpoint_of(acct.store)
     conn = untriggered(path)
     conn.execute("DELETE FROM dp_ledger_records WHERE seq > 2")
     totals = conn.execute("SELECT json_extract(body, '$.totals') FROM dp_ledger_records WHERE seq = 2")

@@ -137,7 +137,7 @@ class Budget:
             accountant.set_budget(dataset, GaussianDP(self.amount), relation=self.relation)
         else:
             budget = ApproxDP(self.amount, self.delta)
-            accountant.set_budget(dataset, budget, rule="gdp", relation=self.relation)
+            accountant.set_budget(dataset, budget, rule="pure_or_gdp", relation=self.relation)
 
 
 def _amounts(low: float, high: float) -> st.SearchStrategy[float]:

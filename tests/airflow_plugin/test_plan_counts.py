@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.request import Request
 from tests.airflow_plugin._helpers import charges, run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
@@ -57,7 +58,9 @@ def test_retries_are_counted_in_the_plan_and_a_run_charges_what_was_counted(any_
     (check,) = check_dag(dag, ledger)
     assert check.total.epsilon == pytest.approx(3 * 0.5) and not check.ok
     assert "one run needs ε=1.5 but the whole budget is ε=1.4" in check.problems[0]
-    assert ledger.plan_fits("visits", [Laplace(epsilon=0.5, sensitivity=1.0)])  # one attempt would fit
+    assert ledger.quote(
+        "visits", Request.plan([Laplace(epsilon=0.5, sensitivity=1.0)])
+    ).fits  # one attempt would fit
 
     ledger.set_budget("visits", PureDP(1.5))
     (check,) = check_dag(dag, ledger)

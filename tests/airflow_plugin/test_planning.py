@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.request import Request
 from tests.airflow_plugin.conftest import EXAMPLE_DAGS, REPO
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
@@ -100,7 +101,10 @@ def test_plan_is_composed_tightly_and_counts_literal_map_indexes(ledger) -> None
     assert 0.4 < cohort.total.epsilon < 0.7 and cohort.total.delta <= 1e-5
     assert cohort.ok
     pure = [Laplace(epsilon=0.1, sensitivity=1.0).event] * 40  # Σε = 4 > 3 at δ = 0
-    assert not ledger.plan_fits("cohort", pure) and ledger.plan_cost("cohort", pure).guarantee.epsilon >= 4
+    assert (
+        not ledger.quote("cohort", Request.plan(pure)).fits
+        and ledger.plan_cost("cohort", pure).guarantee.epsilon >= 4
+    )
     other = checks["other"]
     assert other.ok  # 3 × 0.1 (its declared map bound) + 0.2 + 0.1 fits ε = 1
     assert any("declared_only" in w and "not enforced" in w for w in other.warnings)
@@ -117,13 +121,16 @@ def test_dag_check_agrees_with_the_accountant_on_a_gdp_rule_budget(ledger) -> No
     from dp_pipeline.airflow import check_dag, dp_guard, plan_dag
     from dp_pipeline.mechanisms import Gaussian
 
-    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), rule="gdp")
+    ledger.set_budget("visits", ApproxDP(1.0, 1e-6), rule="pure_or_gdp")
     mechanism = Gaussian.from_mu(0.1, sensitivity=1.0)
     with DAG("dp_gdp_plan", schedule=None, start_date=START, catchup=False) as dag:
         for i in range(3):
             PythonOperator(task_id=f"t{i}", python_callable=len, pre_execute=dp_guard("visits", mechanism))
     events = [mechanism.event] * 3
-    assert ledger.plan_fits("visits", events) and ledger.plan_fits("visits", events, against="budget")
+    assert (
+        ledger.quote("visits", Request.plan(events)).fits
+        and ledger.quote("visits", Request.plan(events), against="budget").fits
+    )
     (check,) = check_dag(plan_dag(dag), ledger)
     assert check.fits_budget and check.fits_remaining and check.ok and not check.problems
     mu = GaussianDP(check.total.mu)

@@ -13,6 +13,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 
 from dp_pipeline import BudgetExceededError, GaussianDP, InvalidParameterError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import open_reservations
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.transformers import (
     GaussianNoise,
@@ -200,7 +201,7 @@ def test_grid_search_and_cross_val_score_in_worker_processes_charge_the_one_sqli
     entries = charges(sqlite_acct)
     assert len(entries) == GRID_CHARGES
     assert all(e.status == "committed" for e in entries)
-    assert sqlite_acct.open_reservations("d") == []
+    assert open_reservations(sqlite_acct.store, "d") == []
     assert spent_epsilon(sqlite_acct) == pytest.approx(GRID_CHARGES)
     pipe = make_pipeline(noise(sqlite_acct), LogisticRegression())
     cross_val_score(pipe, X, Y, cv=3, n_jobs=2)

@@ -1,6 +1,9 @@
 """Ledger stores behind one protocol: in memory (explicit), or SQL (an SQLite file, or PostgreSQL)."""
 
+import os
+
 from dp_pipeline.accounting.ledger.base import (
+    KEY_ENV,
     DatasetHead,
     DatasetState,
     LedgerRecord,
@@ -9,6 +12,7 @@ from dp_pipeline.accounting.ledger.base import (
     ReservationRecords,
 )
 from dp_pipeline.accounting.ledger.memory import MemoryLedger
+from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = [
     "DatasetHead",
@@ -19,6 +23,7 @@ __all__ = [
     "MemoryLedger",
     "ReservationRecords",
     "SQLLedger",
+    "open_ledger",
     "open_store",
 ]
 
@@ -52,3 +57,28 @@ def open_store(
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError('a SQL ledger needs SQLAlchemy: pip install "dp-pipeline[accounting]"') from exc
     return SQLLedger(url, create=create, read_only=read_only, key=key, timeout=timeout)
+
+
+def open_ledger(
+    ledger: str | LedgerStore, create: bool | None, read_only: bool, key: str | bytes | None, timeout: float
+) -> LedgerStore:
+    """The store of ``PrivacyAccountant(ledger, create=, read_only=, key=, timeout=)``: a URL opened (with
+    the key from ``DP_PIPELINE_LEDGER_KEY`` when none is given), or a store object taken as it is (the
+    options then belong to the store: InvalidParameterError)."""
+    if isinstance(ledger, str):
+        if key is None:
+            key = os.environ.get(KEY_ENV) or None
+        return open_store(ledger, create=create, read_only=read_only, key=key, timeout=timeout)
+    if isinstance(ledger, LedgerStore):
+        if create is not None or read_only or key is not None or timeout != 30.0:
+            raise InvalidParameterError(
+                "create, read_only, key and timeout are options of opening a URL; a store object is "
+                "already open (pass them to the store, e.g. SQLLedger(url, key=...))",
+                "ledger",
+            )
+        return ledger
+    raise InvalidParameterError(
+        "'ledger' must be a database URL (e.g. 'sqlite:///ledger.db', 'memory://') or a LedgerStore, "
+        f"got {type(ledger).__name__}",
+        "ledger",
+    )

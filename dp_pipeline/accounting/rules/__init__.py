@@ -9,8 +9,7 @@
 ``"zcdp"``         :class:`ZeroConcentratedDP`  ApproxDP(ε, δ)  all pure and Σεᵢ ≤ ε, or Σρᵢ ≤ ρ_B, δ > 0
 =================  ===========================  ==============  ===========================================
 
-``"auto"`` (the default) is ``"basic"`` for an (ε, δ) budget and ``"gdp_filter"`` for a μ-GDP budget; the
-older name ``"gdp"`` means ``"gdp_filter"`` on a μ-GDP budget and ``"pure_or_gdp"`` on an (ε, δ) one.
+``"auto"`` (the default) is ``"basic"`` for an (ε, δ) budget and ``"gdp_filter"`` for a μ-GDP budget.
 
 Why ``"auto"`` stays ``"basic"`` for (ε, δ > 0) budgets now that ``"zcdp"`` exists: basic composition takes
 every release, also (ε, δ > 0) guarantees that are not Gaussian noise (which have no zCDP, and ``"zcdp"``
@@ -23,7 +22,8 @@ composition. A budget keeps the rule it was set with; ledgers written earlier ke
 
 The ledger stores a budget's rule as its ``method``, a name that with the budget's type picks one class:
 ``"basic"``, or ``"gdp"`` (the μ-GDP filter on a GaussianDP budget, pure-or-GDP on an ApproxDP budget).
-Those names are what ledgers written before rules were classes hold, so they open unchanged. A rule is
+Those names are what ledgers written before rules were classes hold, so they open unchanged; ``"gdp"`` is
+a stored name only (``set_budget`` takes ``"gdp_filter"`` or ``"pure_or_gdp"``). A rule is
 found through this fixed table, never through a name or an import path read from the database.
 
 A new rule is one module (a :class:`~dp_pipeline.accounting.rules.base.BudgetRule` subclass) and one entry

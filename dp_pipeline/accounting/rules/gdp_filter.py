@@ -43,7 +43,7 @@ class GaussianDPFilter(SumsRule):
     """
 
     name: ClassVar[str] = "gdp"
-    names: ClassVar[tuple[str, ...]] = ("gdp_filter", "gdp")
+    names: ClassVar[tuple[str, ...]] = ("gdp_filter",)
     currency: ClassVar[type[Guarantee]] = GaussianDP
     title: ClassVar[str] = "μ-GDP filter"
 

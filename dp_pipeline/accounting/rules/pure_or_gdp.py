@@ -88,7 +88,7 @@ class PureOrGaussianDP(SumsRule):
     mu_limit: Decimal | None = None
 
     name: ClassVar[str] = "gdp"
-    names: ClassVar[tuple[str, ...]] = ("pure_or_gdp", "gdp")
+    names: ClassVar[tuple[str, ...]] = ("pure_or_gdp",)
     currency: ClassVar[type[Guarantee]] = ApproxDP
     title: ClassVar[str] = "pure ε or μ-GDP filter"
 
