@@ -24,17 +24,21 @@ from dp_pipeline.accounting.partitions import split_partition
 from dp_pipeline.accounting.policy import BudgetPolicy
 from dp_pipeline.accounting.reports import Quote
 from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting.spender import UNACCOUNTED, DatasetHandle, Spender
 
 __all__ = [
+    "UNACCOUNTED",
     "BudgetPolicy",
     "BudgetReport",
     "Composition",
+    "DatasetHandle",
     "LedgerEntry",
     "PrivacyAccountant",
     "Quote",
     "ReleaseEntry",
     "Request",
     "Reservation",
+    "Spender",
     "UnknownDatasetError",
     "VerifyReport",
     "as_approx_dp",

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import BudgetExceededError, InvalidParameterError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import open_reservations
 from dp_pipeline.accounting.spender import UNACCOUNTED, DatasetHandle, Unaccounted
 from dp_pipeline.accounting.testing import laplace_event
 from dp_pipeline.spending import as_spender
@@ -77,8 +78,8 @@ def test_a_handle_holds_the_release_before_its_block_and_commits_after() -> None
     visits = acct.dataset("visits")
     event = laplace_event(0.25)
     with visits.hold(event, label="read"):
-        assert [e.kind for e in acct.open_reservations("visits")] == ["reserve"]  # before any read
-    assert acct.open_reservations("visits") == [] and _kinds(acct) == ["budget", "reserve", "commit"]
+        assert [e.kind for e in open_reservations(acct.store, "visits")] == ["reserve"]  # before any read
+    assert open_reservations(acct.store, "visits") == [] and _kinds(acct) == ["budget", "reserve", "commit"]
     with pytest.raises(InvalidParameterError), visits.hold(event, label="refused data"):
         raise InvalidParameterError("the data failed a check", "df")
     assert _kinds(acct)[-2:] == ["reserve", "release"]  # cancelled: returned to the budget

@@ -28,6 +28,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import open_reservations
 from dp_pipeline.transformers import AllOrNothing, LaplaceNoise, reserve_search
 
 X = np.random.default_rng(5).uniform(0.0, 1.0, (48, 2))
@@ -163,7 +164,7 @@ def test_a_plain_pipeline_under_a_grid_search_with_two_workers_charges_the_one_l
     search.fit(X, Y)
     calls = 2 * 3 * 2 + 1  # candidates × splits × (fit + score), plus the refit
     assert spent(acct) == calls * (Fraction(1, 2) + Fraction(1, 4))
-    assert kinds(acct).count("reserve") == 2 * calls and acct.open_reservations("d") == []
+    assert kinds(acct).count("reserve") == 2 * calls and open_reservations(acct.store, "d") == []
     acct.verify()
 
 
