@@ -72,7 +72,6 @@ from dp_pipeline.accounting.reports import (
 )
 from dp_pipeline.accounting.reservation import Reservation, warn_renamed
 from dp_pipeline.accounting.rules import Totals, user_rule
-from dp_pipeline.accounting.scope import check_plain_spend
 from dp_pipeline.accounting.verify import (
     ANCHOR_FORMAT,
     check_anchor,
@@ -344,8 +343,9 @@ class PrivacyAccountant:
     **Paying from a reservation.** A :class:`Reservation` is a budget the work it covers spends from:
     :meth:`Reservation.spend` pays a release from it (a ``pay`` record, adding nothing to the dataset's
     totals), :meth:`reservation` reopens one by key in another process, :meth:`shrink` lowers one to a
-    sub-plan of what it declared, and inside :func:`~dp_pipeline.accounting.scope.paying_from` this
-    accountant refuses to charge the reservation's dataset again.
+    sub-plan of what it declared. Code that pays from a reservation is handed the reservation
+    (and, at most, a read-only accountant: ``read_only=True`` refuses every charge), so that it cannot
+    charge the reservation's dataset again.
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
     charges land in the one ledger configured. Pickling carries the URL (an SQL ledger reopens the same
@@ -1340,7 +1340,6 @@ class PrivacyAccountant:
         partition: Any = None,
     ) -> Reservation:
         dataset = _check_name(dataset, "dataset")
-        check_plain_spend(dataset)
         partitions = _check_partitions(partition)
         k = check_positive_int(group_size, "group_size")
         label = _check_optional_text(label, "label", 2000)

@@ -120,7 +120,7 @@ def check_folder(
 
 
 def _as_dict(check: DatasetCheck) -> dict[str, Any]:
-    from dp_pipeline.airflow.allocating import noise_parameters
+    from dp_pipeline.planning import noise_parameters
 
     def show(guarantee: Any) -> Any:
         return None if guarantee is None else guarantee.to_dict()

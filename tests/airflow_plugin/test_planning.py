@@ -363,13 +363,13 @@ def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path,
 
 def test_reservation_log_lines_escape_control_characters(caplog) -> None:
     from dp_pipeline import PrivacyAccountant, PureDP
-    from dp_pipeline.airflow._runtime import reserve_or_refuse
+    from dp_pipeline.airflow.attempt import reserve_or_refuse
     from dp_pipeline.airflow.costs import DPCost
 
     accountant = PrivacyAccountant("memory://")
     accountant.set_budget("d", PureDP(1.0))
     ti = types.SimpleNamespace(dag_id="dag", task_id="t", run_id="manual\x1b[2J", map_index=-1, try_number=1)
-    with caplog.at_level("INFO", logger="dp_pipeline.airflow._runtime"):
+    with caplog.at_level("INFO", logger="dp_pipeline.airflow.attempt"):
         reserve_or_refuse(accountant, DPCost(dataset="d", cost=PureDP(0.5)), {"ti": ti})
     lines = [record.getMessage() for record in caplog.records]
     assert any("manual\\x1b[2J" in line for line in lines) and not any("\x1b" in line for line in lines)
