@@ -80,6 +80,7 @@ __all__ = [
     "DatasetCheck",
     "check_dag",
     "format_checks",
+    "hands_mechanism",
     "locate_plan",
     "plan_dag",
 ]
@@ -457,10 +458,30 @@ def _check_together(
     return [updated.get(id(check), check) for check, _ in checked]
 
 
+def hands_mechanism(check: DatasetCheck, task: PlannedTask) -> bool:
+    """Whether ``task`` is handed a mechanism whose draw is paid before its code runs (its declared cost is a
+    mechanism, or noise the run's share calibrated), rather than a budget its code pays through ``dp``."""
+    return task.task_id in check.calibrated or task.cost.hands_mechanism
+
+
+def _up_front(check: DatasetCheck) -> str:
+    """What each task of a check pays before its code runs: ``count: a handed mechanism, its draw paid;
+    report: its declared cost, paid through dp``."""
+    return "; ".join(
+        f"{t.task_id}: "
+        + (
+            "a handed mechanism, its draw paid"
+            if hands_mechanism(check, t)
+            else "its declared cost, paid through dp"
+        )
+        for t in check.tasks
+    )
+
+
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
     """A plain-text table of checks, one line per DAG and dataset (and partition: a ``partition`` column
-    when a check names one, ``(new)`` for a partition checked as one that has spent nothing), with the
-    problems below."""
+    when a check names one, ``(new)`` for a partition checked as one that has spent nothing), with below it
+    what each task pays before its code runs (:func:`hands_mechanism`) and the problems."""
     checks = list(checks)
     named = any(check.partition is not None for check in checks)
     columns = ["DAG", "dataset", *(["partition"] if named else [])]
@@ -495,6 +516,8 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
             calibrated = f", calibrating {noise}" if noise else ""
             share = format_guarantee(check.share)
             notes.append(f"  {check.dag_id} / {check.where}: run share {share}{calibrated}")
+        if check.tasks:
+            notes.append(f"  {check.dag_id} / {check.where}: before the code runs: {_up_front(check)}")
         notes.extend(f"  {check.dag_id} / {check.where}: {problem}" for problem in check.problems)
         notes.extend(f"  {check.dag_id} / {check.where}: warning: {note}" for note in check.warnings)
     shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written
