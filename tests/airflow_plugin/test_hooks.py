@@ -145,7 +145,7 @@ def test_the_dashboard_shares_an_accountant_only_for_the_same_url_and_signing_ke
     assert first is not second
     assert first is twin  # same URL, same key
     assert ledger_accountant("first") is first
-    connection("first", "a third signing key, rotated")  # the connection's key changed: the next request does not reuse it
+    connection("first", "a third signing key, rotated")  # a changed key: the next request opens anew
     assert ledger_accountant("first") is not first
     with pytest.raises(LedgerError, match="read-only"):
         first.spend("patients", PureDP(0.25))
