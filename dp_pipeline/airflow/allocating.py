@@ -137,7 +137,7 @@ class RunPart:
     @property
     def plan(self) -> tuple[list[PrivacyEvent], int, str | None, float | None]:
         """The part as one plan of :meth:`~dp_pipeline.PrivacyAccountant.plans_fit`."""
-        return self.request.plan
+        return self.events, self.group_size, self.partition, self.delta
 
     def cost(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> BudgetReport:
         """The plan's tight total (``plan_cost``), as its reservation will be charged."""

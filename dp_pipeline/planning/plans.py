@@ -58,8 +58,8 @@ class PlanPart:
         The releases, each as the plan charges it.
     group_size : int, default 1
         One group size for every release (group privacy), as ``spend_plan`` takes it.
-    partition : str or None
-        The partition charged (None: the whole dataset).
+    partition : str, tuple of str or None
+        The partition charged, or the partitions (each is charged the plan); None: the whole dataset.
     delta : float or None
         The δ the plan's ε is read at (None: the rule's default).
     """
@@ -67,18 +67,22 @@ class PlanPart:
     dataset: str
     events: tuple[PrivacyEvent, ...]
     group_size: int = 1
-    partition: str | None = None
+    partition: str | tuple[str, ...] | None = None
     delta: float | None = None
 
     @property
-    def plan(self) -> tuple[list[PrivacyEvent], int, str | None, float | None]:
+    def plan(self) -> tuple[list[PrivacyEvent], int, str | tuple[str, ...] | None, float | None]:
         """The part as one plan of :meth:`~dp_pipeline.PrivacyAccountant.plans_fit`."""
         return list(self.events), self.group_size, self.partition, self.delta
 
     @property
     def where(self) -> str:
-        """``the whole dataset`` or ``partition '2026-11-24'``."""
-        return "the whole dataset" if self.partition is None else f"partition {self.partition!r}"
+        """``the whole dataset``, ``partition '2026-11-24'`` or ``partitions '2026-11-23', '2026-11-24'``."""
+        if self.partition is None:
+            return "the whole dataset"
+        if isinstance(self.partition, str):
+            return f"partition {self.partition!r}"
+        return "partitions " + ", ".join(repr(name) for name in self.partition)
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,18 @@ def test_a_share_in_another_currency_is_refused() -> None:
 def test_the_documented_examples_run() -> None:
     for module in (plans, shares_module):
         assert doctest.testmod(module, raise_on_error=True).failed == 0
+
+
+def test_a_part_on_several_partitions_is_priced_on_each() -> None:
+    """A plan file checked on two partitions (``dp-pipeline plan check --partition a --partition b``): under
+    L = 2 each partition is charged the plan, so a plan of ε = 0.3 costs 2 × 0.3 = 0.6 of a budget ε = 1
+    beside ε = 0.5 already spent on the whole dataset: 1.1, over what remains but within the whole budget."""
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
+    acct.spend("visits", _event(Fraction(1, 2)))
+    part = PlanPart("visits", (_event(Fraction(3, 10)),), partition=("a", "b"))
+
+    (check,) = check_plans(acct, [part])
+
+    assert part.where == "partitions 'a', 'b'"
+    assert check.fits_budget and not check.fits_remaining
