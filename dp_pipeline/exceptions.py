@@ -16,7 +16,6 @@ __all__ = [
     "LedgerURLError",
     "MechanismSpentError",
     "PrivacyLeakWarning",
-    "ScopedSpendError",
     "UnknownDatasetError",
     "UnsupportedCompositionError",
     "data_value_error",
@@ -221,33 +220,6 @@ class KeyAlreadyUsedError(LedgerError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.dataset, self.key, self.status))
-
-
-class ScopedSpendError(InvalidParameterError, LedgerError):
-    """A release was charged to a dataset's plain accountant inside code that pays from a reservation of
-    that dataset (:func:`dp_pipeline.accounting.scope.paying_from`); nothing was charged.
-
-    The reservation already covers the work; charging the dataset as well would count the release twice.
-
-    Attributes
-    ----------
-    dataset, key : str
-        The dataset and the key of the reservation being paid from.
-    """
-
-    def __init__(self, dataset: str, key: str) -> None:
-        self.dataset = dataset
-        self.key = key
-        super().__init__(
-            f"a release on dataset {dataset!r} was charged to the plain accountant inside code that pays "
-            f"from the reservation {key!r} of that dataset; nothing was charged. Pay from the reservation "
-            "instead: pass it where the accountant goes (accountant=reservation, reservation.spend(...)); "
-            "in an Airflow task it is the callable's argument 'dp'.",
-            "accountant",
-        )
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.dataset, self.key))
 
 
 class PrivacyLeakWarning(UserWarning):

@@ -29,7 +29,6 @@ CORE_EXAMPLES: dict[str, BaseException] = {
         single=ApproxDP(1.0, 5e-7),
     ),
     "UnknownDatasetError": core.UnknownDatasetError("typo", "sqlite:///ledger.db", True, "set one with ..."),
-    "ScopedSpendError": core.ScopedSpendError("visits", "weekly/2026-01-05/count"),
     "UnsupportedCompositionError": core.UnsupportedCompositionError("no μ exists"),
     "LedgerError": core.LedgerError("ledger tampered"),
     "LedgerURLError": core.LedgerURLError("not a database URL", "url"),

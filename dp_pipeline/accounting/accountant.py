@@ -56,7 +56,6 @@ from dp_pipeline.accounting.reports import (
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.reservation import Reservation
 from dp_pipeline.accounting.rules import Totals, user_rule
-from dp_pipeline.accounting.scope import check_plain_spend
 from dp_pipeline.accounting.spender import DatasetHandle
 from dp_pipeline.accounting.verify import Readings, verify_ledger
 from dp_pipeline.events import Relation
@@ -175,8 +174,9 @@ class PrivacyAccountant(ReservationMembers):
     **Paying from a reservation.** A :class:`Reservation` is a budget the work it covers spends from:
     :meth:`Reservation.spend` pays a release from it (a ``pay`` record, adding nothing to the dataset's
     totals), :meth:`reservation` reopens one by key in another process, :meth:`shrink` lowers one to a
-    sub-plan of what it declared, and inside :func:`~dp_pipeline.accounting.scope.paying_from` this
-    accountant refuses to charge the reservation's dataset again.
+    sub-plan of what it declared. Code that pays from a reservation is handed the reservation
+    (and, at most, a read-only accountant: ``read_only=True`` refuses every charge), so that it cannot
+    charge the reservation's dataset again.
 
     **Copies.** ``copy.deepcopy`` (and so scikit-learn's ``clone``) returns the same accountant, so
     charges land in the one ledger configured. Pickling carries the URL (an SQL ledger reopens the same
@@ -652,7 +652,6 @@ class PrivacyAccountant(ReservationMembers):
     def _reserve(self, dataset: str, request: Request, *, commit: bool) -> Reservation:
         """Check and reserve ``request`` in one transaction (and commit it with ``commit``)."""
         dataset = check_name(dataset, "dataset")
-        check_plain_spend(dataset)
         key = request.key or f"auto-{uuid.uuid4().hex}"
         # Price outside the lock, so that the lock is held only for the check and the writes: a plan
         # (its PLD can take a while) from a fresh read, one release from the budget last seen. Inside,

@@ -41,17 +41,18 @@ if importlib.util.find_spec("airflow") is None:  # pragma: no cover - exercised 
 
 if TYPE_CHECKING:
     from dp_pipeline.airflow.costs import DPCost
+    from dp_pipeline.airflow.declared import DagPlan
     from dp_pipeline.airflow.decorators import dp_task
     from dp_pipeline.airflow.exceptions import PrivacyBudgetExhausted, PrivacyBudgetSkipped, PrivacyCostError
     from dp_pipeline.airflow.guards import PrivacyBudgetGuard, attach_guard, dp_guard
     from dp_pipeline.airflow.hooks import PrivacyLedgerHook
     from dp_pipeline.airflow.operators import PrivacyBudgetOperator
-    from dp_pipeline.airflow.planning import DagPlan, check_dag, plan_dag
+    from dp_pipeline.airflow.planning import check_dag, plan_dag
     from dp_pipeline.airflow.runs import RunBudgetSetupOperator, RunBudgetTeardownOperator, run_budget
 
 _EXPORTS: dict[str, str] = {
     "DPCost": "dp_pipeline.airflow.costs",
-    "DagPlan": "dp_pipeline.airflow.planning",
+    "DagPlan": "dp_pipeline.airflow.declared",
     "PrivacyBudgetExhausted": "dp_pipeline.airflow.exceptions",
     "PrivacyBudgetGuard": "dp_pipeline.airflow.guards",
     "PrivacyBudgetOperator": "dp_pipeline.airflow.operators",

@@ -13,17 +13,18 @@ weight, group size) instead of a mechanism::
     run_budget(dag, share={"patients": ApproxDP(1.0, 1e-6)})   # or one guarantee for every dataset
 
 The setup task calibrates, per dataset with a share, the free tasks together with
-:func:`dp_pipeline.allocate`: every attempt a task's retries allow and every map index up to its bound is one
-release of the plan (each is charged), the tasks with a fixed cost on the dataset are fixed releases of the
-same plan, and the target is the share, priced under the dataset's own rule and neighbouring relation
-exactly as ``spend_plan`` prices it. So the free tasks get what the share leaves after the fixed ones, and
-release i of weight wᵢ gets noise of standard deviation t/√wᵢ for the least common scale t that fits. The
-setup then reserves that plan, read at the δ the share was priced at (so the run is charged at most its
-share), in the transaction path of every run reservation, and publishes the scale (an XCom). Each free
-task rebuilds its mechanism from the scale (:meth:`PlannedRelease.at_scale
-<dp_pipeline.allocation.PlannedRelease.at_scale>`), checks that it is the one reserved, receives it as
-``mechanism`` and pays its event from the run's reservation when its code starts. The DAG check
-(:func:`dp_pipeline.airflow.planning.check_dag`) calibrates the same way and reports each free task's noise.
+:func:`dp_pipeline.planning.calibrate_share` (which calls :func:`dp_pipeline.allocate`): every attempt a
+task's retries allow and every map index up to its bound is one release of the plan (each is charged), the
+tasks with a fixed cost on the dataset are fixed releases of the same plan, and the target is the share,
+priced under the dataset's own rule and neighbouring relation exactly as ``spend_plan`` prices it. So the free
+tasks get what the share leaves after the fixed ones, and release i of weight wᵢ gets noise of standard
+deviation t/√wᵢ for the least common scale t that fits. The setup then reserves that plan, read at the δ the
+share was priced at (so the run is charged at most its share), in the transaction path of every run
+reservation, and publishes the scale (an XCom). Each free task rebuilds its mechanism from the scale
+(:meth:`PlannedRelease.at_scale <dp_pipeline.allocation.PlannedRelease.at_scale>`), checks that it is the one
+reserved, receives it as ``mechanism`` and pays its event from the run's reservation when its code starts. The
+DAG check (:func:`dp_pipeline.airflow.planning.check_dag`) calibrates the same way and reports each free
+task's noise.
 
 A share caps what the run charges each part of the run: the dataset, or each partition the run reads of a
 partitioned dataset (a run reading two day partitions under L ≥ 2 may add up to two shares to the
@@ -38,95 +39,41 @@ is refused by the DAG check and at run time, never calibrated against the whole 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from dp_pipeline.accounting.accountant import PrivacyAccountant
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
-from dp_pipeline.accounting.request import Request
-from dp_pipeline.accounting.rules import stored_rule
-from dp_pipeline.airflow._attempts import role_task
-from dp_pipeline.airflow._runtime import task_name
+from dp_pipeline.airflow.declared import DagPlan, PlannedTask, Share
 from dp_pipeline.airflow.exceptions import PrivacyCostError
+from dp_pipeline.airflow.keys import role_task, task_name
 from dp_pipeline.airflow.reports import format_guarantee
-from dp_pipeline.allocation import AllocatedRelease, Allocation, PlannedRelease, allocate
+from dp_pipeline.allocation import AllocatedRelease, Allocation
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, LedgerError, printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 from dp_pipeline.mechanisms import Mechanism
+from dp_pipeline.planning import PlanPart, calibrate_share, describe_noise, share_terms
 
 if TYPE_CHECKING:
+    from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reports import BudgetReport
     from dp_pipeline.airflow.costs import DPCost
-    from dp_pipeline.airflow.planning import DagPlan, PlannedTask
 
 __all__ = [
     "CALIBRATED_XCOM_KEY",
     "RunPart",
-    "Share",
     "calibrated_cost",
-    "check_share",
-    "dag_share",
-    "describe_noise",
-    "noise_parameters",
     "publish",
     "published_plan",
     "run_part",
 ]
 
-Share = Guarantee | Mapping[str, Guarantee]
-"""A run's budget share: one guarantee for every dataset the run charges, or one per dataset name (the
-rendered name, or the template a task declares, e.g. ``"visits/{{ ds }}"``)."""
-
 CALIBRATED_XCOM_KEY = "dp_pipeline_calibrated"
 """The setup's XCom with each free task's calibration: task id → ``{"dataset", "scale", "event"}``."""
 
-_SHARE = "share"  # the dataset holding a share in the private in-memory ledger that prices it
 _MAX_LABEL = 2000  # the ledger's longest label
-
-
-def check_share(share: Any) -> Share | None:
-    """Validate a run's share at DAG-definition time: None, a guarantee, or a mapping of dataset names to
-    guarantees.
-
-    Raises
-    ------
-    InvalidParameterError
-        Anything else (an empty name, a value that is not a guarantee).
-    """
-    guarantees = (PureDP, ApproxDP, GaussianDP)
-    if share is None or isinstance(share, guarantees):
-        return share
-    if not isinstance(share, Mapping):
-        raise InvalidParameterError(
-            "'share' must be a guarantee (PureDP, ApproxDP, GaussianDP) or a mapping of dataset names to "
-            f"guarantees, got {type(share).__name__}",
-            "share",
-        )
-    for name, value in share.items():
-        if not isinstance(name, str) or not name:
-            raise InvalidParameterError(
-                "'share' maps dataset names (non-empty strings) to guarantees", "share"
-            )
-        if not isinstance(value, guarantees):
-            raise InvalidParameterError(
-                f"the share of {name!r} must be a PureDP, ApproxDP or GaussianDP guarantee, got "
-                f"{type(value).__name__}",
-                "share",
-            )
-    return dict(share)
-
-
-def dag_share(dag: Any) -> tuple[bool, Share | None]:
-    """Whether ``dag`` reserves per run, and the share its runs have (None: no share)."""
-    setup = role_task(dag, "setup")
-    if setup is None:
-        return False, None
-    return True, check_share(getattr(setup, "share", None))
 
 
 def _share_of(
@@ -145,34 +92,6 @@ def _share_of(
 
 
 # ------------------------------------------------------------------------------------------------------
-# describing a calibrated release
-
-
-def noise_parameters(allocated: AllocatedRelease) -> dict[str, Any]:
-    """A calibrated release as JSON-ready data: its mechanism's class, its noise standard deviation, its
-    noise parameter (``sigma`` of Gaussian noise, ``scale`` b of Laplace noise) and its event."""
-    mechanism = allocated.mechanism
-    data: dict[str, Any] = {"mechanism": type(mechanism).__name__, "std": allocated.std}
-    for name in ("sigma", "scale"):
-        value = getattr(mechanism, name, None)
-        if isinstance(value, float):
-            data[name] = value
-    data["event"] = allocated.event.to_dict()
-    return data
-
-
-def describe_noise(allocated: AllocatedRelease) -> str:
-    """``Gaussian σ=1.93``, ``Laplace b=2.5`` or ``BinaryRandomizedResponse ε=0.8``."""
-    mechanism = allocated.mechanism
-    name = type(mechanism).__name__
-    if isinstance(getattr(mechanism, "sigma", None), float):
-        return f"{name} σ={mechanism.sigma:.6g}"
-    if isinstance(getattr(mechanism, "scale", None), float):
-        return f"{name} b={mechanism.scale:.6g}"
-    return f"{name} {format_guarantee(allocated.event.guarantee)}"
-
-
-# ------------------------------------------------------------------------------------------------------
 # one dataset's part of a run's plan
 
 
@@ -187,7 +106,7 @@ class RunPart:
         The tasks charging the dataset, each free task's cost replaced by its calibrated mechanism.
     events : list of PrivacyEvent
     group_size : int
-        The plan as the accountant's plan methods take it (``spend_plan``, ``plan_cost``, ``plan_fits``).
+        The plan as the accountant's plan methods take it (``spend_plan``, ``plan_cost``, ``quote``).
     delta : float or None
         The δ the plan is read at: the δ its share was priced at (None: the rule's default).
     share : Guarantee or None
@@ -210,22 +129,21 @@ class RunPart:
     calibrated: dict[str, AllocatedRelease] = field(default_factory=dict)
     partition: str | None = None
 
+    @property
+    def planned(self) -> PlanPart:
+        """The part as :mod:`dp_pipeline.planning` checks it: its releases composed as one plan."""
+        return PlanPart(self.dataset, tuple(self.events), self.group_size, self.partition, self.delta)
+
     def cost(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> BudgetReport:
         """The plan's tight total (``plan_cost``), as its reservation will be charged."""
         return accountant.plan_cost(self.dataset, self.events, self.group_size, **self._options(against))
 
     def fits(self, accountant: PrivacyAccountant, against: Literal["remaining", "budget"]) -> bool:
-        """Whether ``spend_plan`` would accept the plan (``quote``)."""
-        request = Request.plan(self.events, self.group_size, delta=self.delta, partition=self.partition)
-        return accountant.quote(self.dataset, request, against=against).fits
+        """Whether ``spend_plan`` would accept the plan (:meth:`~dp_pipeline.PrivacyAccountant.quote`)."""
+        return accountant.quote(self.dataset, self.planned.request, against=against).fits
 
     def _options(self, against: Literal["remaining", "budget"]) -> dict[str, Any]:
         return {"delta": self.delta, "against": against, "partition": self.partition}
-
-    @property
-    def plan(self) -> tuple[list[PrivacyEvent], int, str | None, float | None]:
-        """The part as one plan of :meth:`~dp_pipeline.PrivacyAccountant.quote`."""
-        return self.events, self.group_size, self.partition, self.delta
 
     def label(self, run_id: str) -> str:
         """The run reservation's ledger label: the run, and with a share the share and each free task's
@@ -246,9 +164,10 @@ def run_part(
     calibrated to the run's share.
 
     A part without share nor free task is planned as before (:meth:`DagPlan.for_accountant`). With a
-    share, the plan is priced in a private in-memory ledger whose budget is the share, under the dataset's
-    rule and relation, and read at the δ it was priced at there. On a partitioned dataset the share caps
-    each part of the run (each partition it reads, and its releases on the whole dataset).
+    share, the plan is calibrated and priced against the share under the dataset's rule and relation
+    (:func:`~dp_pipeline.planning.calibrate_share`), and read at the δ it was priced at. On a partitioned
+    dataset the share caps each part of the run (each partition it reads, and its releases on the whole
+    dataset).
 
     Raises
     ------
@@ -287,63 +206,6 @@ def run_part(
         ) from exc
 
 
-def _share_terms(accountant: PrivacyAccountant, dataset: str, share: Guarantee) -> tuple[str, str]:
-    """The rule (a name ``set_budget`` takes) and the neighbouring relation under which the dataset prices
-    its share."""
-    report = accountant.budget(dataset)
-    rule = stored_rule(report.method, report.guarantee, f"dataset {dataset!r}")
-    if isinstance(share, GaussianDP) != isinstance(report.guarantee, GaussianDP):
-        wanted = "GaussianDP" if isinstance(report.guarantee, GaussianDP) else "PureDP or ApproxDP"
-        raise PrivacyCostError(
-            f"the run's share {format_guarantee(share)} of {dataset!r} is not in the currency of its budget "
-            f"{format_guarantee(report.guarantee)}: give a {wanted} share"
-        )
-    return rule.names[0], accountant.relation(dataset)
-
-
-def _share_ledger(share: PureDP | ApproxDP | GaussianDP, rule: str, relation: str) -> PrivacyAccountant:
-    """A private in-memory ledger whose one dataset has the share as budget, under the dataset's rule and
-    neighbouring relation (partitions do not change the price of one plan against an empty budget)."""
-    holder = PrivacyAccountant("memory://")
-    holder.set_budget(_SHARE, share, rule=rule, relation=relation)
-    return holder
-
-
-def _fresh_allocation(
-    releases: tuple[PlannedRelease, ...],
-    fixed: tuple[str, ...],
-    share: PureDP | ApproxDP | GaussianDP,
-    rule: str,
-    relation: str,
-) -> Allocation:
-    """:func:`allocate` of the free releases, beside the fixed ones (canonical JSON events), against the
-    share under the dataset's rule and relation."""
-    decided = [PrivacyEvent.from_dict(json.loads(event)) for event in fixed]
-    holder = _share_ledger(share, rule, relation)
-    return allocate(list(releases), accountant=holder, dataset=_SHARE, against="budget", fixed=decided)
-
-
-_cached_allocation = functools.lru_cache(maxsize=32)(_fresh_allocation)
-"""Calibrations remembered: the DAG check, the DAG policy at every parse and the run's setup calibrate the
-same plan (a mixed plan takes seconds); refusals are not remembered."""
-
-
-def _allocation(
-    releases: list[PlannedRelease],
-    fixed: list[PrivacyEvent],
-    share: PureDP | ApproxDP | GaussianDP,
-    rule: str,
-    relation: str,
-) -> Allocation:
-    events = tuple(json.dumps(e.to_dict(), sort_keys=True) for e in fixed)
-    key = (tuple(releases), events, share, rule, relation)
-    try:
-        hash(key)
-    except TypeError:  # a release that cannot be a key (a list of categories): calibrated anew
-        return _fresh_allocation(*key)
-    return _cached_allocation(*key)
-
-
 def _calibrate(
     plan: DagPlan,
     dataset: str,
@@ -353,43 +215,43 @@ def _calibrate(
     share: Guarantee,
     accountant: PrivacyAccountant,
 ) -> RunPart:
+    """The part calibrated to its share (:func:`~dp_pipeline.planning.calibrate_share`): every attempt and
+    map index of a task is one release of the plan."""
     assert isinstance(share, (PureDP, ApproxDP, GaussianDP))
-    rule, relation = _share_terms(accountant, dataset, share)
+    try:
+        rule, relation = share_terms(accountant, dataset, share)
+    except InvalidParameterError as exc:
+        raise PrivacyCostError(str(exc)) from exc
     fixed = [
         group_event(t.cost.event, t.cost.group_size)
         for t in tasks
         if t.cost.free is None
         for _ in range(t.releases)
     ]
-    allocation = None
+    releases = [release for t in free if (release := t.cost.free) for _ in range(t.releases)]
+    calibration = calibrate_share(fixed, releases, share, rule, relation)
+    if not calibration.fits:
+        raise PrivacyCostError(
+            f"DAG {plan.dag_id!r}: the tasks on {dataset!r} need {format_guarantee(calibration.cost)}, more "
+            f"than the run's share {format_guarantee(share)}. Raise the share or lower their costs. Refused: "
+            "nothing was charged."
+        )
     calibrated: dict[str, AllocatedRelease] = {}
-    if free:
-        releases = [release for t in free if (release := t.cost.free) for _ in range(t.releases)]
-        allocation = _allocation(releases, fixed, share, rule, relation)
+    if calibration.allocation is not None:
         start = 0
         for t in free:
-            calibrated[t.task_id] = allocation[start]
+            calibrated[t.task_id] = calibration.allocation[start]
             start += t.releases
-        cost = allocation.cost
-    else:
-        holder = _share_ledger(share, rule, relation)
-        if not holder.quote(_SHARE, Request.plan(fixed), against="budget").fits:
-            needs = holder.plan_cost(_SHARE, fixed, against="budget").guarantee
-            raise PrivacyCostError(
-                f"DAG {plan.dag_id!r}: the tasks on {dataset!r} need {format_guarantee(needs)}, more than "
-                f"the run's share {format_guarantee(share)}. Raise the share or lower their costs. Refused: "
-                "nothing was charged."
-            )
-        cost = holder.plan_cost(_SHARE, fixed, against="budget").guarantee
-    events = [*fixed, *(a.event for a in allocation or ())]
-    delta = cost.delta if isinstance(cost, ApproxDP) else None
     replaced = [
         dataclasses.replace(t, cost=_fixed_cost(t.cost, calibrated[t.task_id]))
         if t.task_id in calibrated
         else t
         for t in tasks
     ]
-    return RunPart(dataset, replaced, events, 1, delta, share, allocation, calibrated, partition)
+    events = list(calibration.events)
+    return RunPart(
+        dataset, replaced, events, 1, calibration.delta, share, calibration.allocation, calibrated, partition
+    )
 
 
 def _fixed_cost(cost: DPCost, allocated: AllocatedRelease) -> DPCost:

@@ -120,7 +120,8 @@ def check_folder(
 
 
 def _as_dict(check: DatasetCheck) -> dict[str, Any]:
-    from dp_pipeline.airflow.allocating import noise_parameters
+    from dp_pipeline.airflow.planning import hands_mechanism
+    from dp_pipeline.planning import noise_parameters
 
     def show(guarantee: Any) -> Any:
         return None if guarantee is None else guarantee.to_dict()
@@ -141,6 +142,7 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
                 "attempts": t.attempts,
                 "releases": t.releases,
                 "source": t.source,
+                "up_front": "handed_mechanism" if hands_mechanism(check, t) else "budget_through_dp",
                 "template": t.template,
                 "calibrated": (
                     noise_parameters(check.calibrated[t.task_id]) if t.task_id in check.calibrated else None

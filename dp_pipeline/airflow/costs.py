@@ -122,6 +122,14 @@ class DPCost:
         return dataclasses.replace(self.cost, group_size=max(self.group_size, self.cost.group_size))
 
     @property
+    def hands_mechanism(self) -> bool:
+        """Whether the declaration hands the task's code a mechanism, whose one draw is paid before the code
+        runs: a :class:`~dp_pipeline.mechanisms.Mechanism`, or a PlannedRelease (the mechanism the run's
+        share calibrates). False for an event or a guarantee: nothing that can draw noise is handed, and the
+        code pays its releases through ``dp`` from the declared cost."""
+        return isinstance(self.cost, (Mechanism, PlannedRelease))
+
+    @property
     def guarantee(self) -> Guarantee:
         """The guarantee of one run for one individual (before group privacy)."""
         if isinstance(self.cost, Guarantee):

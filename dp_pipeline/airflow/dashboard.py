@@ -10,16 +10,24 @@ Routes (all ``GET``; the app has no route that writes to the ledger):
 - ``/api/datasets``: the same numbers as JSON; ``/api/datasets/{dataset}`` adds the history and the runs.
 
 The page loads nothing from elsewhere (no CDN, no script): the charts are SVG drawn on the server.
+
+The app reads the ledger through :func:`ledger_accountant`, which keeps one read-only accountant per process,
+ledger URL and signing key, so that requests do not open the ledger again; a connection whose URL or
+signing key changes gets an accountant of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline.accounting.ledger.urls import redact_text
 from dp_pipeline.accounting.reports import partition_reading
+from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 from dp_pipeline.airflow.reports import (
     DatasetSummary,
     HistoryRow,
@@ -37,7 +45,30 @@ if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reports import BudgetReport
 
-__all__ = ["create_app", "render_page"]
+__all__ = ["create_app", "ledger_accountant", "render_page"]
+
+_ACCOUNTANTS: dict[tuple[int, str, str | None], PrivacyAccountant] = {}
+_ACCOUNTANTS_LOCK = threading.Lock()
+
+
+def ledger_accountant(ledger_conn_id: str) -> PrivacyAccountant:
+    """The dashboard's read-only accountant of a ledger Connection, opened once per process, ledger URL and
+    signing key.
+
+    The Connection is read on every call, so an edited Connection takes effect at the next request: two
+    Connections (or two versions of one) with the same URL but different signing keys never share an
+    accountant, since each verifies the ledger's signatures with its own key. The key is held only by the
+    accountant; the cache is keyed by its SHA-256 digest. Each process (the API server's workers) opens its
+    own.
+    """
+    hook = PrivacyLedgerHook(ledger_conn_id, read_only=True)
+    url, key = hook.ledger_settings()
+    digest = None if key is None else hashlib.sha256(key.encode()).hexdigest()
+    cache_key = (os.getpid(), url, digest)
+    with _ACCOUNTANTS_LOCK:
+        if cache_key not in _ACCOUNTANTS:
+            _ACCOUNTANTS[cache_key] = hook.get_accountant()
+        return _ACCOUNTANTS[cache_key]
 
 _STATUS_COLOURS = {"committed": "#6f42c1", "open": "#f0ad4e", "released": "#adb5bd"}
 

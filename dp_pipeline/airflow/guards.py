@@ -12,15 +12,16 @@ refused by the guard is charged nothing. Keys are ``dag_id/task_id/run_id/map_in
 Resumed attempts: Airflow runs ``pre_execute`` again, with the same try number, when a deferrable
 operator resumes after its trigger fires and when a sensor in ``mode="reschedule"`` pokes again. Such a
 run (``next_method`` set in its run context, or ``task_reschedule_count > 0``; see
-:func:`dp_pipeline.airflow._runtime.resumption`) continues under the attempt's *committed* reservation and is
+:func:`dp_pipeline.airflow.attempt.resumption`) continues under the attempt's *committed* reservation and is
 charged nothing more: one attempt, one charge. Any other run that finds the key already used (a second
 delivery of a first run, while it runs or after it ran) is refused with
 :class:`~dp_pipeline.airflow.exceptions.AttemptAlreadyChargedError` and runs nothing. Airflow's Execution API
 starts a task instance only from the queued state, so it does not deliver one resumption twice.
 
 The guarded task's code pays from the attempt's reservation: the guard puts it in the context as ``dp``, so
-that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it, and runs that
-callable inside :func:`~dp_pipeline.accounting.scope.paying_from` (see :mod:`dp_pipeline.airflow.operators`).
+that a Python callable that declares ``dp`` (a ``PythonOperator``, an ``@task``) receives it and passes it
+as ``accountant=dp`` (see :mod:`dp_pipeline.airflow.operators`). The guard hands the code no accountant of
+the ledger.
 
 What is paid before the task's code runs follows from the declaration, never from the callable's
 parameters: outside a run, the declared cost (reserved and committed); when the declared cost is a
@@ -46,41 +47,29 @@ Examples
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-from dp_pipeline.accounting.scope import paying_from
-from dp_pipeline.airflow._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
-from dp_pipeline.airflow._runtime import (
+from dp_pipeline.airflow.attempt import Attempt
+from dp_pipeline.airflow.costs import CostLike, as_cost
+from dp_pipeline.airflow.declared import (
+    DEFAULT_CONN_ID,
+    DeclaredGuard,
+    GuardChain,
     OnExhausted,
-    attempt_key,
-    attempt_label,
-    charged_cost,
-    check_on_exhausted,
-    reserve_or_refuse,
-    resumption,
-    task_name,
+    iter_guards,
+    operator_cost,
+    pre_execute_hook,
 )
-from dp_pipeline.airflow.allocating import calibrated_cost
-from dp_pipeline.airflow.costs import CostLike, DPCost, as_cost
-from dp_pipeline.airflow.declared import DEFAULT_CONN_ID, operator_cost
-from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError, PrivacyCostError
+from dp_pipeline.airflow.exceptions import PrivacyCostError
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
+from dp_pipeline.airflow.keys import task_name
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = ["GuardChain", "PrivacyBudgetGuard", "attach_guard", "dp_guard", "iter_guards"]
 
-log = logging.getLogger(__name__)
 
-PreExecuteHook = Callable[[Any], Any]
-
-if TYPE_CHECKING:
-    from dp_pipeline.accounting.reservation import Reservation
-    from dp_pipeline.mechanisms import Mechanism
-
-
-class PrivacyBudgetGuard:
+class PrivacyBudgetGuard(DeclaredGuard):
     """A ``pre_execute`` callable that reserves and commits a declared cost, or refuses the task.
 
     Parameters
@@ -93,15 +82,6 @@ class PrivacyBudgetGuard:
         Fail without retry, or skip, when the cost does not fit.
     """
 
-    def __init__(
-        self, cost: DPCost, *, ledger_conn_id: str = DEFAULT_CONN_ID, on_exhausted: OnExhausted = "fail"
-    ) -> None:
-        if not isinstance(cost, DPCost):
-            raise InvalidParameterError(f"a guard needs a DPCost, got {type(cost).__name__}", "cost")
-        self.cost = cost
-        self.ledger_conn_id = ledger_conn_id
-        self.on_exhausted = check_on_exhausted(on_exhausted)
-
     def __call__(self, context: Mapping[str, Any]) -> None:
         """Reserve the attempt's cost and commit it; raise the refusal when it does not fit.
 
@@ -113,112 +93,22 @@ class PrivacyBudgetGuard:
                 f"Task {task_name(context)} declares its own cost and also carries a privacy guard; "
                 "remove one of them so that the attempt is charged exactly once."
             )
-        accountant = PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
-        cost, calibrated = calibrated_cost(charged_cost(accountant, self.cost, context), context)
-        task = context["task"]
-        handed = handed_mechanism(cost, calibrated)
-        run = run_reservation(accountant, cost, context, self.ledger_conn_id)
-        if run is not None:
-            if resumption(context) is None:
-                spender = start_attempt(
-                    run, cost, context, hands_mechanism=handed is not None, on_exhausted=self.on_exhausted
-                )
-            else:  # a resumed attempt continues within the share it claimed
-                spender = run.share(attempt_key(context))
-            _hand_over(task, spender, handed, context)
-            return
-        resumed = False
-        try:
-            reservation = reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
-        except AttemptAlreadyChargedError as refused:
-            resumed_by = resumption(context)
-            if refused.status != "committed" or resumed_by is None:
-                raise
-            log.info(
-                "%s %s: it continues under its committed reservation (key %s), charged once",
-                task_name(context),
-                resumed_by,
-                attempt_key(context),
-            )
-            reservation, resumed = accountant.reservation(cost.dataset, attempt_key(context)), True
-        reservation.commit()
-        if handed is not None and not resumed:  # dp pays only beyond the mechanism's one draw
-            pay_share(reservation, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
-        _hand_over(task, reservation, handed, context)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PrivacyBudgetGuard):
-            return NotImplemented
-        return (self.cost, self.ledger_conn_id, self.on_exhausted) == (
-            other.cost,
-            other.ledger_conn_id,
-            other.on_exhausted,
+        attempt = Attempt.open(
+            PrivacyLedgerHook(self.ledger_conn_id).get_accountant(),
+            self.cost,
+            context,
+            ledger_conn_id=self.ledger_conn_id,
+            on_exhausted=self.on_exhausted,
+            resumable=True,
         )
-
-    def __hash__(self) -> int:
-        return hash((self.cost.dataset, self.ledger_conn_id, self.on_exhausted))
-
-    def __repr__(self) -> str:
-        return f"PrivacyBudgetGuard({self.cost.describe()}, ledger_conn_id={self.ledger_conn_id!r})"
-
-
-class _PayingCall:
-    """A task's ``execute_callable`` run inside :func:`paying_from` (set on the task for one attempt)."""
-
-    def __init__(self, task: Any, spender: Reservation) -> None:
-        self.task = task
-        self.spender = spender
-
-    def __call__(self) -> Any:
-        try:
-            with paying_from(self.spender):
-                return type(self.task).execute_callable(self.task)
+        try:  # no point between pre_execute and the operator's execute: the attempt starts here
+            dp = attempt.start()
         finally:
-            vars(self.task).pop("execute_callable", None)
-
-
-class _PayingAsyncCall(_PayingCall):
-    """A task's ``aexecute_callable`` (an async callable) run inside :func:`paying_from`."""
-
-    async def __call__(self) -> Any:
-        try:
-            with paying_from(self.spender):
-                return await type(self.task).aexecute_callable(self.task)
-        finally:
-            vars(self.task).pop("aexecute_callable", None)
-
-
-def _hand_over(
-    task: Any, spender: Reservation, handed: Mechanism | None, context: Mapping[str, Any]
-) -> None:
-    """Give the guarded task's code the spender and the mechanism its declaration hands: as ``dp`` and
-    ``mechanism`` (one-shot, its draw paid) in its context (a Python callable that declares them, or
-    ``**context``, receives them) and, for an operator that runs a Python callable (plain or async), the
-    spender as the scope of that call."""
-    context["dp"] = spender  # type: ignore[index]
-    if handed is not None:
-        context["mechanism"] = handed.one_shot()  # type: ignore[index]
-    if getattr(task, "is_async", False) is True and callable(getattr(type(task), "aexecute_callable", None)):
-        object.__setattr__(task, "aexecute_callable", _PayingAsyncCall(task, spender))
-    elif callable(getattr(type(task), "execute_callable", None)):
-        object.__setattr__(task, "execute_callable", _PayingCall(task, spender))
-
-
-class GuardChain:
-    """Run a privacy guard, then the ``pre_execute`` hook the task already had."""
-
-    def __init__(self, guard: PrivacyBudgetGuard, then: PreExecuteHook | None) -> None:
-        self.guard = guard
-        self.then = then
-
-    def __call__(self, context: Mapping[str, Any]) -> None:
-        """The guard first: a refused task runs none of its own hooks."""
-        self.guard(context)
-        if self.then is not None:
-            self.then(context)
-
-    def __repr__(self) -> str:
-        return f"GuardChain({self.guard!r}, then={self.then!r})"
+            attempt.finish()  # committed at once (fail closed: a started attempt stays charged)
+        context["dp"] = dp  # type: ignore[index]
+        handed = attempt.mechanism()
+        if handed is not None:
+            context["mechanism"] = handed  # type: ignore[index]
 
 
 def dp_guard(
@@ -264,27 +154,6 @@ def dp_guard(
     )
 
 
-def _current_hook(task: Any) -> PreExecuteHook | None:
-    partial_kwargs = getattr(task, "partial_kwargs", None)
-    if isinstance(partial_kwargs, dict):  # a mapped operator: its hooks live in the partial kwargs
-        return partial_kwargs.get("pre_execute")
-    return getattr(task, "_pre_execute_hook", None)
-
-
-def iter_guards(task: Any) -> Iterator[PrivacyBudgetGuard]:
-    """The privacy guards on a task (plain or mapped), in the order they run."""
-    hook = _current_hook(task)
-    while hook is not None:
-        if isinstance(hook, PrivacyBudgetGuard):
-            yield hook
-            return
-        if isinstance(hook, GuardChain):
-            yield hook.guard
-            hook = hook.then
-            continue
-        return
-
-
 def attach_guard(task: Any, guard: PrivacyBudgetGuard) -> Any:
     """Put an existing operator (plain or mapped) under a privacy guard, before its own ``pre_execute``.
 
@@ -311,7 +180,7 @@ def attach_guard(task: Any, guard: PrivacyBudgetGuard) -> Any:
         raise InvalidParameterError(
             f"task {task.task_id!r} already declares a privacy cost; a task is charged for one cost", "task"
         )
-    chained = GuardChain(guard, _current_hook(task))
+    chained = GuardChain(guard, pre_execute_hook(task))
     partial_kwargs = getattr(task, "partial_kwargs", None)
     if isinstance(partial_kwargs, dict):
         partial_kwargs["pre_execute"] = chained

@@ -29,7 +29,6 @@ deleted file fails the task instead of starting over on a full budget.
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -228,10 +227,6 @@ def _mask_secrets(*secrets: str | None) -> None:
             mask_secret(secret)
 
 
-_ACCOUNTANTS: dict[tuple[int, str, bool], PrivacyAccountant] = {}
-_ACCOUNTANTS_LOCK = threading.Lock()
-
-
 class PrivacyLedgerHook(BaseHook):
     """Open the privacy ledger named by an Airflow Connection as a :class:`~dp_pipeline.PrivacyAccountant`.
 
@@ -239,10 +234,9 @@ class PrivacyLedgerHook(BaseHook):
     ----------
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The Airflow Connection of the ledger (see the module docstring for its conventions).
-    shared : bool, default False
-        Reuse one accountant per URL within this process (the dashboard does; a task opens its own).
     read_only : bool, default False
-        Open the ledger for reading only (the dashboard does).
+        Open the ledger for reading only (the dashboard does, and so does the accountant a DP task's code
+        is handed): every charge through it is refused.
 
     Examples
     --------
@@ -259,17 +253,15 @@ class PrivacyLedgerHook(BaseHook):
         self,
         ledger_conn_id: str = DEFAULT_CONN_ID,
         *,
-        shared: bool = False,
         read_only: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.ledger_conn_id = ledger_conn_id
-        self.shared = shared
         self.read_only = read_only
         self._accountant: PrivacyAccountant | None = None
 
-    def _ledger_settings(self) -> tuple[str, str | None]:
+    def ledger_settings(self) -> tuple[str, str | None]:
         """(URL, signing key) of the Connection, both registered with the task-log masker first."""
         conn = self.get_connection(self.ledger_conn_id)
         extra = conn.extra_dejson
@@ -288,27 +280,17 @@ class PrivacyLedgerHook(BaseHook):
 
     def get_sqlalchemy_url(self) -> str:
         """The ledger's SQLAlchemy URL, built from the Connection (with its password, masked in logs)."""
-        return self._ledger_settings()[0]
+        return self.ledger_settings()[0]
 
     def get_accountant(self) -> PrivacyAccountant:
-        """The accountant over the ledger (opened on first use, then cached on this hook)."""
+        """The accountant over the ledger (opened on first use, then kept by this hook; never creates a
+        ledger: a missing one is an error here)."""
         if self._accountant is None:
             from dp_pipeline.accounting.accountant import PrivacyAccountant
 
-            url, signing_key = self._ledger_settings()
+            url, signing_key = self.ledger_settings()
             self.log.debug("opening privacy ledger %s", redact_url(url))
-
-            def open_ledger() -> PrivacyAccountant:  # never creates: a missing ledger is an error here
-                return PrivacyAccountant(url, create=False, key=signing_key, read_only=self.read_only)
-
-            if self.shared:
-                key = (os.getpid(), url, self.read_only)
-                with _ACCOUNTANTS_LOCK:
-                    if key not in _ACCOUNTANTS:
-                        _ACCOUNTANTS[key] = open_ledger()
-                    self._accountant = _ACCOUNTANTS[key]
-            else:
-                self._accountant = open_ledger()
+            self._accountant = PrivacyAccountant(url, create=False, key=signing_key, read_only=self.read_only)
         return self._accountant
 
     def get_conn(self) -> PrivacyAccountant:

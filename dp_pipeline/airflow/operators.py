@@ -2,13 +2,14 @@
 
 One budget for the task's code
 ------------------------------
-The callable receives the attempt's reservation as ``dp`` (when it declares it) and runs inside
-:func:`~dp_pipeline.accounting.scope.paying_from`: code written for a plain accountant works unchanged with
-``accountant=dp`` (``df.pipe(dp_mean, ..., accountant=dp, dataset=...)``, a transformer's ``accountant=dp``),
-and each of its releases is paid from the reservation and recorded under it, so the task is charged once.
-A release beyond the reserved cost is refused (``BudgetExceededError``), and one made through the plain
-dataset accountant inside the task is refused (``ScopedSpendError``), since it would charge the dataset a
-second time.
+The callable receives the attempt's reservation as ``dp`` (when it declares it): code written for a plain
+accountant works unchanged with ``accountant=dp`` (``df.pipe(dp_mean, ..., accountant=dp, dataset=...)``, a
+transformer's ``accountant=dp``), and each of its releases is paid from the reservation and recorded under
+it, so the task is charged once. A release beyond the reserved cost is refused (``BudgetExceededError``).
+The ``accountant`` the callable receives is read-only (:meth:`PrivacyBudgetOperator.get_reader`): it reads
+budgets and history, and refuses every charge (``LedgerError``, nothing written), so the task's code cannot
+charge its dataset a second time through what it is given. (An accountant the code opens for itself is its
+own: a release through it is charged again, which over-counts but never under-counts.)
 
 Unspent reserved budget stays charged once the callable has started: the callable may have released data by
 other means (a file it wrote), which the ledger cannot see, so the declared cost is the most its attempt can
@@ -48,13 +49,13 @@ data, so that a run never charges more than the DAG check counted. A map index w
 
 ``dataset`` is a template field: ``dataset="visits/{{ ds }}"`` charges the name rendered for the run. On a
 dataset ``visits`` declared partitioned (``set_budget("visits", ..., relation="add_remove",
-partitions=L)``) the rendered name
-``visits/2026-11-24`` charges partition ``2026-11-24`` of ``visits``; a name that is itself a dataset is
-charged whole, and one that names a partition of a dataset that is not partitioned fails the task before
-anything is charged. The callable's ``dataset`` is the rendered name: ``dataset=dataset`` with
-``accountant=dp`` pays from the task's reservation on that partition (see
-:meth:`~dp_pipeline.accounting.reservation.Reservation.locate`), and a release through ``dp`` that names no
-partition, or another, is refused.
+partitions=L)``) the rendered name ``visits/2026-11-24`` charges partition ``2026-11-24`` of ``visits``; a
+name that is itself a dataset is charged whole, and one that names a partition of a dataset that is not
+partitioned fails the task before anything is charged. The name is split here, once
+(:func:`~dp_pipeline.airflow.attempt.charged_cost`): the callable receives the dataset as ``dataset`` and the
+partition as ``partition`` (None for a whole dataset), to pass on explicitly (``dataset=dataset,
+partition=partition, accountant=dp``); a release through ``dp`` that names no partition, or another, is
+refused.
 
 Noise left free
 ---------------
@@ -70,36 +71,22 @@ anything is charged.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.standard.operators.python import PythonOperator
 
-from dp_pipeline.accounting.scope import paying_from
-from dp_pipeline.airflow._attempts import handed_mechanism, pay_share, run_reservation, start_attempt
-from dp_pipeline.airflow._runtime import (
-    OnExhausted,
-    attempt_key,
-    attempt_label,
-    charged_cost,
-    check_mapped_cost,
-    check_on_exhausted,
-    reserve_or_refuse,
-    task_name,
-)
-from dp_pipeline.airflow.allocating import calibrated_cost
+from dp_pipeline.airflow.attempt import Attempt, check_mapped_cost
 from dp_pipeline.airflow.costs import CostLike, DPCost
-from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
+from dp_pipeline.airflow.declared import DEFAULT_CONN_ID, OnExhausted, check_on_exhausted
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reservation import Reservation
-    from dp_pipeline.mechanisms import Mechanism
 
 __all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
 
-INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset", "dp")
+INJECTED_ARGUMENTS: tuple[str, ...] = ("mechanism", "accountant", "dataset", "partition", "dp")
 """Arguments a DP callable may declare by name, on top of Airflow's context keys."""
 
 
@@ -113,9 +100,10 @@ class PrivacyBudgetOperator(PythonOperator):
       transformers: each release is paid from the task's reserved cost (see the module docstring);
     - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with; for a
       :class:`~dp_pipeline.allocation.PlannedRelease`, the mechanism the run's share calibrated;
-    - ``accountant``: the :class:`~dp_pipeline.PrivacyAccountant` of the ledger, for reading budgets
-      (spending on the task's dataset through it is refused inside the task: pay with ``dp``);
-    - ``dataset``: the dataset name.
+    - ``accountant``: a read-only :class:`~dp_pipeline.PrivacyAccountant` of the ledger
+      (:meth:`get_reader`), for reading budgets and history; it refuses every charge: pay with ``dp``;
+    - ``dataset`` and ``partition``: the dataset the rendered name charges, and its partition (None when
+      the name charges the dataset whole).
 
     Parameters
     ----------
@@ -185,70 +173,54 @@ class PrivacyBudgetOperator(PythonOperator):
         self.dp_cost = DPCost(
             dataset=dataset, cost=mechanism, group_size=group_size, label=label, max_map_length=max_map_length
         )
-        self._dp_callable_started = False
-        self._dp_attempt: tuple[Reservation, DPCost, Any, bool, Mechanism | None] | None = None
+        self._dp_attempt: Attempt | None = None  # the running attempt, from execute to its callable
 
     def get_accountant(self) -> PrivacyAccountant:
-        """The accountant of ``ledger_conn_id`` (a subclass may reach its ledger another way)."""
+        """The accountant of ``ledger_conn_id``, which charges the attempt (a subclass may reach its ledger
+        another way)."""
         return PrivacyLedgerHook(self.ledger_conn_id).get_accountant()
+
+    def get_reader(self) -> PrivacyAccountant:
+        """The read-only accountant of ``ledger_conn_id`` handed to the callable as ``accountant``.
+
+        It reads budgets, history and reports, and refuses every charge with
+        :class:`~dp_pipeline.exceptions.LedgerError` (nothing written): inside the task, releases are paid
+        through ``dp``, from what the attempt reserved, so the task is charged once.
+        """
+        return PrivacyLedgerHook(self.ledger_conn_id, read_only=True).get_accountant()
 
     def execute(self, context: Any) -> Any:
         """Reserve the cost (or find the run's reservation), run the callable paying from it, then commit
-        (or cancel if the callable never ran)."""
+        (or release if the callable never ran)."""
         check_mapped_cost(self.dp_cost, context)
-        accountant = self.get_accountant()
-        declared = charged_cost(accountant, self.dp_cost, context, rendered=self.dataset)
-        cost, calibrated = calibrated_cost(declared, context)
-        run = run_reservation(accountant, cost, context, self.ledger_conn_id)
-        reservation: Reservation = (
-            run
-            if run is not None
-            else reserve_or_refuse(accountant, cost, context, on_exhausted=self.on_exhausted)
+        attempt = Attempt.open(
+            self.get_accountant(),
+            self.dp_cost,
+            context,
+            ledger_conn_id=self.ledger_conn_id,
+            on_exhausted=self.on_exhausted,
+            rendered=self.dataset,
         )
-        own = None if run is not None else reservation  # the attempt's own reservation, committed here
-        spender = reservation if run is None else run.share(attempt_key(context))
-        handed = handed_mechanism(cost, calibrated)
-        self._dp_callable_started = False
-        self._dp_attempt = (reservation, cost, context, run is not None, handed)
-        mechanism = self.mechanism if handed is None else handed.one_shot()
+        handed = attempt.mechanism()
         context.update(
-            {"mechanism": mechanism, "accountant": accountant, "dataset": self.dataset, "dp": spender}
+            {
+                "mechanism": self.mechanism if handed is None else handed,
+                "accountant": self.get_reader(),
+                "dataset": attempt.cost.dataset,
+                "partition": attempt.cost.partition,
+                "dp": attempt.spender,
+            }
         )
+        self._dp_attempt = attempt
         try:
             result = super().execute(context)
         except BaseException as exc:
-            if own is not None:
-                self._end_attempt(own, context, exc)
+            attempt.finish(exc)
             raise
         finally:
             self._dp_attempt = None
-        if own is not None:
-            own.commit()
-            self.log.info("committed %s for %s", cost.describe(), task_name(context))
+        attempt.finish()
         return result
-
-    def _end_attempt(self, reservation: Any, context: Mapping[str, Any], exc: BaseException) -> None:
-        name = task_name(context)
-        if self._dp_callable_started:
-            try:
-                reservation.commit()
-            except Exception:
-                self.log.exception("could not commit the reservation of %s; it stays open and counted", name)
-                return
-            self.log.warning(
-                "%s failed after its callable started (%s); the attempt stays charged, since it may have "
-                "read data and a retry redraws noise",
-                name,
-                type(exc).__name__,
-            )
-            return
-        reason = f"attempt failed before its callable ran: {type(exc).__name__}: {exc}"
-        try:
-            reservation.cancel(reason=reason[:500])
-        except Exception:
-            self.log.exception("could not release the reservation of %s; the ledger keeps counting it", name)
-            return
-        self.log.warning("%s failed before its callable ran; its reservation was released", name)
 
     def _check_arguments(self) -> None:
         try:
@@ -257,31 +229,20 @@ class PrivacyBudgetOperator(PythonOperator):
             return
         signature.bind(*self.op_args, **self.op_kwargs)
 
-    def _start(self) -> Reservation:
-        """Check the callable's arguments bind, then pay what the declaration says is paid before the code
-        runs: in a run, claim the attempt's share of the run's reservation (and pay the handed mechanism
-        within it, see :func:`~dp_pipeline.airflow._attempts.start_attempt`); on the attempt's own
-        reservation,
-        pay the handed mechanism from it. Mark the attempt as started and return the spender (``dp``)."""
+    def _start(self) -> None:
+        """Check the callable's arguments bind, then start the attempt (:meth:`Attempt.start
+        <dp_pipeline.airflow.attempt.Attempt.start>`: pay what the declaration says is paid before the
+        code runs)."""
         self._check_arguments()
         assert self._dp_attempt is not None, "the callable runs only from execute()"
-        reservation, cost, context, in_run, handed = self._dp_attempt
-        spender: Reservation = reservation
-        if in_run:
-            spender = start_attempt(
-                reservation, cost, context, hands_mechanism=handed is not None, on_exhausted=self.on_exhausted
-            )
-        elif handed is not None:  # dp pays only beyond the mechanism's one draw
-            pay_share(spender, cost, f"{attempt_label(cost, context)}: the mechanism handed to the task")
-        self._dp_callable_started = True
-        return spender
+        self._dp_attempt.start()
 
     def execute_callable(self) -> Any:
-        """Start the attempt, then call the callable paying from the attempt's reservation."""
-        with paying_from(self._start()):
-            return super().execute_callable()
+        """Start the attempt, then call the callable."""
+        self._start()
+        return super().execute_callable()
 
     async def aexecute_callable(self) -> Any:
         """The asynchronous form of :meth:`execute_callable`."""
-        with paying_from(self._start()):
-            return await super().aexecute_callable()
+        self._start()
+        return await super().aexecute_callable()

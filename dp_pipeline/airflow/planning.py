@@ -3,7 +3,7 @@
 Every DP task declares its cost when the DAG is defined, so one run of a DAG is a plan fixed in advance.
 :func:`plan_dag` collects the costs without any I/O; :func:`check_dag` asks the accountant's one plan check
 for each dataset: :meth:`PrivacyAccountant.plan_cost <dp_pipeline.PrivacyAccountant.plan_cost>` for the
-tight total, and :meth:`~dp_pipeline.PrivacyAccountant.plan_fits` against the whole budget and against what
+tight total, and :meth:`~dp_pipeline.PrivacyAccountant.quote` against the whole budget and against what
 remains, as ``dp-pipeline plan check`` does. ``python -m dp_pipeline.airflow.check DAG_FOLDER`` runs the check
 over a DAG folder, and :mod:`dp_pipeline.airflow.policies` can refuse such a DAG when it is parsed.
 
@@ -15,7 +15,7 @@ What a plan counts, so that no run can cost more than the check says:
 - a mapped task once per map index: the literal map length when the mapped values are known when the DAG is
   parsed, else its declared ``max_map_length``, else Airflow's ``[core] max_map_length``. The task refuses
   a map index beyond its bound before it reads data (see
-  :func:`dp_pipeline.airflow._runtime.check_map_index`);
+  :func:`dp_pipeline.airflow.attempt.check_map_index`);
 - the dataset a run charges: a templated name (``dataset="visits/{{ ds }}"``) is rendered for the logical
   date given to the check (``check_dag(dag, acct, logical_date=...)``, ``--logical-date``). A name that
   cannot be rendered before the run exists (no date given, or it needs the run id, a Variable, ...) is
@@ -23,8 +23,8 @@ What a plan counts, so that no run can cost more than the check says:
 - the partition a run charges: on a dataset declared partitioned (``set_budget("visits", ...,
   relation="add_remove", partitions=L)``) a rendered name ``visits/2026-11-24`` is partition ``2026-11-24``
   of ``visits``
-  (:func:`locate_plan`), checked with ``plan_fits(..., partition=...)``; the parts of one run on one dataset
-  (its partitions, the whole dataset) are also checked together (``plans_fit``), as the run charges them.
+  (:func:`locate_plan`), checked with ``quote``; the parts of one run on one dataset
+  (its partitions, the whole dataset) are also checked together (``quote``), as the run charges them.
   Without a logical date, ``visits/{{ ds }}`` is checked as a partition that has spent nothing (what a new
   day costs: the plan on it composed, under the dataset's rule, with the largest existing partitions), one
   per template; a rendered name that names a partition of a dataset that is not partitioned is a problem
@@ -42,25 +42,23 @@ exceeds the budget can never complete; one that fits the plan may still be stopp
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from dp_pipeline.accounting.composition import group_plan
 from dp_pipeline.accounting.partitions import locate_partition
-from dp_pipeline.airflow._runtime import airflow_max_map_length
-from dp_pipeline.airflow.allocating import RunPart, Share, dag_share, describe_noise, run_part
+from dp_pipeline.airflow.allocating import run_part
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.declared import (
-    check_guard_not_mapped,
-    expand_value,
-    operator_cost,
-    params_spec,
-    spec_to_cost,
+    DagPlan,
+    LogicalDate,
+    PlannedTask,
+    dag_share,
+    declared_costs,
+    map_bound,
+    task_attempts,
 )
 from dp_pipeline.airflow.exceptions import PrivacyCostError
-from dp_pipeline.airflow.guards import iter_guards
 from dp_pipeline.airflow.reports import dataset_budget, format_guarantee
 from dp_pipeline.airflow.templating import (
     as_logical_date,
@@ -70,137 +68,22 @@ from dp_pipeline.airflow.templating import (
     task_context,
     template_partition,
 )
-from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError, printable
-from dp_pipeline.guarantees import Guarantee
+from dp_pipeline.planning import PlanCheck, check_plan, check_together, describe_noise
 
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.allocation import AllocatedRelease
-
-LogicalDate = dt.datetime | dt.date | str
-MapBound = Literal["unmapped", "literal", "declared", "airflow"]
+    from dp_pipeline.guarantees import Guarantee
 
 __all__ = [
-    "DagPlan",
     "DatasetCheck",
-    "PlannedTask",
     "check_dag",
-    "declared_costs",
     "format_checks",
+    "hands_mechanism",
     "locate_plan",
-    "map_bound",
-    "parse_time_map_count",
     "plan_dag",
 ]
-
-
-@dataclass(frozen=True)
-class PlannedTask:
-    """One task's declared cost in a DAG plan.
-
-    Attributes
-    ----------
-    task_id : str
-        The task.
-    cost : DPCost
-        Its declared cost per attempt, on the dataset the planned run charges (the rendered name).
-    count : int
-        The most map indexes one DAG run charges: 1 for a task that is not mapped.
-    source : str
-        ``"operator"``, ``"guard"`` or ``"params"`` (declared in ``params["dp_cost"]``).
-    enforced : bool
-        False for a ``params`` declaration that no guard enforces (the cluster policy is not active).
-    attempts : int
-        The attempts of each task instance that can start its code: ``retries + 1``.
-    bound : str
-        Where ``count`` comes from: ``"unmapped"``, ``"literal"`` (mapped over values known when the DAG is
-        parsed), ``"declared"`` (its ``max_map_length``) or ``"airflow"`` (Airflow's ``[core]
-        max_map_length``).
-    template : str or None
-        The declared dataset name when it is a template.
-    unrendered : str or None
-        Why the template could not be rendered for the plan (then ``cost.dataset`` is the template itself,
-        unless ``new_partition``).
-    split : (str, str) or None
-        For a template not rendered: its plain dataset part and its partition's template
-        (:func:`~dp_pipeline.airflow.templating.template_partition`), when only the partition is templated.
-    new_partition : bool
-        Located on a partitioned dataset from ``split``: ``cost`` names its dataset and a partition that has
-        spent nothing, standing for the partition the template renders to (see :func:`locate_plan`).
-    unlocated : str or None
-        Why the rendered name cannot be charged on the ledger (it names a partition of a dataset that is not
-        partitioned); ``cost.dataset`` is then the rendered name.
-    """
-
-    task_id: str
-    cost: DPCost
-    count: int
-    source: str
-    enforced: bool = True
-    attempts: int = 1
-    bound: MapBound = "unmapped"
-    template: str | None = None
-    unrendered: str | None = None
-    split: tuple[str, str] | None = None
-    new_partition: bool = False
-    unlocated: str | None = None
-
-    @property
-    def releases(self) -> int:
-        """How many times one run may charge the cost: map indexes × attempts."""
-        return self.count * self.attempts
-
-
-@dataclass(frozen=True)
-class DagPlan:
-    """The declared costs of one DAG run, per task.
-
-    Attributes
-    ----------
-    dag_id : str
-    tasks : list of PlannedTask
-    logical_date : str or None
-        The logical date templated dataset names were rendered for (ISO format), if one was given.
-    run_budget : bool
-        Whether the DAG reserves its plan per run (:func:`dp_pipeline.airflow.runs.run_budget`).
-    share : Guarantee, mapping or None
-        The budget share each run has, which calibrates the tasks that leave their noise free (see
-        :mod:`dp_pipeline.airflow.allocating`).
-    """
-
-    dag_id: str
-    tasks: list[PlannedTask] = field(default_factory=list)
-    logical_date: str | None = None
-    run_budget: bool = False
-    share: Share | None = None
-
-    def datasets(self) -> dict[str, list[PlannedTask]]:
-        """The planned tasks grouped by dataset, in order of first appearance."""
-        grouped: dict[str, list[PlannedTask]] = {}
-        for planned in self.tasks:
-            grouped.setdefault(planned.cost.dataset, []).append(planned)
-        return grouped
-
-    def groups(self) -> dict[tuple[str, str | None], list[PlannedTask]]:
-        """The planned tasks grouped by dataset and partition (None: the whole dataset), in order of first
-        appearance: what one run charges as one plan each (see :func:`locate_plan`)."""
-        grouped: dict[tuple[str, str | None], list[PlannedTask]] = {}
-        for planned in self.tasks:
-            grouped.setdefault((planned.cost.dataset, planned.cost.partition), []).append(planned)
-        return grouped
-
-    def for_accountant(self, dataset: str, partition: str | None = None) -> tuple[list[PrivacyEvent], int]:
-        """The plan's releases on ``dataset`` (on ``partition``, or those on the whole dataset) as the
-        accountant's plan methods take them, ``(events, group_size)``, in the same form as ``dp-pipeline
-        plan check`` (see :func:`~dp_pipeline.accounting.composition.group_plan`). Each task's cost is
-        repeated once per map index and attempt (:attr:`PlannedTask.releases`)."""
-        releases = [
-            (planned.cost.event, planned.cost.group_size)
-            for planned in self.groups().get((dataset, partition), [])
-            for _ in range(planned.releases)
-        ]
-        return group_plan(releases)
 
 
 @dataclass(frozen=True)
@@ -273,103 +156,6 @@ class DatasetCheck:
         return self.checked and self.fits_budget and not self.problems
 
 
-def parse_time_map_count(task: Any) -> int | None:
-    """How many task instances one run creates for ``task``: 1 for a plain task, the product of the literal
-    map lengths for a mapped task (and its mapped task groups), None when a length is known only at run
-    time."""
-    count = _expand_input_count(task) if _is_mapped(task) else 1
-    group = getattr(task, "task_group", None)
-    while group is not None and count is not None:
-        if _is_mapped(group):
-            inner = _expand_input_count(group)
-            count = None if inner is None else count * inner
-        group = getattr(group, "parent_group", None)
-    return count
-
-
-def _in_mapped_group(task: Any) -> bool:
-    group = getattr(task, "task_group", None)
-    while group is not None:
-        if _is_mapped(group):
-            return True
-        group = getattr(group, "parent_group", None)
-    return False
-
-
-def map_bound(task: Any, cost: DPCost) -> tuple[int, MapBound]:
-    """The most map indexes one run charges ``cost`` for on ``task``, and where that bound comes from.
-
-    A task that is not mapped charges once. A mapped one (or one in a mapped task group) charges at most its
-    literal map length, its declared ``max_map_length`` and, when neither is known, Airflow's ``[core]
-    max_map_length``: the task refuses any map index beyond the declared or Airflow bound at run time.
-    """
-    if not (_is_mapped(task) or _in_mapped_group(task)):
-        return 1, "unmapped"
-    literal = parse_time_map_count(task)
-    declared = cost.max_map_length
-    if declared is not None and (literal is None or declared < literal):
-        return declared, "declared"
-    if literal is not None:
-        return literal, "literal"
-    return airflow_max_map_length(), "airflow"
-
-
-def _attempts(task: Any) -> int:
-    """Attempts of one task instance that can start its code: the first and each retry."""
-    retries = getattr(task, "retries", 0) or 0
-    return int(retries) + 1
-
-
-def _is_mapped(node: Any) -> bool:
-    return bool(getattr(node, "is_mapped", False)) or hasattr(node, "_expand_input")
-
-
-def _expand_input_count(node: Any) -> int | None:
-    value = expand_value(node)
-    if isinstance(value, Mapping):  # expand(**kwargs): the cross product of the lists
-        count = 1
-        for item in value.values():
-            if not _is_literal_sequence(item):
-                return None
-            count *= len(item)
-        return count
-    if isinstance(value, Sequence) and _is_literal_sequence(value):  # expand_kwargs([...])
-        return len(value)
-    return None
-
-
-def _is_literal_sequence(value: Any) -> bool:
-    from airflow.sdk.definitions._internal.expandinput import MappedArgument
-    from airflow.sdk.definitions.xcom_arg import XComArg
-
-    if isinstance(value, (XComArg, MappedArgument, str, bytes)):
-        return False
-    if isinstance(value, Mapping):
-        return True
-    if isinstance(value, Sequence):
-        return not any(isinstance(item, (XComArg, MappedArgument)) for item in value)
-    return False
-
-
-def declared_costs(task: Any, *, params_enforced: bool = False) -> list[tuple[DPCost, str, bool]]:
-    """The costs a task declares, as ``(cost, source, enforced)``: its own (operator or decorator), its
-    guards', and a ``params["dp_cost"]`` spec (enforced once a guard carries it, or when
-    ``params_enforced`` says the cluster policy will attach one)."""
-    found: list[tuple[DPCost, str, bool]] = []
-    check_guard_not_mapped(task)
-    own = operator_cost(task)
-    if own is not None:
-        found.append((own, "operator", True))
-    guards = list(iter_guards(task))
-    found.extend((guard.cost, "guard", True) for guard in guards)
-    spec = params_spec(task)
-    if spec is not None:
-        cost = spec_to_cost(spec)
-        if not any(cost == guard.cost for guard in guards):
-            found.append((cost, "params", params_enforced))
-    return found
-
-
 Renderer = Callable[[Any, str], "str | None"]
 """Renders a task's templated dataset name for the plan, or returns None when it cannot be rendered yet."""
 
@@ -378,7 +164,7 @@ def _planned(
     task: Any, cost: DPCost, source: str, enforced: bool, render: Renderer, missing: str
 ) -> PlannedTask:
     count, bound = map_bound(task, cost)
-    planned = PlannedTask(task.task_id, cost, count, source, enforced, _attempts(task), bound)
+    planned = PlannedTask(task.task_id, cost, count, source, enforced, task_attempts(task), bound)
     try:
         if not is_template(task, cost.dataset):
             return planned
@@ -579,9 +365,9 @@ def _check_group(
     partition: str | None,
     tasks: list[PlannedTask],
     accountant: PrivacyAccountant,
-) -> tuple[DatasetCheck, RunPart | None]:
-    """The check of one part of the plan (a dataset, or one of its partitions), and the part as the run's
-    setup would reserve it (None when it could not be priced)."""
+) -> tuple[DatasetCheck, PlanCheck | None]:
+    """The check of one part of the plan (a dataset, or one of its partitions), and the plan check of the
+    part as the run's setup would reserve it (None when it could not be priced)."""
     warnings = _notes(tasks)
     new = any(t.new_partition for t in tasks)
     unrendered = [t for t in tasks if t.unrendered is not None and not t.new_partition]
@@ -598,104 +384,104 @@ def _check_group(
         return unchecked, None
     problems = sorted({t.unlocated for t in tasks if t.unlocated is not None})
     budget = None if problems else dataset_budget(accountant, dataset)
-    total: Guarantee | None = None
-    method = ""
-    remaining: Guarantee | None = None
-    fits_budget = fits_remaining = False
-    relation = None if budget is None else accountant.relation(dataset)
-    part = None
     if budget is None and not problems:
         problems.append(f"dataset {dataset!r} has no budget on the ledger; every task would be refused")
-    elif budget is not None:
-        remaining = accountant.remaining(dataset).guarantee
-        try:
-            part = run_part(plan, dataset, accountant, partition)  # free tasks calibrated to the run's share
-            # The accountant's one plan check, against the whole budget and against what remains.
-            report = part.cost(accountant, "budget")
-            total, method = report.guarantee, report.method
-            fits_budget = part.fits(accountant, "budget")
-        except PrivacyCostError as exc:
-            problems.append(str(exc))
-        except Exception as exc:
-            problems.append(f"the plan cannot be composed: {type(exc).__name__}: {exc}")
-        else:
-            try:
-                fits_remaining = part.fits(accountant, "remaining")
-            except Exception as exc:  # e.g. no finite ε at the δ left: it cannot be charged now
-                warnings.append(f"cannot be charged on what remains: {type(exc).__name__}: {exc}")
-    if total is not None and budget is not None and not fits_budget:
-        needs, whole = format_guarantee(total), format_guarantee(budget)
-        problems.append(f"one run needs {needs} but the whole budget is {whole}")
-    check = DatasetCheck(
-        dag_id=plan.dag_id,
-        dataset=dataset,
-        tasks=tasks if part is None else part.tasks,
-        total=total,
-        method=method,
-        budget=budget,
-        remaining=remaining,
-        fits_budget=fits_budget,
-        fits_remaining=fits_remaining,
-        relation=relation,
+    base = DatasetCheck(
+        plan.dag_id,
+        dataset,
+        tasks,
+        None,
+        "",
+        budget,
+        None,
+        False,
+        False,
         problems=problems,
         warnings=warnings,
         partition=partition,
         new_partition=new,
-        share=None if part is None else part.share,
-        calibrated={} if part is None else part.calibrated,
     )
-    return check, None if total is None else part
+    if budget is None:
+        return base, None
+    base = dataclasses.replace(
+        base, relation=accountant.relation(dataset), remaining=accountant.remaining(dataset).guarantee
+    )
+    try:
+        part = run_part(plan, dataset, accountant, partition)  # free tasks calibrated to the run's share
+        # the accountant's one plan check, against the whole budget and against what remains
+        verdict = check_plan(accountant, part.planned)
+    except PrivacyCostError as exc:
+        return dataclasses.replace(base, problems=[*problems, str(exc)]), None
+    except Exception as exc:
+        reason = f"the plan cannot be composed: {type(exc).__name__}: {exc}"
+        return dataclasses.replace(base, problems=[*problems, reason]), None
+    checked = dataclasses.replace(base, tasks=part.tasks, share=part.share, calibrated=part.calibrated)
+    return _with_verdict(checked, verdict), verdict
 
 
-def _part_name(check: DatasetCheck) -> str:
-    return "the whole dataset" if check.partition is None else f"partition {check.partition!r}"
+def _with_verdict(check: DatasetCheck, verdict: PlanCheck) -> DatasetCheck:
+    """A part's check with the plan check's verdict (and, when one run exceeds the whole budget, why)."""
+    problems = [*check.problems, *verdict.problems]
+    if not verdict.fits_budget and not verdict.problems:
+        needs, whole = format_guarantee(verdict.total), format_guarantee(check.budget)
+        problems.append(f"one run needs {needs} but the whole budget is {whole}")
+    return dataclasses.replace(
+        check,
+        total=verdict.total,
+        method=verdict.method,
+        fits_budget=verdict.fits_budget,
+        fits_remaining=verdict.fits_remaining,
+        problems=problems,
+        warnings=[*check.warnings, *verdict.warnings],
+    )
 
 
 def _check_together(
-    checked: list[tuple[DatasetCheck, RunPart | None]], accountant: PrivacyAccountant
+    checked: list[tuple[DatasetCheck, PlanCheck | None]], accountant: PrivacyAccountant
 ) -> list[DatasetCheck]:
     """The checks, where one run charges a dataset in several parts (partitions, the whole dataset), with
-    the parts also checked together (``plans_fit``, as the run's reservations or attempts charge them one
-    after another): a part that fits alone fails when they do not fit together."""
-    parts: dict[str, list[tuple[DatasetCheck, RunPart]]] = {}
-    for check, part in checked:
-        if part is not None:  # priced, on a dataset with a budget
-            parts.setdefault(check.dataset, []).append((check, part))
-    verdicts: dict[int, DatasetCheck] = {}
-    for dataset, together in parts.items():
-        if len(together) < 2:
-            continue
-        plans = [part.plan for _, part in together]
-        try:
-            whole = accountant.quote(dataset, plans, against="budget").fits
-            now = accountant.quote(dataset, plans).fits
-        except Exception as exc:  # e.g. no finite ε at the δ left once the others are charged
-            whole, now = True, False
-            note = f"its parts cannot be charged together: {type(exc).__name__}: {exc}"
-        else:
-            note = ""
-        for check, _ in together:
-            others = ", ".join(_part_name(c) for c, _ in together if c is not check)
-            said = f"one run also charges {others} of {dataset!r}"
-            problems, warnings = list(check.problems), list(check.warnings)
-            if not whole and check.fits_budget:
-                problems.append(f"{said}: together they exceed the whole budget")
-            if not now and check.fits_remaining:
-                warnings.append(note or f"{said}: together they exceed what remains")
-            verdicts[id(check)] = dataclasses.replace(
-                check,
-                fits_budget=check.fits_budget and whole,
-                fits_remaining=check.fits_remaining and now,
-                problems=problems,
-                warnings=warnings,
-            )
-    return [verdicts.get(id(check), check) for check, _ in checked]
+    the parts also checked together (:func:`~dp_pipeline.planning.check_together`, as the run's reservations
+    or attempts charge them one after another): a part that fits alone fails when they do not fit
+    together."""
+    priced = [(check, verdict) for check, verdict in checked if verdict is not None]
+    joint = check_together(accountant, [verdict for _, verdict in priced])
+    updated = {
+        id(check): dataclasses.replace(
+            check,
+            fits_budget=after.fits_budget,
+            fits_remaining=after.fits_remaining,
+            problems=[*check.problems, *after.problems[len(before.problems) :]],
+            warnings=[*check.warnings, *after.warnings[len(before.warnings) :]],
+        )
+        for (check, before), after in zip(priced, joint, strict=True)
+    }
+    return [updated.get(id(check), check) for check, _ in checked]
+
+
+def hands_mechanism(check: DatasetCheck, task: PlannedTask) -> bool:
+    """Whether ``task`` is handed a mechanism whose draw is paid before its code runs (its declared cost is a
+    mechanism, or noise the run's share calibrated), rather than a budget its code pays through ``dp``."""
+    return task.task_id in check.calibrated or task.cost.hands_mechanism
+
+
+def _up_front(check: DatasetCheck) -> str:
+    """What each task of a check pays before its code runs: ``count: a handed mechanism, its draw paid;
+    report: its declared cost, paid through dp``."""
+    return "; ".join(
+        f"{t.task_id}: "
+        + (
+            "a handed mechanism, its draw paid"
+            if hands_mechanism(check, t)
+            else "its declared cost, paid through dp"
+        )
+        for t in check.tasks
+    )
 
 
 def format_checks(checks: Iterable[DatasetCheck]) -> str:
     """A plain-text table of checks, one line per DAG and dataset (and partition: a ``partition`` column
-    when a check names one, ``(new)`` for a partition checked as one that has spent nothing), with the
-    problems below."""
+    when a check names one, ``(new)`` for a partition checked as one that has spent nothing), with below it
+    what each task pays before its code runs (:func:`hands_mechanism`) and the problems."""
     checks = list(checks)
     named = any(check.partition is not None for check in checks)
     columns = ["DAG", "dataset", *(["partition"] if named else [])]
@@ -730,6 +516,8 @@ def format_checks(checks: Iterable[DatasetCheck]) -> str:
             calibrated = f", calibrating {noise}" if noise else ""
             share = format_guarantee(check.share)
             notes.append(f"  {check.dag_id} / {check.where}: run share {share}{calibrated}")
+        if check.tasks:
+            notes.append(f"  {check.dag_id} / {check.where}: before the code runs: {_up_front(check)}")
         notes.extend(f"  {check.dag_id} / {check.where}: {problem}" for problem in check.problems)
         notes.extend(f"  {check.dag_id} / {check.where}: warning: {note}" for note in check.warnings)
     shown = [[printable(cell) for cell in row] for row in rows]  # names and labels are user-written

@@ -61,11 +61,11 @@ def shadowing_module() -> str | None:
 def _ledger_accountant() -> PrivacyAccountant:
     from airflow.configuration import conf
 
+    from dp_pipeline.airflow.dashboard import ledger_accountant
     from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
-    from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 
     conn_id = conf.get("dp_pipeline", "ledger_conn_id", fallback=DEFAULT_CONN_ID)
-    return PrivacyLedgerHook(conn_id, shared=True, read_only=True).get_accountant()
+    return ledger_accountant(conn_id)
 
 
 @functools.cache

@@ -63,7 +63,8 @@ def task_policy(task: Any) -> None:
     """
     from airflow.exceptions import AirflowClusterPolicyViolation
 
-    from dp_pipeline.airflow.guards import PrivacyBudgetGuard, attach_guard, iter_guards
+    from dp_pipeline.airflow.declared import iter_guards
+    from dp_pipeline.airflow.guards import PrivacyBudgetGuard, attach_guard
 
     spec = params_spec(task)
     if spec is None:
@@ -140,8 +141,8 @@ def make_dag_policy(
         if not plan.tasks:
             return
         try:
-            accountant = PrivacyLedgerHook(ledger_conn_id, shared=True).get_accountant()
-            checks = check_dag(plan, accountant)
+            with PrivacyLedgerHook(ledger_conn_id).get_accountant() as accountant:
+                checks = check_dag(plan, accountant)
         except Exception as exc:
             message = printable(
                 f"DAG {dag.dag_id!r}: cannot check its privacy plan, the ledger {ledger_conn_id!r} is "

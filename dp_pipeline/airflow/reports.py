@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline import guarantees
-from dp_pipeline.airflow._attempts import RUN_KEY_PREFIX
+from dp_pipeline.airflow.keys import RUN_KEY_PREFIX
 from dp_pipeline.events import sampler_of
 from dp_pipeline.guarantees import GaussianDP, Guarantee
 

@@ -15,7 +15,7 @@ located on the ledger (``visits/{{ ds }}`` on a dataset ``visits`` declared part
 partition of ``visits``; see :mod:`dp_pipeline.airflow.planning`). If a part does not fit, the run fails
 before
 any task reads data and nothing is charged: every part is checked first (the parts of one dataset also
-together, ``plans_fit``), and a reservation made before another part was refused (a concurrent spend in
+together, ``quote``), and a reservation made before another part was refused (a concurrent spend in
 between, or a key the ledger cannot take: longer than 512 characters) is shrunk back to nothing.
 
 Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
@@ -59,12 +59,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
-from dp_pipeline.airflow._attempts import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, plan_form, role_task, run_key
-from dp_pipeline.airflow._runtime import OnExhausted, check_on_exhausted, refusal, task_name
-from dp_pipeline.airflow.allocating import RunPart, Share, check_share, publish, published_plan, run_part
-from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
+from dp_pipeline.airflow.allocating import RunPart, publish, published_plan, run_part
+from dp_pipeline.airflow.attempt import plan_form, refusal
+from dp_pipeline.airflow.declared import (
+    DEFAULT_CONN_ID,
+    DagPlan,
+    OnExhausted,
+    PlannedTask,
+    Share,
+    check_on_exhausted,
+    check_share,
+    iter_guards,
+)
 from dp_pipeline.airflow.exceptions import PrivacyCostError
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
+from dp_pipeline.airflow.keys import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, role_task, run_key, task_name
+from dp_pipeline.airflow.planning import locate_plan, plan_dag
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -77,7 +87,6 @@ from dp_pipeline.exceptions import (
 if TYPE_CHECKING:
     from dp_pipeline.accounting.accountant import PrivacyAccountant
     from dp_pipeline.accounting.reservation import Reservation
-    from dp_pipeline.airflow.planning import DagPlan, PlannedTask
 
 __all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "part_name", "run_budget", "run_plan"]
 
@@ -93,8 +102,6 @@ def run_plan(context: Mapping[str, Any], accountant: PrivacyAccountant) -> DagPl
         A dataset name cannot be rendered for the run, or names a partition of a dataset that is not
         partitioned.
     """
-    from dp_pipeline.airflow.planning import locate_plan, plan_dag
-
     plan = plan_dag(context["dag"], context=context)
     unrendered = [t for t in plan.tasks if t.unrendered is not None]
     if unrendered:
@@ -115,8 +122,6 @@ def part_name(dataset: str, partition: str | None) -> str:
 
 
 def _ledger_conn_ids(task: Any) -> set[str]:
-    from dp_pipeline.airflow.guards import iter_guards
-
     found = {guard.ledger_conn_id for guard in iter_guards(task)}
     kwargs = getattr(task, "partial_kwargs", None)
     own = kwargs.get("ledger_conn_id", DEFAULT_CONN_ID) if isinstance(kwargs, dict) else None
@@ -132,7 +137,7 @@ class _RunBudgetOperator(BaseOperator):
     ui_color: ClassVar[str] = "#d6c8ee"  # type: ignore[misc]
     dp_run_budget_role: ClassVar[str] = ""
     """``"setup"`` or ``"teardown"``: how the tasks find them
-    (:func:`dp_pipeline.airflow._attempts.role_task`)."""
+    (:func:`dp_pipeline.airflow.keys.role_task`)."""
 
     def __init__(
         self, *, ledger_conn_id: str = DEFAULT_CONN_ID, on_exhausted: OnExhausted = "fail", **kwargs: Any
@@ -266,7 +271,10 @@ class RunBudgetSetupOperator(_RunBudgetOperator):
         for part in parts:
             by_dataset.setdefault(part.dataset, []).append(part)
         for dataset, together in by_dataset.items():
-            if len(together) < 2 or accountant.quote(dataset, [part.plan for part in together]).fits:
+            if (
+                len(together) < 2
+                or accountant.quote(dataset, [part.planned.request for part in together]).fits
+            ):
                 continue
             named = ", ".join(
                 "the whole dataset" if p.partition is None else repr(p.partition) for p in together

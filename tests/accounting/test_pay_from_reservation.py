@@ -1,5 +1,5 @@
 """Releases paid from a reservation: exact amounts under every rule, refusals that write nothing, racing
-processes, history and verify, forged payments, shrink, the plan route, pickling and the scope guard.
+processes, history and verify, forged payments, shrink, the plan route, and pickling.
 
 Every amount is checked against exact rational arithmetic done here (``fractions.Fraction`` of the floats'
 binary values), independently of the ledger's decimal sums.
@@ -7,10 +7,8 @@ binary values), independently of the ledger's decimal sums.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import pickle
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from fractions import Fraction
@@ -25,10 +23,9 @@ from dp_pipeline.accounting import Reservation
 from dp_pipeline.accounting.ledger import MemoryLedger
 from dp_pipeline.accounting.records import PayBody, ReserveBody, append, budget_of, with_totals
 from dp_pipeline.accounting.rules import Charge
-from dp_pipeline.accounting.scope import paying_from
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.events import PrivacyEvent, composite_event
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError, ScopedSpendError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.mechanisms import Exponential
 from tests.accounting import _workers
 from tests.accounting.conftest import dump_rows
@@ -433,56 +430,6 @@ def test_processes_paying_from_one_reservation_never_exceed_it(
     assert sum(1 for e in acct.history("d") if e.paid_from == "dag/run") == PAYS_THAT_FIT
     assert acct.verify().records == 2 + PAYS_THAT_FIT
     acct.close()
-
-
-# ------------------------------------------------------------------------------------------ the scope guard
-
-
-def test_the_scope_refuses_a_plain_spend_of_its_dataset_only() -> None:
-    acct = _acct(PureDP(4.0))
-    acct.set_budget("elsewhere", PureDP(1.0))
-    task = acct.reserve("d", PureDP(1.0), key="task")
-    acct.spend("d", PureDP(0.25))  # outside: a plain spend is fine
-    with paying_from(task) as dp:
-        assert dp is task
-        before = [e.hash for e in acct.records("d")]
-        for charge in (
-            lambda: acct.spend("d", PureDP(0.25)),
-            lambda: acct.reserve("d", PureDP(0.25)),
-            lambda: acct.spend_plan("d", [PureDP(0.25)]),
-        ):
-            with pytest.raises(ScopedSpendError, match="argument 'dp'") as refused:
-                charge()
-            assert isinstance(refused.value, InvalidParameterError) and isinstance(refused.value, LedgerError)
-        assert [e.hash for e in acct.records("d")] == before
-        dp.spend("d", PureDP(0.25))  # paying from the reservation is the way
-        acct.spend("elsewhere", PureDP(0.25))  # another dataset is not guarded
-    acct.spend("d", PureDP(0.25))  # the guard ends with the block
-    assert acct.spent("d").epsilon == 1.5
-    with pytest.raises(InvalidParameterError, match="must be a Reservation"), paying_from(acct):  # type: ignore[arg-type]
-        pass
-
-
-def test_the_scope_follows_async_tasks_but_not_new_threads() -> None:
-    acct = _acct(PureDP(4.0))
-    task = acct.reserve("d", PureDP(1.0), key="task")
-
-    async def plain_spend() -> None:
-        acct.spend("d", PureDP(0.125))
-
-    outcome: list[str] = []
-
-    def in_thread() -> None:
-        acct.spend("d", PureDP(0.125))
-        outcome.append("charged")
-
-    with paying_from(task):
-        with pytest.raises(ScopedSpendError):
-            asyncio.run(plain_spend())
-        thread = threading.Thread(target=in_thread)
-        thread.start()
-        thread.join()
-    assert outcome == ["charged"]  # documented: a thread starts in an empty context
 
 
 # ------------------------------------------------------------------------------------------ shares

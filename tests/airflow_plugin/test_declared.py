@@ -85,9 +85,45 @@ def test_the_package_has_no_import_cycle_not_even_inside_functions() -> None:
     operator cost the other); what a task declares now lives in one leaf module both import."""
     graph = {path.stem: _package_imports(path) for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
     assert _cycle(graph) is None, _cycle(graph)
-    assert graph["declared"] == {"costs"}
+    assert graph["declared"] == {"costs", "keys"} and graph["keys"] == set()
     assert "declared" in graph["planning"] and "declared" in graph["policies"]
     assert "policies" not in graph["planning"]
+
+
+def _every_import(path: Path) -> set[str]:
+    """Every module (and ``module.name``) a file imports: at module level, inside functions and under
+    ``if TYPE_CHECKING:`` alike."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def test_no_cycle_even_for_annotations_planning_below_the_provider_and_no_private_imports() -> None:
+    """Counting ``TYPE_CHECKING`` imports too, the provider's modules import one another without a cycle;
+    ``dp_pipeline.planning`` imports nothing of the provider nor of Airflow; and the provider imports no
+    private module (nor private name) of ``dp_pipeline`` outside itself."""
+    graph = {
+        path.stem: {m.removeprefix(PREFIX).split(".")[0] for m in _every_import(path) if m.startswith(PREFIX)}
+        for path in PACKAGE.glob("*.py")
+        if path.stem != "__init__"
+    }
+    assert _cycle(graph) is None, _cycle(graph)
+    for path in (REPO / "dp_pipeline" / "planning").glob("*.py"):
+        upward = {m for m in _every_import(path) if m.startswith(("airflow", "dp_pipeline.airflow"))}
+        assert not upward, (path.name, upward)
+    for path in PACKAGE.glob("*.py"):
+        private = {
+            m
+            for m in _every_import(path)
+            if m.startswith("dp_pipeline.")
+            and not m.startswith(PREFIX)
+            and any(part.startswith("_") for part in m.split(".")[1:])
+        }
+        assert not private, (path.name, private)
 
 
 def _loaded_after(statement: str) -> list[str]:
@@ -108,6 +144,7 @@ def test_declared_imports_nothing_of_airflow_and_the_policies_no_task_module() -
         "dp_pipeline.airflow",
         "dp_pipeline.airflow.costs",
         "dp_pipeline.airflow.declared",
+        "dp_pipeline.airflow.keys",
     ]
     loaded = set(_loaded_after("import dp_pipeline.airflow.policies"))
     assert "dp_pipeline.airflow.declared" in loaded

@@ -115,3 +115,38 @@ def test_test_connection_and_the_dashboard_never_show_the_password(monkeypatch, 
     assert not ok and "S3CRET" not in message and "alice:***@" in message
     page = TestClient(create_app(lambda: PrivacyLedgerHook("ledger_secret").get_accountant())).get("/")
     assert page.status_code == 503 and "S3CRET" not in page.text and "alice:***@" in page.text
+
+
+def test_the_dashboard_shares_an_accountant_only_for_the_same_url_and_signing_key(
+    ledger, tmp_path, monkeypatch
+) -> None:
+    """The dashboard keeps one read-only accountant per ledger URL and signing key. Two connections to one
+    ledger with different signing keys get accountants of their own (each verifies with its own key), and
+    one whose key changes gets a new accountant at the next request; the same URL and key share one. A hook
+    keeps no process-wide cache: two hooks open two accountants."""
+    import json
+
+    from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyLedgerHook
+    from dp_pipeline.airflow.dashboard import ledger_accountant
+    from dp_pipeline.exceptions import LedgerError
+
+    ledger.set_budget("patients", PureDP(2.0))
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+
+    def connection(name: str, key: str) -> None:
+        conn = {"conn_type": "dpledger", "extra": {"sqlalchemy_url": url, "ledger_secret_key": key}}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}", json.dumps(conn))
+
+    connection("first", "the first signing key")
+    connection("second", "the second signing key")
+    connection("twin", "the first signing key")
+    first, second, twin = (ledger_accountant(name) for name in ("first", "second", "twin"))
+    assert first is not second
+    assert first is twin  # same URL, same key
+    assert ledger_accountant("first") is first
+    connection("first", "a third signing key, rotated")  # a changed key: the next request opens anew
+    assert ledger_accountant("first") is not first
+    with pytest.raises(LedgerError, match="read-only"):
+        first.spend("patients", PureDP(0.25))
+    assert PrivacyLedgerHook("first").get_accountant() is not PrivacyLedgerHook("first").get_accountant()

@@ -370,13 +370,13 @@ def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path,
 
 def test_reservation_log_lines_escape_control_characters(caplog) -> None:
     from dp_pipeline import PrivacyAccountant, PureDP
-    from dp_pipeline.airflow._runtime import reserve_or_refuse
+    from dp_pipeline.airflow.attempt import reserve_or_refuse
     from dp_pipeline.airflow.costs import DPCost
 
     accountant = PrivacyAccountant("memory://")
     accountant.set_budget("d", PureDP(1.0))
     ti = types.SimpleNamespace(dag_id="dag", task_id="t", run_id="manual\x1b[2J", map_index=-1, try_number=1)
-    with caplog.at_level("INFO", logger="dp_pipeline.airflow._runtime"):
+    with caplog.at_level("INFO", logger="dp_pipeline.airflow.attempt"):
         reserve_or_refuse(accountant, DPCost(dataset="d", cost=PureDP(0.5)), {"ti": ti})
     lines = [record.getMessage() for record in caplog.records]
     assert any("manual\\x1b[2J" in line for line in lines) and not any("\x1b" in line for line in lines)
@@ -392,3 +392,40 @@ def test_check_command_names_an_unusable_ledger_without_its_password(tmp_path, c
     assert main([str(tmp_path), "--ledger-url", url]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot open the ledger") and "alice:***@" in err and "S3CRET" not in err
+
+
+def test_the_check_shows_what_each_task_pays_before_its_code_runs(ledger, capfd) -> None:
+    """The declaration decides what is paid before a task's code runs, and the check says which: a task
+    declaring a mechanism is handed it (its draw paid up front), one declaring a guarantee or an event pays
+    its releases through ``dp``, whatever the callables' parameters are (here both take ``**context``)."""
+    from airflow.sdk import DAG
+
+    from dp_pipeline import PureDP
+    from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, dp_task
+    from dp_pipeline.airflow.check import _as_dict
+    from dp_pipeline.airflow.planning import format_checks
+    from dp_pipeline.mechanisms import Laplace
+
+    ledger.set_budget("patients", PureDP(2.0))
+    with DAG("dp_up_front", schedule=None, start_date=START, catchup=False) as dag:
+        PrivacyBudgetOperator(
+            task_id="handed",
+            dataset="patients",
+            mechanism=Laplace(epsilon=0.5, sensitivity=1.0),
+            python_callable=lambda **context: None,
+        )
+        dp_task(dataset="patients", mechanism=Laplace(epsilon=0.5, sensitivity=1.0).event, task_id="event")(
+            lambda **context: None
+        )()
+        dp_task(dataset="patients", mechanism=PureDP(0.25), task_id="budget")(lambda **context: None)()
+
+    (check,) = check_dag(dag, ledger)
+    assert {t["task_id"]: t["up_front"] for t in _as_dict(check)["tasks"]} == {
+        "handed": "handed_mechanism",
+        "event": "budget_through_dp",
+        "budget": "budget_through_dp",
+    }
+    (line,) = [line for line in format_checks([check]).splitlines() if "before the code runs" in line]
+    assert "handed: a handed mechanism, its draw paid" in line
+    assert "event: its declared cost, paid through dp" in line
+    assert "budget: its declared cost, paid through dp" in line

@@ -178,7 +178,7 @@ def _context(next_method: str | None = None, reschedules: int = 0) -> dict[str, 
 
 
 def test_resumption_is_read_from_the_run_context() -> None:
-    from dp_pipeline.airflow._runtime import resumption
+    from dp_pipeline.airflow.attempt import resumption
 
     assert resumption(_context()) is None  # a first run
     assert resumption({"ti": object()}) is None  # a context without Airflow's run context
@@ -191,9 +191,10 @@ def test_a_reused_attempt_key_is_refused_with_its_state(ledger, first: str) -> N
     import pickle
 
     from dp_pipeline import PureDP
-    from dp_pipeline.airflow._runtime import attempt_key, reserve_or_refuse
+    from dp_pipeline.airflow.attempt import reserve_or_refuse
     from dp_pipeline.airflow.costs import DPCost
     from dp_pipeline.airflow.exceptions import AttemptAlreadyChargedError
+    from dp_pipeline.airflow.keys import attempt_key
 
     ledger.set_budget("d", PureDP(1.0))
     context = _context()

@@ -326,7 +326,7 @@ def test_an_attempt_outside_what_its_run_reserved_does_not_run(ledger) -> None:
 
     from dp_pipeline import PureDP
     from dp_pipeline.airflow import PrivacyBudgetOperator, run_budget
-    from dp_pipeline.airflow._attempts import run_reservation
+    from dp_pipeline.airflow.attempt import run_reservation
     from dp_pipeline.airflow.costs import DPCost
     from dp_pipeline.airflow.exceptions import PrivacyCostError
     from dp_pipeline.exceptions import InvalidParameterError

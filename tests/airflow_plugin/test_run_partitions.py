@@ -41,9 +41,9 @@ def _daily(dag_id: str, dataset: str, marker: Path, failures: FailureLog) -> Any
         @dp_task(
             dataset=dataset, mechanism=Laplace(epsilon=0.6, sensitivity=1.0), on_failure_callback=failures
         )
-        def count(mechanism: Laplace, dataset: str) -> float:
+        def count(mechanism: Laplace, dataset: str, partition: str | None) -> float:
             with marker.open("a") as handle:
-                handle.write(dataset + "\n")
+                handle.write((dataset if partition is None else f"{dataset}/{partition}") + "\n")
             return float(mechanism.randomize(10.0))
 
         count()
@@ -160,9 +160,12 @@ def _two_days(dag_id: str, today: float, skipped: float, yesterday: float, marke
         branch = BranchPythonOperator(task_id="which", python_callable=lambda: "today")
 
         @dp_task(dataset="visits/{{ ds }}", mechanism=Laplace(epsilon=today, sensitivity=1.0).event)
-        def today_count(dp: Any, dataset: str) -> float:
-            mark(dataset)
-            return float(_visits().pipe(dp_count, epsilon=today, accountant=dp, dataset=dataset)["value"])
+        def today_count(dp: Any, dataset: str, partition: str) -> float:
+            mark(f"{dataset}/{partition}")
+            released = _visits().pipe(
+                dp_count, epsilon=today, accountant=dp, dataset=dataset, partition=partition
+            )
+            return float(released["value"])
 
         @dp_task(dataset="visits/{{ ds }}", mechanism=Laplace(epsilon=skipped, sensitivity=1.0))
         def not_today(mechanism: Laplace) -> float:
@@ -265,10 +268,11 @@ def test_a_run_reserves_each_day_it_reads_and_the_teardown_shrinks_each(any_ledg
     assert sorted(marker.read_text().split()) == ["visits/2026-11-24", "yesterday"]
 
 
-def test_code_inside_a_task_pays_from_its_partition_by_the_rendered_name(any_ledger) -> None:
-    """A task on ``visits/{{ ds }}`` (ε = 0.5) releases a DP mean with ``dataset`` (the name it rendered) and
-    a DP count with ``dataset="visits", partition=ds`` through ``dp``: both are paid from the task's
-    reservation on the day, which is the only charge. A release through ``dp`` on another day, or on the
+def test_code_inside_a_task_pays_from_its_partition_named_explicitly(any_ledger) -> None:
+    """A task on ``visits/{{ ds }}`` (ε = 0.5) releases a DP mean with the ``dataset`` and ``partition`` it is
+    handed (the rendered name, split once by the operator) and a DP count with ``dataset="visits",
+    partition=ds`` through ``dp``: both are paid from the task's reservation on the day, which is the only
+    charge. A release through ``dp`` on another day, or on the
     whole dataset (it would read every day), is refused and pays nothing."""
     from airflow.sdk import DAG
 
@@ -283,15 +287,22 @@ def test_code_inside_a_task_pays_from_its_partition_by_the_rendered_name(any_led
     with DAG("dp_scoped_day", schedule="@daily", start_date=START, catchup=False) as dag:
 
         @dp_task(dataset="visits/{{ ds }}", mechanism=PureDP(0.5))
-        def report(dp: Any, dataset: str, ds: str) -> dict[str, Any]:
+        def report(dp: Any, dataset: str, partition: str, ds: str) -> dict[str, Any]:
             frame = _visits()
             mean = frame.pipe(
-                dp_mean, "minutes", lower=0, upper=60, epsilon=0.25, accountant=dp, dataset=dataset
+                dp_mean,
+                "minutes",
+                lower=0,
+                upper=60,
+                epsilon=0.25,
+                accountant=dp,
+                dataset=dataset,
+                partition=partition,
             )
             count = frame.pipe(dp_count, epsilon=0.25, accountant=dp, dataset="visits", partition=ds)
             refused = {}
             for name, where in {
-                "other day": {"dataset": "visits/2026-11-22"},
+                "other day": {"dataset": "visits", "partition": "2026-11-22"},
                 "whole": {"dataset": "visits"},
             }.items():
                 try:

@@ -25,7 +25,7 @@ class _TaskInstance:
         return self.rows
 
     def xcom_pull(self, task_ids: str, key: str, map_indexes: int = -1, default: Any = None) -> Any:
-        from dp_pipeline.airflow._attempts import ATTEMPT_XCOM_KEY
+        from dp_pipeline.airflow.keys import ATTEMPT_XCOM_KEY
 
         return self.started.get(task_ids, default) if key == ATTEMPT_XCOM_KEY else default
 

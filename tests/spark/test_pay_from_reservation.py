@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.scope import paying_from
-from dp_pipeline.exceptions import ScopedSpendError
 from dp_pipeline.spark import dp_count, dp_mean
 
 
@@ -20,13 +18,10 @@ def test_spark_releases_pay_from_a_reservation_and_charge_once(spark: Any) -> No
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", PureDP(3.0))
     task = acct.reserve("d", PureDP(1.0), key="task")
-    with paying_from(task) as dp:
-        dp_mean(sdf, "x", lower=0, upper=10, epsilon=0.4, accountant=dp, dataset="d").toPandas()
-        dp_count(sdf, epsilon=0.4, accountant=dp, dataset="d").toPandas()
-        with pytest.raises(ScopedSpendError):  # the plain accountant inside the scope: refused
-            dp_count(sdf, epsilon=0.1, accountant=acct, dataset="d")
-        with pytest.raises(BudgetExceededError, match="reservation 'task'"):  # 0.8 paid, 0.2 left
-            dp_count(sdf, epsilon=0.3, accountant=dp, dataset="d")
+    dp_mean(sdf, "x", lower=0, upper=10, epsilon=0.4, accountant=task, dataset="d").toPandas()
+    dp_count(sdf, epsilon=0.4, accountant=task, dataset="d").toPandas()
+    with pytest.raises(BudgetExceededError, match="reservation 'task'"):  # 0.8 paid, 0.2 left
+        dp_count(sdf, epsilon=0.3, accountant=task, dataset="d")
     task.commit()
     paid = [entry for entry in acct.history("d") if entry.paid_from == "task"]
     costs = [entry.cost for entry in paid]

@@ -22,7 +22,6 @@ from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting import scope
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers import (
     AllOrNothing,
@@ -165,13 +164,10 @@ def test_two_datasets_are_reserved_all_or_nothing() -> None:
     assert [e.status for e in acct.history("d")] == ["cancelled"]  # reserved, then returned: no data read
 
 
-def test_inside_a_scope_a_composite_pays_from_the_reservation_it_is_given() -> None:
+def test_a_composite_given_a_reservation_pays_from_it() -> None:
     acct = _acct(10.0)
     task = acct.reserve("d", PureDP(2.0), key="task")
-    with scope.paying_from(task) as dp:
-        with pytest.raises(scope.ScopedSpendError):  # the plain accountant would charge twice
-            two_columns(acct).fit_transform(X)
-        two_columns(dp).fit_transform(X)
+    two_columns(task).fit_transform(X)
     assert acct.spent("d").epsilon == 2.0 and task.spent().epsilon == 2.0
 
 
@@ -328,5 +324,5 @@ def test_cross_validate_cost_and_reservation() -> None:
 
 
 def test_the_documented_examples_run() -> None:
-    for module in (composite, scope):
+    for module in (composite,):
         assert doctest.testmod(module, raise_on_error=True).failed == 0
