@@ -26,16 +26,10 @@ MAX_COMPLEXITY = 25
 # module -> the most lines it may have while it is still over MAX_LINES
 LONG_MODULES = {
     "dp_pipeline/accounting/accountant.py": 705,  # the dataset handle; the surface shrinks with the Airflow slice
-    "dp_pipeline/airflow/planning.py": 738,  # S7: DAG planning moves to dp_pipeline.planning
 }
 
 # every import cycle of today, one strongly connected component each; a component may shrink, never grow
-KNOWN_CYCLES = {
-    # S7: iter_guards moves to declared.py, allocation and plan composition to dp_pipeline.planning
-    "airflow allocating, guards and planning": frozenset(
-        {"dp_pipeline.airflow.allocating", "dp_pipeline.airflow.guards", "dp_pipeline.airflow.planning"}
-    ),
-}
+KNOWN_CYCLES: dict[str, frozenset[str]] = {}
 
 # module -> the frame inspection it may still do (what frame_inspection reports, without line numbers)
 KNOWN_FRAME_INSPECTION: dict[str, frozenset[str]] = {}
