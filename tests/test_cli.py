@@ -160,18 +160,12 @@ def test_ledger_cancel_of_an_open_reservation(url: str) -> None:
     acct.close()
 
 
-def test_ledger_release_is_the_older_name_of_cancel(url: str) -> None:
+def test_the_removed_aliases_are_gone(url: str) -> None:
+    """``ledger release`` (now ``ledger cancel``) and ``--method`` (now ``--rule``) were removed."""
     initialised(url)
-    ok("budget", "set", "d", "--epsilon", "1", url=url)
-    acct = PrivacyAccountant(url)
-    acct.reserve("d", PureDP(0.25), key="k")
-    out = as_json("ledger", "release", "d", "k", "--reason", "killed before reading", url=url)
-    assert out["status"] == "released" and acct.spent("d").epsilon == 0.0
-    assert "release" not in ok("ledger", "--help").stdout.split("Commands")[-1]  # hidden
-    acct.close()
-
-
-# ------------------------------------------------------------------------------------------------ budgets
+    assert run("ledger", "release", "d", "k", "--reason", "r", url=url).exit_code == 2  # no such command
+    assert run("budget", "set", "d", "--epsilon", "1", "--method", "basic", url=url).exit_code == 2
+    assert "d" not in PrivacyAccountant(url).datasets()
 
 
 def test_budget_set_show_and_list_match_the_accountant(url: str) -> None:
@@ -179,7 +173,7 @@ def test_budget_set_show_and_list_match_the_accountant(url: str) -> None:
     shown = as_json("budget", "set", "patients", "--epsilon", "3", "--delta", "1e-6", url=url)
     assert shown["budget"] == g(ApproxDP(3.0, 1e-6)) and shown["rule"] == "basic"
     ok("budget", "set", "genomes", "--mu", "1", "--reason", "initial", "--actor", "alice", url=url)
-    ok("budget", "set", "mixed", "--epsilon", "2", "--delta", "1e-5", "--method", "pure_or_gdp", url=url)
+    ok("budget", "set", "mixed", "--epsilon", "2", "--delta", "1e-5", "--rule", "pure_or_gdp", url=url)
     acct = PrivacyAccountant(url)
     acct.spend("patients", Laplace(epsilon=0.5, sensitivity=1.0), label="count")
     acct.spend("patients", Gaussian(epsilon=0.5, delta=1e-7, sensitivity=1.0))

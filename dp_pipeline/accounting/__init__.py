@@ -20,7 +20,6 @@ from dp_pipeline.accounting.composition import (
     event_gdp,
     group_event,
 )
-from dp_pipeline.accounting.partitions import split_partition
 from dp_pipeline.accounting.policy import BudgetPolicy
 from dp_pipeline.accounting.reports import Quote
 from dp_pipeline.accounting.request import Request
@@ -49,5 +48,4 @@ __all__ = [
     "compose_plan_gdp",
     "event_gdp",
     "group_event",
-    "split_partition",
 ]

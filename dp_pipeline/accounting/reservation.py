@@ -3,7 +3,6 @@ budget that the work it covers pays its releases from."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -15,7 +14,7 @@ from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee
 
-__all__ = ["AttemptShare", "Reservation", "warn_renamed"]
+__all__ = ["AttemptShare", "Reservation"]
 
 
 class _Payments(Protocol):
@@ -50,16 +49,6 @@ class _Payments(Protocol):
     def reservation(self, dataset: str, key: str) -> Reservation: ...
 
 
-def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
-    """A DeprecationWarning that ``old`` is now called ``new``, pointing at the code ``stacklevel`` frames up
-    (3: the caller of the function that calls this)."""
-    warnings.warn(
-        f"{old} is deprecated and will be removed in the next version; use {new}",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-
-
 class Reservation:
     """A reserved (and possibly committed) charge on a dataset's budget, and a budget to pay releases from.
 
@@ -89,7 +78,7 @@ class Reservation:
     **Partitions.** A reservation charged to some partitions pays only for releases that name partitions
     among them (``partition=``): a release that names none would read every partition. A name such as
     ``"visits/2026-11-24"`` is not a partition here: whoever renders such names (the Airflow layer) splits
-    them (:func:`~dp_pipeline.accounting.partitions.split_partition`) and passes ``partition=``.
+    them (:func:`~dp_pipeline.airflow.partition_names.split_partition`) and passes ``partition=``.
 
     **Shares.** A reservation made for several attempts (an Airflow run's plan) pays each attempt from its
     own share: :meth:`claim` pays the attempt's declared cost from the reservation as the share of that
@@ -296,11 +285,6 @@ class Reservation:
         if self.status != "released":
             self.status = self._accountant._cancel(self.dataset, self.key, reason, None, by="attempt")
         return self
-
-    def release(self, reason: str) -> Reservation:
-        """Deprecated name of :meth:`cancel` (a "release" is a DP output)."""
-        warn_renamed("Reservation.release(reason)", "Reservation.cancel(reason)")
-        return self.cancel(reason)
 
     def __enter__(self) -> Reservation:
         return self

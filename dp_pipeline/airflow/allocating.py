@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from dp_pipeline.accounting.composition import group_event
-from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
 from dp_pipeline.airflow.declared import DagPlan, PlannedTask, Share
 from dp_pipeline.airflow.exceptions import PrivacyCostError
 from dp_pipeline.airflow.keys import role_task, task_name
+from dp_pipeline.airflow.partition_names import PARTITION_SEPARATOR
 from dp_pipeline.airflow.reports import format_guarantee
 from dp_pipeline.allocation import AllocatedRelease, Allocation
 from dp_pipeline.events import PrivacyEvent

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline.accounting.composition import group_event
-from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.airflow.allocating import calibrated_cost
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.declared import OnExhausted, airflow_max_map_length, operator_cost
@@ -48,6 +47,7 @@ from dp_pipeline.airflow.keys import (
     run_key,
     task_name,
 )
+from dp_pipeline.airflow.partition_names import locate_partition
 from dp_pipeline.airflow.templating import render_dataset
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
@@ -286,7 +286,7 @@ def charged_cost(
 
     A rendered name that is itself a dataset is charged whole; ``"visits/2026-11-24"`` charges partition
     ``"2026-11-24"`` of ``visits`` when ``visits`` is partitioned (see
-    :func:`~dp_pipeline.accounting.partitions.locate_partition`).
+    :func:`~dp_pipeline.airflow.partition_names.locate_partition`).
 
     Parameters
     ----------

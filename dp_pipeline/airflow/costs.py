@@ -60,7 +60,7 @@ class DPCost:
     partition : str or None
         The partition of ``dataset`` the cost is charged to. Not declared: filled in when a rendered name
         such as ``"visits/2026-11-24"`` names a partition of a partitioned dataset on the ledger (see
-        :func:`~dp_pipeline.accounting.partitions.locate_partition`); None charges the dataset whole.
+        :func:`~dp_pipeline.airflow.partition_names.locate_partition`); None charges the dataset whole.
 
     Raises
     ------

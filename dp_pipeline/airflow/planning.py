@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.airflow.allocating import run_part
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.declared import (
@@ -59,6 +58,7 @@ from dp_pipeline.airflow.declared import (
     task_attempts,
 )
 from dp_pipeline.airflow.exceptions import PrivacyCostError
+from dp_pipeline.airflow.partition_names import locate_partition
 from dp_pipeline.airflow.reports import dataset_budget, format_guarantee
 from dp_pipeline.airflow.templating import (
     as_logical_date,
@@ -246,7 +246,7 @@ def plan_dag(
 def locate_plan(plan: DagPlan, accountant: PrivacyAccountant) -> DagPlan:
     """The plan with each task's dataset name located on the ledger's budgets (only read).
 
-    - A rendered name is mapped by :func:`~dp_pipeline.accounting.partitions.locate_partition`: a name that
+    - A rendered name is mapped by :func:`~dp_pipeline.airflow.partition_names.locate_partition`: a name that
       is itself a dataset stays whole; ``visits/2026-11-24`` on a dataset ``visits`` declared partitioned
       becomes partition ``2026-11-24`` of ``visits`` (``cost.partition``). A name that names a partition of
       a dataset that is not partitioned keeps its name, with :attr:`PlannedTask.unlocated` saying why.

@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
 from dp_pipeline.airflow.allocating import RunPart, publish, published_plan, run_part
 from dp_pipeline.airflow.attempt import plan_form, refusal
 from dp_pipeline.airflow.declared import (
@@ -74,6 +73,7 @@ from dp_pipeline.airflow.declared import (
 from dp_pipeline.airflow.exceptions import PrivacyCostError
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 from dp_pipeline.airflow.keys import ATTEMPT_XCOM_KEY, SETTLED_XCOM_KEY, role_task, run_key, task_name
+from dp_pipeline.airflow.partition_names import PARTITION_SEPARATOR
 from dp_pipeline.airflow.planning import locate_plan, plan_dag
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (

@@ -12,7 +12,7 @@ anything else (the run id, the data interval, a Variable, the task instance) is 
 On a dataset declared partitioned, ``visits/{{ ds }}`` names partition ``{{ ds }}`` of dataset ``visits``
 (:func:`template_partition`): the DAG check without a logical date checks it as a partition that has spent
 nothing (what a new day costs), and a run charges the partition its name renders to (see
-:func:`~dp_pipeline.accounting.partitions.locate_partition`).
+:func:`~dp_pipeline.airflow.partition_names.locate_partition`).
 
 A name rendered from ``params`` can be changed when a run is triggered (``dag_run.conf`` overrides params by
 default), and then charges the budget of whatever dataset the trigger names: keep dataset templates to the
@@ -25,7 +25,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from dp_pipeline.accounting.partitions import PARTITION_SEPARATOR
+from dp_pipeline.airflow.partition_names import PARTITION_SEPARATOR
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = [

@@ -78,13 +78,11 @@ def budget_set(
         str,
         typer.Option(
             "--rule",
-            "--method",
             help="How spends compose: auto (basic for --epsilon, gdp_filter for --mu); basic (Σε and Σδ); "
             "gdp_filter (Σμ², a --mu budget); pure_or_gdp (an --epsilon budget with --delta > 0 spent by "
             "pure or Gaussian releases: Σε while all are pure, else Σμ² against the largest μ that fits); "
             "zcdp (the same releases chosen one after another, many of them: Σε while all are pure, else "
-            "Σρ, ρ = ε²/2 for pure ε and μ²/2 for Gaussian noise, against the largest ρ that fits). "
-            "--method is the older name of this option.",
+            "Σρ, ρ = ε²/2 for pure ε and μ²/2 for Gaussian noise, against the largest ρ that fits).",
         ),
     ] = "auto",
     relation: Annotated[

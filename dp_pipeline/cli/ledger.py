@@ -139,7 +139,7 @@ def ledger_cancel(
 ) -> None:
     """Return an open reservation to the budget, e.g. of a worker that died before reading data.
 
-    Only for an attempt that certainly read no data ('ledger release' is the older name of this command).
+    Only for an attempt that certainly read no data.
     """
     with _errors(), _accountant(ledger) as acct:
         r = acct.cancel(dataset, key, reason, actor=actor)
@@ -162,5 +162,3 @@ def ledger_cancel(
                 f"remaining {_amount(remaining.guarantee)}"
             )
 
-
-ledger_app.command("release", hidden=True, help="Older name of 'ledger cancel'.")(ledger_cancel)

@@ -175,7 +175,11 @@ a run's setup calibrate the same plan (a mixed plan takes seconds); refusals are
 
 
 def _allocation(
-    releases: list[PlannedRelease], fixed: list[PrivacyEvent], share: ShareGuarantee, rule: str, relation: Relation
+    releases: list[PlannedRelease],
+    fixed: list[PrivacyEvent],
+    share: ShareGuarantee,
+    rule: str,
+    relation: Relation,
 ) -> Allocation:
     events = tuple(json.dumps(e.to_dict(), sort_keys=True) for e in fixed)
     key = (tuple(releases), events, share, rule, relation)

@@ -19,11 +19,10 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting import split_partition
 from dp_pipeline.accounting.concentrated import zcdp_epsilon
-from dp_pipeline.accounting.partitions import locate_partition
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
+from dp_pipeline.airflow.partition_names import locate_partition, split_partition
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from tests.accounting.conftest import untriggered
 

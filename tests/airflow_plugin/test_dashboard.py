@@ -30,7 +30,7 @@ def _fill(ledger: Any) -> None:
     ledger.set_budget("patients", PureDP(3.0))
     ledger.spend("patients", PureDP(0.7), label="count diabetics", key="dag/count/run1/-1/1")
     ledger.spend("patients", PureDP(0.45), label="mean age", key="dag/mean/run1/-1/1")
-    ledger.reserve("patients", PureDP(0.3), key="dag/hist/run1/-1/1", label="histogram").release(
+    ledger.reserve("patients", PureDP(0.3), key="dag/hist/run1/-1/1", label="histogram").cancel(
         reason="attempt failed before its callable ran"
     )
     ledger.set_budget("visits", GaussianDP(1.0))

@@ -203,7 +203,7 @@ def test_a_reused_attempt_key_is_refused_with_its_state(ledger, first: str) -> N
     if first == "committed":
         reservation.commit()
     elif first == "released":
-        reservation.release("read nothing")
+        reservation.cancel("read nothing")
     with pytest.raises(AttemptAlreadyChargedError) as refused:
         reserve_or_refuse(ledger, cost, context)
     refusal = refused.value
