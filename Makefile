@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 # A second environment resolved afresh to the newest versions pyproject.toml allows (what `pip install
-# dp-pipeline[...]` gives a user today), beside the locked one; `make test` runs the suite in both.
+# dp-pipeline[...]` gives a user today), beside the locked one; `make test` runs the suite in both, at once.
 LATEST := .venv-latest
 LATEST_OVERRIDES := .ci/latest-overrides.txt
 UV_VERSION := 0.13.8
@@ -71,11 +71,16 @@ typecheck: env
 pytest: env system-deps
 	$(BIN)/pytest
 
-# Every module again in the newest environment; the slow statistical tests run in the locked run only.
+# Every module again in the newest environment; the slow statistical tests and the tests that start other
+# processes (subprocesses, process pools, executors) run in the locked run only. Its own cache directory: the
+# two runs go at once.
 pytest-latest: latest-env system-deps
-	$(LATEST)/bin/pytest -m "not slow"
+	$(LATEST)/bin/pytest -m "not slow and not processes" -o cache_dir=$(LATEST)/.pytest_cache
 
-test: lint typecheck pytest pytest-latest
+# Lint and typecheck first, then the locked and the newest-versions runs at the same time (each starts its
+# own PostgreSQL, Spark and Airflow home); fails if either fails. Each output is printed whole when its run ends.
+test: lint typecheck
+	$(MAKE) --no-print-directory -j2 --output-sync=target pytest pytest-latest
 
 demo: demo-env
 	$(BIN)/python examples/demo.py

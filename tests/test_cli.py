@@ -583,6 +583,7 @@ def test_usage_errors_are_one_line(url: str) -> None:
 # ------------------------------------------------------------------------------------------------ packaging
 
 
+@pytest.mark.processes
 def test_console_script_runs(url: str) -> None:
     help_run = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
     assert help_run.returncode == 0 and "budget" in help_run.stdout and "plan" in help_run.stdout
@@ -601,12 +602,14 @@ def test_console_script_runs(url: str) -> None:
     assert missing.stderr.strip().splitlines() == [missing.stderr.strip()]
 
 
+@pytest.mark.processes
 def test_importing_the_library_does_not_import_the_cli_extra() -> None:
     code = "import sys, dp_pipeline, dp_pipeline.accounting; print(sorted(sys.modules))"
     modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "'typer'" not in modules and "'rich'" not in modules
 
 
+@pytest.mark.processes
 def test_a_missing_cli_extra_names_the_install_command() -> None:
     code = "import sys; sys.modules['typer'] = None; import dp_pipeline.cli"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -635,6 +638,7 @@ def test_plan_check_help_documents_the_plan_format() -> None:
     assert '"group_size"' in out and "check-dags" in out
 
 
+@pytest.mark.processes
 def test_version_prints_the_project_version() -> None:
     """``--version`` prints the version pyproject.toml declares (read here with tomllib), in the app and
     through ``python -m dp_pipeline.cli``, and exits 0 without a ledger."""

@@ -53,6 +53,7 @@ def test_every_documented_example_exists() -> None:
 
 
 @pytest.mark.parametrize("name", scripts())
+@pytest.mark.processes
 def test_example_runs(name: str) -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name)],

@@ -27,16 +27,19 @@ def test_all_is_sorted_and_importable() -> None:
 @pytest.mark.parametrize(
     "heavy", ["sqlalchemy", "alembic", "dp_accounting", "sklearn", "pandas", "airflow", "matplotlib"]
 )
+@pytest.mark.processes
 def test_core_import_needs_no_extra(heavy: str) -> None:
     modules = imported_after("import dp_pipeline, dp_pipeline.mechanisms, dp_pipeline.estimation")
     assert heavy not in {m.split(".")[0] for m in modules}
 
 
+@pytest.mark.processes
 def test_accounting_never_imports_mechanisms() -> None:
     modules = imported_after("import dp_pipeline.accounting, dp_pipeline.accounting.composition")
     assert not any(m.startswith("dp_pipeline.mechanisms") for m in modules)
 
 
+@pytest.mark.processes
 def test_dp_pipeline_never_imports_airflow_plugin() -> None:
     modules = imported_after("import dp_pipeline, dp_pipeline.accounting, dp_pipeline.transformers")
     assert not any(m.startswith(("airflow_plugin", "dp_pipeline.airflow")) for m in modules)
@@ -82,6 +85,7 @@ def test_no_package_imports_another_packages_private_module_or_name(package: str
     assert wrong == []
 
 
+@pytest.mark.processes
 def test_the_wheel_carries_both_type_markers_one_license_and_the_project_urls(tmp_path: Path) -> None:
     """What users install: py.typed in both packages, the SPDX license expression and no license
     classifier beside it, and the project's URLs (read from the built wheel's METADATA)."""

@@ -650,6 +650,7 @@ def test_events_from_the_mechanisms() -> None:
     assert epsilon_of(result) < compose_basic([e.guarantee for e in plan]).epsilon
 
 
+@pytest.mark.processes
 def test_accounting_does_not_import_the_mechanisms() -> None:
     code = (
         "import sys, dp_pipeline.accounting.composition;"

@@ -31,6 +31,7 @@ def url(ledger_url: str) -> str:
     return ledger_url
 
 
+@pytest.mark.processes
 def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolExecutor, url: str) -> None:
     acct = PrivacyAccountant(url, create=True)
     acct.set_budget("shared", ApproxDP(BUDGET, 0.0))
@@ -47,6 +48,7 @@ def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolEx
     acct.close()
 
 
+@pytest.mark.processes
 def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: str) -> None:
     acct = PrivacyAccountant(url, create=True)
     acct.set_budget("shared", ApproxDP(5.0, 0.0))
@@ -62,6 +64,7 @@ def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: s
     acct.close()
 
 
+@pytest.mark.processes
 def test_process_killed_between_reserve_and_commit_fails_closed(url: str, tmp_path: Path) -> None:
     acct = PrivacyAccountant(url, create=True)
     acct.set_budget("d", ApproxDP(1.5, 0.0))

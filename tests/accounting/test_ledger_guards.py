@@ -404,6 +404,7 @@ def _spend_in_child(acct: PrivacyAccountant, queue: Any) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.processes
 def test_an_accountant_used_in_child_processes(
     backend: str, method: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -426,6 +427,7 @@ def test_an_accountant_used_in_child_processes(
     acct.close()
 
 
+@pytest.mark.processes
 def test_a_memory_ledger_refuses_use_in_a_forked_child() -> None:
     acct = PrivacyAccountant("memory://")
     acct.set_budget("d", ApproxDP(1.0, 0.0))
@@ -605,6 +607,7 @@ def _read_only_mount(source: Path, target: Path, command: list[str]) -> subproce
     )
 
 
+@pytest.mark.processes
 def test_verify_works_on_a_read_only_file_system(tmp_path: Path) -> None:
     source, target = tmp_path / "src", tmp_path / "ro"
     source.mkdir()

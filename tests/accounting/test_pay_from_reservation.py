@@ -414,6 +414,7 @@ PAYS_THAT_FIT = 48
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_processes_paying_from_one_reservation_never_exceed_it(
     pool: ProcessPoolExecutor, ledger_url: str
 ) -> None:

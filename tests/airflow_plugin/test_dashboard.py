@@ -87,6 +87,7 @@ def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProce
 
 
 @pytest.mark.browser
+@pytest.mark.processes
 def test_dashboard_in_headless_chromium_shows_the_numbers(served_dashboard: str, tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed (make test installs the Debian package)")

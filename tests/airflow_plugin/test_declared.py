@@ -102,6 +102,7 @@ def _every_import(path: Path) -> set[str]:
     return found
 
 
+@pytest.mark.processes
 def test_no_cycle_even_for_annotations_planning_below_the_provider_and_no_private_imports() -> None:
     """Counting ``TYPE_CHECKING`` imports too, the provider's modules import one another without a cycle;
     ``dp_pipeline.planning`` imports nothing of the provider nor of Airflow; and the provider imports no

@@ -15,6 +15,7 @@ from tests.airflow_plugin.conftest import REPO
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
 
 
+@pytest.mark.processes
 def test_airflow_demo_prints_the_refusal_and_the_budget_table() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DP_PIPELINE_TEST"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # this tree's code

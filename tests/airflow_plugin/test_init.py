@@ -31,6 +31,7 @@ def test_public_contract_imports() -> None:
     assert PrivacyBudgetOperator.__module__ == "dp_pipeline.airflow.operators"
 
 
+@pytest.mark.processes
 def test_import_without_airflow_names_the_extra() -> None:
     # sys.modules[name] = None is how Python marks a module as not importable
     for name in ("dp_pipeline.airflow", "airflow_plugin"):

@@ -99,6 +99,7 @@ def test_entry_points_name_the_namespaced_package() -> None:
         assert importlib.metadata.EntryPoint(name, value, group).load() is not None
 
 
+@pytest.mark.processes
 def test_a_shadowing_file_on_sys_path_leaves_the_namespaced_package_working(tmp_path: Path) -> None:
     (tmp_path / "airflow_plugin.py").write_text(USER_FILE)
     result = _run(
@@ -123,6 +124,7 @@ def test_a_shadowing_file_on_sys_path_leaves_the_namespaced_package_working(tmp_
     assert f"shadow: {tmp_path / 'airflow_plugin.py'}" in result.stdout
 
 
+@pytest.mark.processes
 def test_plugin_load_names_a_plugins_folder_file_that_shadows_and_still_serves(tmp_path: Path) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()

@@ -239,6 +239,7 @@ def _this_tree_first() -> str:
 
 
 @pytest.mark.parametrize("name", list(_COMMANDS))
+@pytest.mark.processes
 def test_check_command_runs_as_a_module_and_an_airflow_command(ledger, name) -> None:
     from dp_pipeline import PureDP
 
@@ -249,6 +250,7 @@ def test_check_command_runs_as_a_module_and_an_airflow_command(ledger, name) -> 
 
 
 @pytest.mark.parametrize("name", ["python-m", "airflow-cli"])
+@pytest.mark.processes
 def test_check_json_is_all_of_standard_output_and_logs_go_to_stderr(ledger, name) -> None:
     """Airflow logs "Filling up the DagBag" (and the ledger its migrations) to stdout; the JSON report
     must be parseable as the whole of standard output."""
@@ -266,6 +268,7 @@ def test_check_json_is_all_of_standard_output_and_logs_go_to_stderr(ledger, name
     assert "Filling up the DagBag" in result.stderr
 
 
+@pytest.mark.processes
 def test_check_of_a_missing_folder_or_one_without_dags_is_an_error(ledger, tmp_path) -> None:
     missing = _run_check(_COMMANDS["python-m"], str(tmp_path / "dgas"), "--ledger-url", ledger.url)
     assert missing.returncode == 2 and missing.stdout == ""
@@ -276,6 +279,7 @@ def test_check_of_a_missing_folder_or_one_without_dags_is_an_error(ledger, tmp_p
     assert empty.returncode == 2 and "no DAG found in" in empty.stderr
 
 
+@pytest.mark.processes
 def test_check_of_a_folder_with_import_errors_exits_2_with_the_errors_in_json(ledger, tmp_path) -> None:
     (tmp_path / "broken_dag.py").write_text("from airflow.sdk import DAG\nraise RuntimeError('broken')\n")
     result = _run_check(_COMMANDS["python-m"], str(tmp_path), "--json", "--ledger-url", ledger.url)
@@ -286,6 +290,7 @@ def test_check_of_a_folder_with_import_errors_exits_2_with_the_errors_in_json(le
 
 
 @pytest.mark.parametrize("name", ["python-m", "airflow-cli"])
+@pytest.mark.processes
 def test_check_without_a_ledger_connection_is_one_line_naming_it(name) -> None:
     import os
 
@@ -309,6 +314,7 @@ def test_check_without_a_ledger_connection_is_one_line_naming_it(name) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.processes
 def test_policies_enabled_through_airflow_local_settings(ledger, tmp_path) -> None:
     """The documented opt-in: importing the policies in airflow_local_settings.py, which Airflow imports
     while it initialises, refuses the over-budget example DAG when a DAG folder is parsed."""

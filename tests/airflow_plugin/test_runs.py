@@ -82,6 +82,7 @@ def execution_api(monkeypatch: pytest.MonkeyPatch) -> Any:
     thread.join(timeout=10)
 
 
+@pytest.mark.processes
 def test_example_dag_under_the_local_executor(ledger, execution_api) -> None:
     """The production task path: the LocalExecutor runs each task in a supervised subprocess that reaches
     Airflow only through the Task Execution API (no metadata database) and the ledger through the

@@ -126,15 +126,18 @@ def _column_transformer(release: Release, df1: pd.DataFrame, df2: pd.DataFrame) 
     return ct.transform(df1), ct.transform(df2)
 
 
+_LOKY = _joblib("loky")
 COPIES = [
     _pickled,
     _deep_copied,
-    _joblib("loky"),
+    _LOKY,
     _process_pool,
     _feature_union,
     _pipeline_loaded_twice,
     _column_transformer,
 ]
+# the copies made in worker processes (loky workers, a process pool, joblib workers of n_jobs=2)
+IN_WORKER_PROCESSES = {_LOKY, _process_pool, _feature_union, _column_transformer}
 
 
 def _unchanged_identical(out1: Any, out2: Any) -> bool:
@@ -147,7 +150,13 @@ def _name(value: Any) -> str:
 
 
 COMBINATIONS = [
-    pytest.param(release, data, copies, id=f"{_name(release)}-{copies.__name__.strip('_')}")
+    pytest.param(
+        release,
+        data,
+        copies,
+        id=f"{_name(release)}-{copies.__name__.strip('_')}",
+        marks=pytest.mark.processes if copies in IN_WORKER_PROCESSES else (),
+    )
     for release, data in CASES
     for copies in COPIES
     # a ColumnTransformer step must return one row per input row

@@ -103,6 +103,7 @@ def test_the_frames_build_releases_from_explicit_arguments() -> None:
         assert calls == [], path.name
 
 
+@pytest.mark.processes
 def test_a_pandas_release_imports_no_spark() -> None:
     code = (
         "import sys, pandas as pd\n"

@@ -71,6 +71,7 @@ def _draw_in_child(view: OneShot, queue: multiprocessing.Queue) -> None:  # type
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.processes
 def test_a_forked_child_cannot_draw() -> None:
     view = Laplace(epsilon=0.5, sensitivity=1.0).one_shot()
     context = multiprocessing.get_context("fork")

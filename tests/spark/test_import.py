@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.processes]  # a fresh interpreter
 
 
 def test_the_pandas_functions_do_not_import_pyspark() -> None:

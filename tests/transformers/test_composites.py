@@ -175,6 +175,7 @@ def test_a_composite_given_a_reservation_pays_from_it() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_n_jobs_two_charges_step_by_step_unwrapped_and_all_or_nothing_wrapped(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     acct = _acct(1.5, url)

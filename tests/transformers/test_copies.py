@@ -133,10 +133,10 @@ def _pipeline_loaded_twice(estimator: BaseEstimator, x1: Any, x2: Any) -> tuple[
 COPIES = [
     _pickled,
     _deep_copied,
-    _joblib("loky"),
-    _process_pool,
-    _column_transformer,
-    _feature_union,
+    pytest.param(_joblib("loky"), marks=pytest.mark.processes),
+    pytest.param(_process_pool, marks=pytest.mark.processes),
+    pytest.param(_column_transformer, marks=pytest.mark.processes),  # n_jobs=2: joblib worker processes
+    pytest.param(_feature_union, marks=pytest.mark.processes),  # n_jobs=2: joblib worker processes
     _pipeline_loaded_twice,
 ]
 

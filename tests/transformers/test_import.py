@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.processes  # every test runs a fresh interpreter
+
 
 def test_import_without_sklearn_names_the_extra() -> None:
     code = (

@@ -194,6 +194,7 @@ def test_grid_search_in_one_process_charges_the_memory_ledger(acct: PrivacyAccou
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_grid_search_and_cross_val_score_in_worker_processes_charge_the_one_sqlite_ledger(
     sqlite_acct: PrivacyAccountant,
 ) -> None:
@@ -209,6 +210,7 @@ def test_grid_search_and_cross_val_score_in_worker_processes_charge_the_one_sqli
     sqlite_acct.verify("d")
 
 
+@pytest.mark.processes
 def test_grid_search_with_a_memory_ledger_and_workers_fails_closed(acct: PrivacyAccountant) -> None:
     with pytest.raises(pickle.PicklingError) as info:  # joblib cannot send the task to a worker
         grid_search(acct, n_jobs=2).fit(X, Y)

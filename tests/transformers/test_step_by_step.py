@@ -146,6 +146,7 @@ def test_a_wrapped_seeded_step_goes_on_with_its_generator_across_calls() -> None
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_a_plain_column_transformer_with_two_workers_charges_each_step(tmp_path: Path) -> None:
     acct = _acct(10.0, f"sqlite:///{tmp_path / 'ledger.db'}")
     ct = ColumnTransformer([("a", noise(acct, 0.5), [0]), ("b", noise(acct, 0.25), [1])], n_jobs=2)
@@ -156,6 +157,7 @@ def test_a_plain_column_transformer_with_two_workers_charges_each_step(tmp_path:
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_a_plain_pipeline_under_a_grid_search_with_two_workers_charges_the_one_ledger(tmp_path: Path) -> None:
     acct = _acct(100.0, f"sqlite:///{tmp_path / 'ledger.db'}")
     columns = ColumnTransformer([("a", noise(acct, 0.5), [0]), ("b", noise(acct, 0.25), [1])], n_jobs=2)
