@@ -48,7 +48,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.accounting import BudgetReport, PrivacyAccountant, Reservation
+from dp_pipeline.accounting import BudgetReport, DatasetHandle, PrivacyAccountant, Reservation
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError
@@ -191,24 +191,26 @@ class _Group:
         return composite_event(self.costs, self.costs[0].relation)
 
 
-def _group_key(step: DPTransformer) -> _Key:
-    """The reservation a step would pay from (InvalidParameterError for a bad accountant, dataset or group
-    size)."""
-    as_spender(step.accountant, step.dataset)
-    return id(step.accountant), step.dataset, check_positive_int(step.group_size, "group_size")
+def _charged(step: DPTransformer) -> _Group | None:
+    """The empty group of the reservation a step would pay from: its dataset's, when it charges a dataset
+    (an accountant with ``dataset=``, or a dataset handle); None when it pays from a reservation already or
+    charges nothing. InvalidParameterError for a bad accountant, dataset or group size."""
+    spender = as_spender(step.accountant, step.dataset)
+    k = check_positive_int(step.group_size, "group_size")
+    if isinstance(spender, DatasetHandle) and isinstance(spender.accountant, PrivacyAccountant):
+        return _Group(spender.accountant, spender.name, k)
+    return None
 
 
 def _groups(calls: Sequence[Release]) -> list[_Group]:
-    """The releases that charge a PrivacyAccountant, by accountant, dataset and group size (checked first:
-    a bad accountant or dataset raises InvalidParameterError before anything is reserved). Releases that
-    charge nothing or pay from a reservation already are left to themselves."""
+    """The releases that charge a dataset, by accountant, dataset and group size (every step checked
+    first: a bad accountant or dataset raises InvalidParameterError before anything is reserved). Releases
+    that charge nothing or pay from a reservation already are left to themselves."""
     groups: dict[_Key, _Group] = {}
     for release in calls:
-        step = release.step
-        key = _group_key(step)
-        if not isinstance(step.accountant, PrivacyAccountant):
-            continue  # "unaccounted", a Reservation, or another spender: charged as it says
-        groups.setdefault(key, _Group(step.accountant, step.dataset, key[2])).costs.append(release.cost)
+        group = _charged(release.step)
+        if group is not None:
+            groups.setdefault(group.key, group).costs.append(release.cost)
     return list(groups.values())
 
 
@@ -242,7 +244,7 @@ def _paying(
     """Reserve the total of ``calls`` (all or none) and tell which reservation each of ``steps`` (a DP
     step, named by a handle) pays from: the one of its accountant, dataset and group size. Every step and
     every release is checked before anything is reserved."""
-    plan = {h: _group_key(step) for h, step in steps if isinstance(step.accountant, PrivacyAccountant)}
+    plan = {h: group.key for h, step in steps if (group := _charged(step)) is not None}
     reserved = _reserve(_groups(calls), label)
     payers = {group.key: reservation for group, reservation in reserved}
     return {h: payers[key] for h, key in plan.items() if key in payers}, reserved
@@ -290,10 +292,15 @@ def _charging_again(fitted: Any, reserved: Sequence[tuple[_Group, Reservation]])
     """A copy of ``fitted`` in which the DP steps that pay from one of ``reserved`` charge that
     reservation's accountant again (a step back from a joblib worker holds a copy of the reservation: it
     is known by its dataset and key)."""
-    back = {(r.dataset, r.key): group.accountant for group, r in reserved}
-    paying = [s for s in _dp_steps(fitted) if isinstance(s.accountant, Reservation)]
-    payers = {id(s): back.get((s.accountant.dataset, s.accountant.key)) for s in paying}
-    return _repointed(fitted, {step: payer for step, payer in payers.items() if payer is not None})
+    back = {(r.dataset, r.key): group for group, r in reserved}
+    payers: dict[int, Any] = {}
+    for step in _dp_steps(fitted):
+        paying = step.accountant
+        group = back.get((paying.dataset, paying.key)) if isinstance(paying, Reservation) else None
+        if group is not None:  # the accountant with the step's dataset=, or the handle of a step without one
+            same = step.dataset == group.dataset
+            payers[id(step)] = group.accountant if same else group.accountant.dataset(group.dataset)
+    return _repointed(fitted, payers)
 
 
 # ------------------------------------------------------------------------------------------------------

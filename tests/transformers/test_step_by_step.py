@@ -224,3 +224,19 @@ def test_wrapped_calls_from_several_threads_each_pay_their_own_reservation() -> 
     assert len(reservations) == 9
     assert all(sum(1 for e in acct.history("d") if e.paid_from == r.key) == 2 for r in reservations)
     acct.verify()
+
+
+def test_all_or_nothing_reserves_steps_that_charge_a_dataset_handle_together() -> None:
+    """Steps given ``accountant=acct.dataset("d")`` (no ``dataset=``) are reserved with the steps given the
+    accountant and ``dataset="d"``: one reservation for the call, all or none."""
+    acct = _acct(1.0)
+    handle = LaplaceNoise(epsilon=0.5, lower=0.0, upper=1.0, accountant=acct.dataset("d"))
+    wrapped = AllOrNothing(ColumnTransformer([("a", handle, [0]), ("b", noise(acct, 0.75), [1])]))
+    before = kinds(acct)
+    with pytest.raises(BudgetExceededError):
+        wrapped.fit_transform(X)  # 0.5 + 0.75 > 1: refused whole, before any noise
+    assert kinds(acct) == before and spent(acct) == 0
+    fits = AllOrNothing(ColumnTransformer([("a", handle, [0]), ("b", noise(acct, 0.25), [1])]))
+    fits.fit_transform(X)
+    assert kinds(acct).count("reserve") == 1 and spent(acct) == Fraction(1, 2) + Fraction(1, 4)
+    assert fits.estimator_.transformers_[0][1].accountant == acct.dataset("d")  # charges the handle again
