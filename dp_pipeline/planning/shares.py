@@ -85,7 +85,7 @@ def share_terms(accountant: PrivacyAccountant, dataset: str, share: Guarantee) -
             f"of its budget {format_guarantee(report.guarantee, compact=True)}: give a {wanted} share",
             "share",
         )
-    return rule.names[0], accountant.relation(dataset)
+    return rule.names[0], report.relation
 
 
 def calibrate_share(
@@ -175,7 +175,11 @@ a run's setup calibrate the same plan (a mixed plan takes seconds); refusals are
 
 
 def _allocation(
-    releases: list[PlannedRelease], fixed: list[PrivacyEvent], share: ShareGuarantee, rule: str, relation: Relation
+    releases: list[PlannedRelease],
+    fixed: list[PrivacyEvent],
+    share: ShareGuarantee,
+    rule: str,
+    relation: Relation,
 ) -> Allocation:
     events = tuple(json.dumps(e.to_dict(), sort_keys=True) for e in fixed)
     key = (tuple(releases), events, share, rule, relation)
