@@ -50,6 +50,8 @@ from dp_pipeline.accounting.reports import (
     history,
     partition_report,
     quote_report,
+    read_chain,
+    read_head,
     unknown_dataset,
 )
 from dp_pipeline.accounting.request import Request
@@ -353,7 +355,7 @@ class PrivacyAccountant(ReservationMembers):
         Budget changes and the commit/release records are in
         :func:`~dp_pipeline.accounting.reports.ledger_entries` (the raw hash chain).
         """
-        return history(dataset, self._records(dataset), since=since, limit=limit)
+        return history(dataset, read_chain(self._store, dataset), since=since, limit=limit)
 
     # ------------------------------------------------------------------------------------- spending
 
@@ -617,20 +619,7 @@ class PrivacyAccountant(ReservationMembers):
         return unknown_dataset(self._store, dataset)
 
     def _read(self, dataset: str) -> tuple[DatasetHead, DatasetBudget, Totals]:
-        dataset = check_name(dataset, "dataset")
-        head = self._store.head(dataset)
-        if head is None:
-            raise self._unknown(dataset)
-        where = f"dataset {dataset!r}"
-        budget = budget_of(head.state, where)
-        return head, budget, budget.rule.read_totals(head.state.totals, where)
-
-    def _records(self, dataset: str) -> list[Any]:
-        dataset = check_name(dataset, "dataset")
-        records = list(self._store.records(dataset))
-        if not records and self._store.head(dataset) is None:
-            raise self._unknown(dataset)
-        return records
+        return read_head(self._store, dataset)
 
     def _unbounded(self, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
         """Why the dataset's loss is unbounded at ``head`` (see :class:`~dp_pipeline.accounting.verify.

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.accounting._checks import check_name
-from dp_pipeline.accounting.ledger.base import END_KINDS, LedgerRecord, LedgerStore
+from dp_pipeline.accounting.ledger.base import END_KINDS, DatasetHead, LedgerRecord, LedgerStore
 from dp_pipeline.accounting.ledger.urls import redact_url
 from dp_pipeline.accounting.pricing import Price
 from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
@@ -42,6 +42,8 @@ __all__ = [
     "partition_spending",
     "quote_report",
     "read_all",
+    "read_chain",
+    "read_head",
     "release_entry",
     "unknown_dataset",
 ]
@@ -425,13 +427,20 @@ def partition_spending(store: LedgerStore, dataset: str) -> dict[str, BudgetRepo
     data lie in that partition alone. The dataset's spent amount composes the L largest. Empty for a
     dataset that is not partitioned, or before any release named a partition. UnknownDatasetError when the
     dataset has no budget."""
+    _, budget, totals = read_head(store, dataset)
+    return partition_reports(dataset, budget, totals)
+
+
+def read_head(store: LedgerStore, dataset: str) -> tuple[DatasetHead, DatasetBudget, Totals]:
+    """The head row of ``dataset`` in ``store``, its budget and its running totals (UnknownDatasetError
+    when the dataset has no budget; LedgerError when the head is unreadable)."""
     dataset = check_name(dataset, "dataset")
     head = store.head(dataset)
     if head is None:
         raise unknown_dataset(store, dataset)
     where = f"dataset {dataset!r}"
     budget = budget_of(head.state, where)
-    return partition_reports(dataset, budget, budget.rule.read_totals(head.state.totals, where))
+    return head, budget, budget.rule.read_totals(head.state.totals, where)
 
 
 def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:
@@ -564,11 +573,17 @@ def ledger_entries(store: LedgerStore, dataset: str) -> list[LedgerEntry]:
     status. The releases alone are :meth:`PrivacyAccountant.history
     <dp_pipeline.accounting.accountant.PrivacyAccountant.history>`. UnknownDatasetError when the dataset has
     no budget."""
+    return chain_entries(dataset, read_chain(store, dataset))
+
+
+def read_chain(store: LedgerStore, dataset: str) -> list[LedgerRecord]:
+    """Every record of ``dataset``'s chain in ``store``, in order (UnknownDatasetError when the dataset has
+    no budget)."""
     dataset = check_name(dataset, "dataset")
     records = list(store.records(dataset))
     if not records and store.head(dataset) is None:
         raise unknown_dataset(store, dataset)
-    return chain_entries(dataset, records)
+    return records
 
 
 def ended_by(records: Sequence[LedgerRecord]) -> dict[int, LedgerRecord]:
