@@ -86,7 +86,7 @@ def _run_entries(ledger: Any, dataset: str) -> tuple[list[Any], list[Any]]:
     """The dataset's charges, and the attempts' shares of them (the draws paid within a share, which
     record its cap, are left out)."""
     history = ledger.history(dataset)
-    within = {r.seq for r in ledger._records(dataset) if r.kind == "pay" and "cap" in r.body}
+    within = {r.seq for r in ledger.store.records(dataset) if r.kind == "pay" and "cap" in r.body}
     shares = [e for e in history if e.paid_from is not None and e.seq not in within]
     return [e for e in history if e.paid_from is None], shares
 

@@ -22,7 +22,7 @@ def _run_entries(ledger: Any, dataset: str) -> tuple[list[Any], list[Any]]:
     """The dataset's charges (reservations) and the payments from a run's reservation: the attempts' shares
     (the releases paid within a share, which record its ``cap``, count against the share only)."""
     history = ledger.history(dataset)
-    within = {r.seq for r in ledger._records(dataset) if r.kind == "pay" and "cap" in r.body}
+    within = {r.seq for r in ledger.store.records(dataset) if r.kind == "pay" and "cap" in r.body}
     charged = [entry for entry in history if entry.paid_from is None]
     paid = [
         entry
