@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dp_pipeline.accounting.reports import ledger_entries
+
 REPO = Path(__file__).resolve().parents[1]
 EPSILON = 0.005
 DATASET = "bench"
@@ -134,7 +136,7 @@ def measure(url: str, ledger: str, durability: str, processes: int, fit: int) ->
     spent = acct.spent(DATASET).epsilon
     try:
         acct.verify()
-        reserves = [e for e in acct.records(DATASET) if e.kind == "reserve"]
+        reserves = [e for e in ledger_entries(acct.store, DATASET) if e.kind == "reserve"]
         verified = len(reserves) == committed and all(e.status == "committed" for e in reserves)
     except Exception as err:
         print(f"verification failed: {err}", file=sys.stderr)

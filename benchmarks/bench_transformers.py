@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dp_pipeline import PrivacyAccountant, PrivacyLeakWarning, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.mechanisms import Laplace, fast_rng
 from dp_pipeline.mechanisms.sampling import secure_rng
 from dp_pipeline.transformers import LaplaceNoise
@@ -75,7 +76,7 @@ def main() -> None:
                 calls.append(lambda noise=noise: noise.transform(df))
             seconds = best_seconds(calls)
             rows += [(path, label, s, s / seconds[0]) for label, s in zip(labels, seconds, strict=True)]
-        charges = sum(1 for e in acct.records("bench") if e.kind == "reserve")
+        charges = sum(1 for e in ledger_entries(acct.store, "bench") if e.kind == "reserve")
         acct.close()
     print(
         f"Transform throughput, {ROWS:,} × {COLUMNS} float64 (best of 5 rounds; {charges} ledger charges)\n"

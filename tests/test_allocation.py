@@ -35,6 +35,7 @@ from dp_pipeline import (
 )
 from dp_pipeline.accounting import UnknownDatasetError
 from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.mechanisms import (
     BinaryRandomizedResponse,
@@ -335,10 +336,10 @@ def _bad(**changes: Any) -> PlannedRelease:
 )
 def test_bad_releases_are_refused_and_nothing_changes(releases: Any, match: str) -> None:
     acct = memory(ApproxDP(1.0, 1e-6))
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(InvalidParameterError, match=match):
         allocate(releases, accountant=acct, dataset="d")
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
 
 
 @pytest.mark.parametrize(
@@ -360,10 +361,10 @@ def test_the_budget_must_be_named_once(where: dict[str, Any]) -> None:
 def test_plans_that_cannot_fit() -> None:
     acct = memory(ApproxDP(1.0, 1e-6))
     acct.spend("d", ApproxDP(1.0, 1e-6))  # ε and δ used up (with δ left, enough noise fits (0, δ))
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(BudgetExceededError, match="No amount of noise"):
         allocate([PlannedRelease("laplace", sensitivity=1.0)], accountant=acct, dataset="d")
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
     with pytest.raises(UnsupportedCompositionError):
         allocate([PlannedRelease("gaussian", sensitivity=1.0)], target=PureDP(1.0))
     with pytest.raises(UnknownDatasetError):
@@ -482,7 +483,7 @@ def test_command_allocates_and_its_plan_checks(ledger: str, tmp_path: Path) -> N
     check = command("plan", "check", "d", str(calibrated), "--json", "--ledger", ledger)
     assert check.exit_code == 0, check.stderr
     assert json.loads(check.stdout)["cost"] == out["cost"]
-    assert acct.records("d")[-1].kind == "budget"  # nothing was charged
+    assert ledger_entries(acct.store, "d")[-1].kind == "budget"  # nothing was charged
     acct.close()
 
 

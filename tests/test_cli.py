@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.composition import group_event
 from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.cli import app
 from dp_pipeline.mechanisms import Gaussian, KRandomizedResponse, Laplace, Staircase
 
@@ -145,14 +146,16 @@ def test_ledger_cancel_of_an_open_reservation(url: str) -> None:
     assert (out["status"], out["key"]) == ("released", "dag/task/run/1")
     assert out["cost"] == g(ApproxDP(0.25, 0.0))
     assert out["remaining"]["guarantee"] == g(acct.remaining("d").guarantee) == g(ApproxDP(0.5, 0.0))
-    last = acct.records("d")[-1]
+    last = ledger_entries(acct.store, "d")[-1]
     assert (last.kind, last.key, last.reason) == ("release", "dag/task/run/1", "killed before reading")
     assert last.actor is not None and "@" in last.actor  # user@host by default
     text = ok(
         "ledger", "cancel", "d", "dag/task/run/1", "--reason", "again", "--actor", "ops", url=url
     ).stdout
     assert "is cancelled" in text  # cancelling again changes nothing
-    assert len(acct.records("d")) == 5  # budget, reserve, reserve and commit of "done", cancellation
+    assert (
+        len(ledger_entries(acct.store, "d")) == 5
+    )  # budget, reserve, reserve and commit of "done", cancellation
     fails(1, "ledger", "cancel", "d", "done", "--reason", "oops", url=url, match="is committed")
     fails(1, "ledger", "cancel", "d", "no-such-key", "--reason", "x", url=url, match="no reservation")
     fails(2, "ledger", "cancel", "d", "done", url=url, match="Missing option '--reason'")
@@ -209,7 +212,7 @@ def test_budget_set_changes_and_refusals(url: str) -> None:
     fails(2, "budget", "set", "d", "--epsilon", "0.5", url=url, match="below what is already spent")
     fails(2, "budget", "set", "d", "--mu", "1", url=url, match="cannot change")
     assert acct.budget("d").guarantee == ApproxDP(2.0, 0.0)  # refusals changed nothing
-    history = acct.records("d")
+    history = ledger_entries(acct.store, "d")
     assert [e.kind for e in history] == ["budget", "reserve", "commit", "budget"]
     assert history[-1].reason == "new quarter"
     acct.close()
@@ -251,7 +254,7 @@ def test_budget_history_lists_one_row_per_release(url: str) -> None:
     acct.cancel("d", "k3", "worker died before reading data")
     acct.spend_plan("d", [PureDP(0.1), PureDP(0.2)], key="plan")
     out = as_json("budget", "history", "d", url=url)
-    releases = [e for e in acct.records("d") if e.kind == "reserve"]
+    releases = [e for e in ledger_entries(acct.store, "d") if e.kind == "reserve"]
     assert [e["seq"] for e in out] == [e.seq for e in releases]
     assert [(e["key"], e["status"], e["group_size"]) for e in out] == [
         ("k1", "committed", 2),
@@ -367,7 +370,7 @@ def test_plan_check_prices_the_plan_as_the_accountant_does(url: str, tmp_path: P
     assert at_delta["cost"]["guarantee"] == g(acct.plan_cost("d", events, delta=5e-7).guarantee)
     table = ok("plan", "check", "d", plan, url=url).stdout
     assert "fits: yes" in table and "tight PLD" in table and "count" in table
-    assert len(acct.records("d")) == 1  # a check charges nothing
+    assert len(ledger_entries(acct.store, "d")) == 1  # a check charges nothing
     acct.close()
 
 

@@ -15,6 +15,7 @@ pytest.importorskip("typer")
 from typer.testing import CliRunner
 
 from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.cli import app
 
 _ADD_REMOVE = ("--relation", "add_remove")  # partitioned budgets require add/remove
@@ -48,7 +49,10 @@ def test_budget_show_lists_what_each_partition_spent(tmp_path: Path) -> None:
     with PrivacyAccountant(url, create=False) as acct:
         acct.spend("visits", PureDP(1.0), partition="2026-11-24")
         acct.spend("visits", PureDP(0.5), partition=["2026-11-24", "2026-11-25"])
-        expected = {name: report.guarantee.to_dict() for name, report in acct.partitions("visits").items()}
+        expected = {
+            name: report.guarantee.to_dict()
+            for name, report in partition_spending(acct.store, "visits").items()
+        }
     status = json.loads(_run("budget", "show", "visits", "--json", "--ledger", url))
     assert {name: spent["guarantee"] for name, spent in status["partition_spent"].items()} == expected
     assert expected == {  # 1 + 0.5 on the 24th, 0.5 on the 25th

@@ -38,7 +38,6 @@ from dp_pipeline.accounting.ledger.base import (
     LedgerTransaction,
     canonical_json,
 )
-from dp_pipeline.accounting.ledger.urls import redact_url
 from dp_pipeline.accounting.policy import BudgetPolicy
 from dp_pipeline.accounting.records import DatasetBudget, budget_of
 from dp_pipeline.accounting.reports import (
@@ -49,16 +48,17 @@ from dp_pipeline.accounting.reports import (
     VerifyReport,
     budget_report,
     history,
-    ledger_entries,
-    partition_reports,
+    partition_report,
     quote_report,
+    read_chain,
+    read_head,
+    unknown_dataset,
 )
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.reservation import Reservation
 from dp_pipeline.accounting.rules import Totals, user_rule
 from dp_pipeline.accounting.spender import DatasetHandle
 from dp_pipeline.accounting.verify import Readings, verify_ledger
-from dp_pipeline.events import Relation
 from dp_pipeline.exceptions import InvalidParameterError, UnknownDatasetError, printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, PureDP
 
@@ -137,7 +137,7 @@ class PrivacyAccountant(ReservationMembers):
     every person's loss (the whole-dataset releases and those of the partitions holding their data) fits:
     exactly for L = 1, through the L largest partition totals for L ≥ 2 (parallel composition, valid
     adaptively under add/remove only: see :class:`~dp_pipeline.accounting.records.DatasetBudget`).
-    :meth:`partitions` reports each partition.
+    ``spent(dataset, partition=...)`` and ``remaining(dataset, partition=...)`` report one partition.
 
     **Neighbouring relation.** Each dataset also declares which datasets are neighbours (``relation=`` of
     :meth:`set_budget`): one person's rows replaced by another's (``"replace_one"``, the default) or added or
@@ -214,13 +214,11 @@ class PrivacyAccountant(ReservationMembers):
 
     @property
     def store(self) -> LedgerStore:
-        """The ledger store."""
+        """The ledger store (its ``url``; what the audit views of :mod:`~dp_pipeline.accounting.reports`
+        read: :func:`~dp_pipeline.accounting.reports.ledger_entries`,
+        :func:`~dp_pipeline.accounting.reports.open_reservations`,
+        :func:`~dp_pipeline.accounting.reports.partition_spending`)."""
         return self._store
-
-    @property
-    def url(self) -> str:
-        """The ledger's URL (``"memory://"`` for a memory ledger)."""
-        return self._store.url
 
     # ------------------------------------------------------------------------------------- budgets
 
@@ -295,15 +293,11 @@ class PrivacyAccountant(ReservationMembers):
         self._atomic(dataset, lambda tx: at.set_budget(tx, chosen, asked, declared, reason, who))
 
     def budget(self, dataset: str) -> BudgetReport:
-        """The dataset's budget, its rule (``method``: the rule's stored name), its neighbouring relation and,
-        for a partitioned dataset, L (``partitions``)."""
+        """The dataset's budget, its rule (``method``: the rule's stored name), its neighbouring relation
+        (``relation``: ``"replace_one"`` or ``"add_remove"``) and, for a partitioned dataset, L
+        (``partitions``)."""
         _, budget, totals = self._read(dataset)
         return budget_report(dataset, "budget", budget, totals)
-
-    def relation(self, dataset: str) -> Relation:
-        """The dataset's neighbouring relation, ``"replace_one"`` or ``"add_remove"`` (:meth:`set_budget`)."""
-        _, budget, _ = self._read(dataset)
-        return budget.relation
 
     def datasets(self) -> list[str]:
         """The datasets with a budget in this ledger, sorted."""
@@ -311,32 +305,34 @@ class PrivacyAccountant(ReservationMembers):
 
     # ------------------------------------------------------------------------------------- reports
 
-    def spent(self, dataset: str) -> BudgetReport:
+    def spent(self, dataset: str, *, partition: str | None = None) -> BudgetReport:
         """What the dataset has spent (open reservations included), rounded up, with the method.
+
+        With ``partition`` (a partitioned dataset): the loss of a person whose data lie in that partition
+        alone, its releases and those that named no partition
+        (:func:`~dp_pipeline.accounting.reports.partition_report`); the dataset's amount composes the L
+        largest. Every partition's at once: :func:`~dp_pipeline.accounting.reports.partition_spending`.
 
         A dataset declared partitioned under replace-one by an earlier version whose records hold a
         row-level release on a partition has an unbounded loss: the report says so (``unbounded``, ε or μ
         ``inf``; see :func:`~dp_pipeline.accounting.verify.unbounded_reading`).
         """
-        head, budget, totals = self._read(dataset)
-        return budget_report(dataset, "spent", budget, totals, self._unbounded(dataset, head, budget))
+        return self._report(dataset, "spent", partition)
 
-    def remaining(self, dataset: str) -> BudgetReport:
+    def remaining(self, dataset: str, *, partition: str | None = None) -> BudgetReport:
         """What is left of the dataset's budget, rounded down, with the method (nothing, and why, for a
-        dataset whose loss is unbounded: see :meth:`spent`)."""
+        dataset whose loss is unbounded: see :meth:`spent`). With ``partition``: what a release on that
+        partition may still spend (exactly for L = 1, the dataset's remaining amount, a lower bound, for
+        L ≥ 2; see :func:`~dp_pipeline.accounting.reports.partition_report`)."""
+        return self._report(dataset, "remaining", partition)
+
+    def _report(self, dataset: str, what: str, partition: str | None) -> BudgetReport:
         head, budget, totals = self._read(dataset)
-        return budget_report(dataset, "remaining", budget, totals, self._unbounded(dataset, head, budget))
-
-    def partitions(self, dataset: str) -> dict[str, BudgetReport]:
-        """What each partition of a partitioned dataset has spent, by partition name (sorted).
-
-        Each report is the loss, under the dataset's rule and rounded up, of a person whose data lie in that
-        partition alone: the releases that named it plus those that named no partition. :meth:`spent`
-        composes the L largest. Empty for a dataset that is not partitioned, or before any release named a
-        partition.
-        """
-        _, budget, totals = self._read(dataset)
-        return partition_reports(dataset, budget, totals)
+        if partition is None:
+            return budget_report(dataset, what, budget, totals, self._unbounded(dataset, head, budget))
+        name = check_name(partition, "partition")
+        check_partitioned(dataset, budget, (name,))
+        return partition_report(dataset, what, budget, totals, name)
 
     def history(
         self, dataset: str, *, limit: int | None = None, since: datetime | None = None
@@ -356,15 +352,10 @@ class PrivacyAccountant(ReservationMembers):
         since : datetime, optional
             Only releases charged at or after this time (a naive datetime is read as UTC).
 
-        Budget changes and the commit/release records are in :meth:`records` (the raw hash chain).
+        Budget changes and the commit/release records are in
+        :func:`~dp_pipeline.accounting.reports.ledger_entries` (the raw hash chain).
         """
-        return history(dataset, self._records(dataset), since=since, limit=limit)
-
-    def records(self, dataset: str) -> list[LedgerEntry]:
-        """Every record of the dataset's hash chain in order: budget changes, reservations, commits and
-        cancellations, with time, label, key, group size, cost and status. (The reservations still open are
-        :func:`~dp_pipeline.accounting.reports.open_reservations`.)"""
-        return ledger_entries(dataset, self._records(dataset))
+        return history(dataset, read_chain(self._store, dataset), since=since, limit=limit)
 
     # ------------------------------------------------------------------------------------- spending
 
@@ -625,24 +616,10 @@ class PrivacyAccountant(ReservationMembers):
             raise self._unknown(dataset) from None
 
     def _unknown(self, dataset: str) -> UnknownDatasetError:
-        empty = not any(self._store.head(name) is not None for name in self._store.datasets())
-        return UnknownDatasetError(dataset, redact_url(self._store.url), empty)
+        return unknown_dataset(self._store, dataset)
 
     def _read(self, dataset: str) -> tuple[DatasetHead, DatasetBudget, Totals]:
-        dataset = check_name(dataset, "dataset")
-        head = self._store.head(dataset)
-        if head is None:
-            raise self._unknown(dataset)
-        where = f"dataset {dataset!r}"
-        budget = budget_of(head.state, where)
-        return head, budget, budget.rule.read_totals(head.state.totals, where)
-
-    def _records(self, dataset: str) -> list[Any]:
-        dataset = check_name(dataset, "dataset")
-        records = list(self._store.records(dataset))
-        if not records and self._store.head(dataset) is None:
-            raise self._unknown(dataset)
-        return records
+        return read_head(self._store, dataset)
 
     def _unbounded(self, dataset: str, head: DatasetHead, budget: DatasetBudget) -> str | None:
         """Why the dataset's loss is unbounded at ``head`` (see :class:`~dp_pipeline.accounting.verify.

@@ -1,5 +1,6 @@
 """What the accountant reports: amounts with the method that produced them, ledger records, releases and
-verification results. Plain values; nothing here reads or writes the ledger."""
+verification results, as plain values; and the audit views that read them from a ledger store
+(:func:`ledger_entries`, :func:`open_reservations`, :func:`partition_spending`). Nothing here writes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.accounting.ledger.base import END_KINDS, LedgerRecord, LedgerStore
+from dp_pipeline.accounting._checks import check_name
+from dp_pipeline.accounting.ledger.base import END_KINDS, DatasetHead, LedgerRecord, LedgerStore
+from dp_pipeline.accounting.ledger.urls import redact_url
 from dp_pipeline.accounting.pricing import Price
-from dp_pipeline.accounting.records import DatasetBudget, partitions_of
+from dp_pipeline.accounting.records import DatasetBudget, budget_of, partitions_of
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation, Sampler, sampler_of
@@ -26,6 +29,7 @@ __all__ = [
     "ReleaseEntry",
     "VerifyReport",
     "budget_report",
+    "chain_entries",
     "ended_by",
     "history",
     "ledger_entries",
@@ -33,10 +37,15 @@ __all__ = [
     "open_reservations",
     "paid_entry",
     "partition_reading",
+    "partition_report",
     "partition_reports",
+    "partition_spending",
     "quote_report",
     "read_all",
+    "read_chain",
+    "read_head",
     "release_entry",
+    "unknown_dataset",
 ]
 
 _T = TypeVar("_T")
@@ -71,7 +80,8 @@ class BudgetReport:
         For a partitioned dataset, L: the most partitions one person's data lie in (the dataset's amounts
         compose the L largest partition totals); None otherwise.
     partition : str or None
-        The partition a per-partition report is about (:meth:`PrivacyAccountant.partitions`), else None.
+        The partition a per-partition report is about (``spent(dataset, partition=...)``,
+        ``remaining(dataset, partition=...)``, :func:`partition_spending`), else None.
     unbounded : str or None
         Why no amount bounds what the dataset has spent (a dataset declared partitioned under replace-one
         by an earlier version that holds row-level releases on a partition: see
@@ -152,7 +162,7 @@ class BudgetReport:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One ledger record as :meth:`PrivacyAccountant.records` shows it.
+    """One ledger record as :func:`ledger_entries` shows it.
 
     Attributes
     ----------
@@ -218,7 +228,7 @@ class ReleaseEntry:
     ----------
     dataset : str
     seq : int
-        The seq of the reservation record in the dataset's chain (see :meth:`PrivacyAccountant.records`).
+        The seq of the reservation record in the dataset's chain (see :func:`ledger_entries`).
     time : datetime
         When it was charged (UTC).
     label, key : str or None
@@ -376,28 +386,65 @@ def partition_reading(relation: Relation, limit: int | None) -> str:
     )
 
 
+def partition_report(
+    dataset: str, what: str, budget: DatasetBudget, totals: Totals, name: str
+) -> BudgetReport:
+    """``what`` (``"spent"`` or ``"remaining"``) of partition ``name`` of a partitioned dataset.
+
+    Spent: the loss of a person whose data lie in that partition alone, the whole-dataset totals plus the
+    partition's (:meth:`~dp_pipeline.accounting.rules.Totals.within`) under the rule, rounded up. Remaining:
+    what one more release reading that partition may spend, rounded down: for L = 1 the rule's remaining
+    amount after that person's totals, exactly what the accountant admits then (it checks every person's
+    totals one by one, and the release adds to those of the people in ``name`` only); for L ≥ 2 the
+    dataset's remaining amount, a lower bound on it: adding c to one partition raises each amount of the L
+    largest partition totals by at most c, and the rule's check is monotone in every amount (see
+    :class:`~dp_pipeline.accounting.records.DatasetBudget`), so a release of the dataset's remaining
+    amount on ``name`` is admitted.
+    """
+    person = totals.within(name) if what == "spent" or budget.partitions == 1 else budget.composed(totals)
+    amount, method = budget.rule.spent(person) if what == "spent" else budget.rule.remaining(person)
+    return BudgetReport(
+        dataset,
+        what,
+        amount,
+        method,
+        budget.guarantee,
+        totals.open,
+        budget.relation,
+        budget.partitions,
+        name,
+    )
+
+
 def partition_reports(dataset: str, budget: DatasetBudget, totals: Totals) -> dict[str, BudgetReport]:
-    """What each partition of a partitioned dataset has spent, by name: the loss of a person whose data lie
-    in that partition alone (its releases and the whole-dataset ones) under the rule, rounded up."""
-    reports = {}
-    for name in sorted(totals.parts):
-        amount, method = budget.rule.spent(totals.within(name))
-        reports[name] = BudgetReport(
-            dataset,
-            "spent",
-            amount,
-            method,
-            budget.guarantee,
-            totals.open,
-            budget.relation,
-            budget.partitions,
-            name,
-        )
-    return reports
+    """What each partition of a partitioned dataset has spent, by name, sorted (:func:`partition_report`)."""
+    return {name: partition_report(dataset, "spent", budget, totals, name) for name in sorted(totals.parts)}
+
+
+def partition_spending(store: LedgerStore, dataset: str) -> dict[str, BudgetReport]:
+    """What each partition of ``dataset`` in ``store`` (``acct.store``) has spent, by partition name
+    (sorted): for each, the report of ``acct.spent(dataset, partition=name)``, the loss of a person whose
+    data lie in that partition alone. The dataset's spent amount composes the L largest. Empty for a
+    dataset that is not partitioned, or before any release named a partition. UnknownDatasetError when the
+    dataset has no budget."""
+    _, budget, totals = read_head(store, dataset)
+    return partition_reports(dataset, budget, totals)
+
+
+def read_head(store: LedgerStore, dataset: str) -> tuple[DatasetHead, DatasetBudget, Totals]:
+    """The head row of ``dataset`` in ``store``, its budget and its running totals (UnknownDatasetError
+    when the dataset has no budget; LedgerError when the head is unreadable)."""
+    dataset = check_name(dataset, "dataset")
+    head = store.head(dataset)
+    if head is None:
+        raise unknown_dataset(store, dataset)
+    where = f"dataset {dataset!r}"
+    budget = budget_of(head.state, where)
+    return head, budget, budget.rule.read_totals(head.state.totals, where)
 
 
 def ledger_entry(record: LedgerRecord, ends: Mapping[int, LedgerRecord]) -> LedgerEntry:
-    """A record as :meth:`~dp_pipeline.accounting.accountant.PrivacyAccountant.records` shows it; ``ends``
+    """A record as :func:`ledger_entries` shows it; ``ends``
     maps a reservation's seq to the record that ended it."""
     body = record.body
     guarantee: Guarantee | None = None
@@ -514,10 +561,29 @@ def history(
     return releases if n is None else releases[-n:]
 
 
-def ledger_entries(dataset: str, records: Sequence[LedgerRecord]) -> list[LedgerEntry]:
+def chain_entries(dataset: str, records: Sequence[LedgerRecord]) -> list[LedgerEntry]:
     """Every record of a dataset's chain as a :class:`LedgerEntry`, in order."""
     ends = ended_by(records)
     return read_all(dataset, records, lambda r: ledger_entry(r, ends))
+
+
+def ledger_entries(store: LedgerStore, dataset: str) -> list[LedgerEntry]:
+    """Every record of ``dataset``'s hash chain in ``store`` (``acct.store``), in order: budget changes,
+    reservations, payments, shrinks, commits and cancellations, with time, label, key, group size, cost and
+    status. The releases alone are :meth:`PrivacyAccountant.history
+    <dp_pipeline.accounting.accountant.PrivacyAccountant.history>`. UnknownDatasetError when the dataset has
+    no budget."""
+    return chain_entries(dataset, read_chain(store, dataset))
+
+
+def read_chain(store: LedgerStore, dataset: str) -> list[LedgerRecord]:
+    """Every record of ``dataset``'s chain in ``store``, in order (UnknownDatasetError when the dataset has
+    no budget)."""
+    dataset = check_name(dataset, "dataset")
+    records = list(store.records(dataset))
+    if not records and store.head(dataset) is None:
+        raise unknown_dataset(store, dataset)
+    return records
 
 
 def ended_by(records: Sequence[LedgerRecord]) -> dict[int, LedgerRecord]:
@@ -531,8 +597,15 @@ def open_reservations(store: LedgerStore, dataset: str) -> list[LedgerEntry]:
     (:meth:`PrivacyAccountant.cancel <dp_pipeline.accounting.accountant.PrivacyAccountant.cancel>`).
     UnknownDatasetError when the dataset has no budget."""
     if store.head(dataset) is None:
-        raise UnknownDatasetError(dataset)
+        raise unknown_dataset(store, dataset)
     return [ledger_entry(r, {}) for r in store.open_reservations(dataset)]
+
+
+def unknown_dataset(store: LedgerStore, dataset: str) -> UnknownDatasetError:
+    """The error for a dataset without a budget in ``store``: it names the ledger (password hidden) and
+    says when the ledger holds no budget at all (perhaps a mistyped path)."""
+    empty = not any(store.head(name) is not None for name in store.datasets())
+    return UnknownDatasetError(dataset, redact_url(store.url), empty)
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,6 @@ class _Payments(Protocol):
 
     def budget(self, dataset: str) -> BudgetReport: ...
 
-    def relation(self, dataset: str) -> Relation: ...
-
     def reservation(self, dataset: str, key: str) -> Reservation: ...
 
 
@@ -228,7 +226,7 @@ class Reservation:
 
     def relation(self) -> Relation:
         """The neighbouring relation of the reservation's dataset (one read of the ledger)."""
-        return self._accountant.relation(self.dataset)
+        return self._accountant.budget(self.dataset).relation
 
     def partitions_limit(self) -> int | None:
         """L of the reservation's dataset when it is partitioned, else None (one read of the ledger)."""

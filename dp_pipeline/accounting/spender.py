@@ -147,11 +147,9 @@ class Ledger(Protocol):
 
     def budget(self, dataset: str) -> BudgetReport: ...
 
-    def relation(self, dataset: str) -> Relation: ...
+    def spent(self, dataset: str, *, partition: str | None = None) -> BudgetReport: ...
 
-    def spent(self, dataset: str) -> BudgetReport: ...
-
-    def remaining(self, dataset: str) -> BudgetReport: ...
+    def remaining(self, dataset: str, *, partition: str | None = None) -> BudgetReport: ...
 
     def history(
         self, dataset: str, *, limit: int | None = None, since: datetime | None = None
@@ -194,7 +192,7 @@ class DatasetHandle:
 
     def relation(self) -> Relation:
         """The dataset's neighbouring relation (one read of the ledger)."""
-        return self.accountant.relation(self.name)
+        return self.accountant.budget(self.name).relation
 
     def partitions_limit(self) -> int | None:
         """L of the partitioned dataset (one read of the ledger); None when it is not partitioned."""
@@ -223,13 +221,15 @@ class DatasetHandle:
         """The dataset's budget, rule, relation and partitions (:meth:`PrivacyAccountant.budget`)."""
         return self.accountant.budget(self.name)
 
-    def spent(self) -> BudgetReport:
-        """What the dataset has spent, rounded up (:meth:`PrivacyAccountant.spent`)."""
-        return self.accountant.spent(self.name)
+    def spent(self, *, partition: str | None = None) -> BudgetReport:
+        """What the dataset (or one of its partitions) has spent, rounded up
+        (:meth:`PrivacyAccountant.spent`)."""
+        return self.accountant.spent(self.name, partition=partition)
 
-    def remaining(self) -> BudgetReport:
-        """What is left of the dataset's budget, rounded down (:meth:`PrivacyAccountant.remaining`)."""
-        return self.accountant.remaining(self.name)
+    def remaining(self, *, partition: str | None = None) -> BudgetReport:
+        """What is left of the dataset's budget (for a release on one of its partitions), rounded down
+        (:meth:`PrivacyAccountant.remaining`)."""
+        return self.accountant.remaining(self.name, partition=partition)
 
     def history(self, *, limit: int | None = None, since: datetime | None = None) -> list[ReleaseEntry]:
         """The dataset's releases, oldest first (:meth:`PrivacyAccountant.history`)."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline.accounting.ledger.urls import redact_text
-from dp_pipeline.accounting.reports import partition_reading
+from dp_pipeline.accounting.reports import partition_reading, partition_spending
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 from dp_pipeline.airflow.reports import (
     DatasetSummary,
@@ -238,7 +238,8 @@ def render_page(
     partitions: Mapping[str, Mapping[str, BudgetReport]] | None = None,
 ) -> str:
     """The dashboard HTML for these summaries (a complete, self-contained document); ``partitions`` maps a
-    partitioned dataset to what each of its partitions has spent (``PrivacyAccountant.partitions``)."""
+    partitioned dataset to what each of its partitions has spent
+    (:func:`~dp_pipeline.accounting.reports.partition_spending`)."""
     spent_by_partition = partitions or {}
     if error:
         content = f'<p class="empty">The ledger cannot be read: {_e(error)}</p>'
@@ -359,7 +360,7 @@ def create_app(
         try:
             accountant = get_accountant()
             summaries = summarize_all(accountant)
-            partitions = {s.dataset: accountant.partitions(s.dataset) for s in summaries}
+            partitions = {s.dataset: partition_spending(accountant.store, s.dataset) for s in summaries}
         except Exception as exc:
             error = redact_text(f"{type(exc).__name__}: {exc}")  # a driver's message may quote the URL
             return HTMLResponse(render_page([], error=error), status_code=503)

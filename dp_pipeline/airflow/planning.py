@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.airflow.allocating import run_part
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.declared import (
@@ -279,7 +280,7 @@ def locate_plan(plan: DagPlan, accountant: PrivacyAccountant) -> DagPlan:
         if dataset not in datasets or accountant.budget(dataset).partitions is None:
             continue
         if (dataset, template) not in fresh:
-            spent = set(accountant.partitions(dataset))
+            spent = set(partition_spending(accountant.store, dataset))
             name = template
             while name in spent or (dataset, name) in taken:  # a name no partition has: nothing spent on it
                 name += "'"
@@ -404,7 +405,7 @@ def _check_group(
     if budget is None:
         return base, None
     base = dataclasses.replace(
-        base, relation=accountant.relation(dataset), remaining=accountant.remaining(dataset).guarantee
+        base, relation=accountant.budget(dataset).relation, remaining=accountant.remaining(dataset).guarantee
     )
     try:
         part = run_part(plan, dataset, accountant, partition)  # free tasks calibrated to the run's share

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline import guarantees
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.airflow.keys import RUN_KEY_PREFIX
 from dp_pipeline.events import sampler_of
 from dp_pipeline.guarantees import GaussianDP, Guarantee
@@ -187,7 +188,7 @@ def summarize(accountant: PrivacyAccountant, dataset: str) -> DatasetSummary:
     """The summary of one dataset."""
     spent = accountant.spent(dataset)
     remaining = accountant.remaining(dataset)
-    records = accountant.records(dataset)
+    records = ledger_entries(accountant.store, dataset)
     return DatasetSummary(
         dataset=dataset,
         budget=_budget(accountant, dataset),

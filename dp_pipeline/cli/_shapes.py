@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import Guarantee, format_guarantee, guarantee_from_dict
 
@@ -46,7 +47,7 @@ def _status(acct: Any, dataset: str) -> dict[str, Any]:
     if budget.partitions is not None:
         status["partitions"] = budget.partitions
         status["partition_spent"] = {
-            name: _report_json(report) for name, report in acct.partitions(dataset).items()
+            name: _report_json(report) for name, report in partition_spending(acct.store, dataset).items()
         }
     return status
 

@@ -236,7 +236,7 @@ def budget_history(
     'fast' in a 'sampler' column, and a note under the table.
 
     The raw ledger records (budget changes, commits, releases, hashes) are read with
-    'dp-pipeline ledger verify' and the Python method PrivacyAccountant.records.
+    'dp-pipeline ledger verify' and the Python function dp_pipeline.accounting.reports.ledger_entries.
     """
     with _errors():
         start = _since(since)

@@ -32,7 +32,7 @@ def ledger_init(ledger: LedgerOption = None, as_json: JsonOption = False) -> Non
     with _errors(), _accountant(ledger, create=True) as acct:
         store = acct.store
         revision = store.schema_revision() if hasattr(store, "schema_revision") else None
-        shown = printable(redact_url(acct.url))
+        shown = printable(redact_url(store.url))
         if as_json:
             _print_json({"ledger": shown, "schema_revision": revision, "datasets": acct.datasets()})
         else:

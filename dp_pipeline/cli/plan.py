@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, NoReturn
 import typer
 from rich.table import Table
 
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.cli._app import (
     EXIT_INVALID,
     EXIT_REFUSED,
@@ -194,7 +195,7 @@ def plan_check(
             cost = acct.plan_cost(dataset, events, k, delta=plan_delta, partition=partitions)
             fits = acct.quote(dataset, Request.plan(events, k, delta=plan_delta, partition=partitions)).fits
             remaining = acct.remaining(dataset)
-            spent = acct.partitions(dataset) if partitions else {}
+            spent = partition_spending(acct.store, dataset) if partitions else {}
         result = {
             "dataset": dataset,
             "partitions": list(partition or ()),

@@ -85,7 +85,7 @@ def share_terms(accountant: PrivacyAccountant, dataset: str, share: Guarantee) -
             f"of its budget {format_guarantee(report.guarantee, compact=True)}: give a {wanted} share",
             "share",
         )
-    return rule.names[0], accountant.relation(dataset)
+    return rule.names[0], report.relation
 
 
 def calibrate_share(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_pipeline import ApproxDP, GaussianDP, PlannedRelease, PrivacyAccountant, PureDP, allocate
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.events import composite_event
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -223,7 +224,7 @@ def _dataset(a: PrivacyAccountant, name: str) -> dict[str, Any]:
     out["budget"] = _report(a.budget(name))
     out["spent"] = _report(a.spent(name))
     out["remaining"] = _report(a.remaining(name))
-    out["partitions"] = {p: _report(r) for p, r in a.partitions(name).items()}
+    out["partitions"] = {p: _report(r) for p, r in partition_spending(a.store, name).items()}
     out["history"] = [
         [_key(e.key), e.label, e.status, repr(e.cost), e.method, e.group_size, e.paid_from]
         for e in a.history(name)

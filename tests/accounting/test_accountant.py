@@ -24,7 +24,7 @@ from dp_pipeline import (
 )
 from dp_pipeline.accounting import UnknownDatasetError
 from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.reports import ledger_entries, open_reservations
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.exceptions import (
     InvalidParameterError,
@@ -89,7 +89,7 @@ def test_public_contract_lines_work_as_written(tmp_path: Path) -> None:
     assert (spent.epsilon, spent.delta, spent.method) == (1.75, 0.0, "basic")
     assert (remaining.epsilon, remaining.delta) == (1.25, 1e-6)
     assert "spent on 'patients'" in str(spent) and "ε = 1.75" in str(spent)
-    history = acct.records("patients")
+    history = ledger_entries(acct.store, "patients")
     assert [e.kind for e in history] == ["budget"] + ["reserve", "commit"] * 4
     first = history[1]
     assert first.label == "count diabetics" and first.group_size == 1 and first.status == "committed"
@@ -147,7 +147,7 @@ def test_spends_that_sum_to_the_budget_exactly_fit_and_the_next_is_refused(acct:
     assert err.dataset == "d" and err.requested == ApproxDP(0.125, 0.0)
     assert err.spent == ApproxDP(5.0, 0.0) and err.remaining == ApproxDP(0.0, 0.0)
     assert err.budget == ApproxDP(5.0, 0.0)
-    assert len(acct.records("d")) == 1 + 80
+    assert len(ledger_entries(acct.store, "d")) == 1 + 80
     acct.spend("d", PureDP(0.0))  # nothing costs nothing, even on an exhausted budget
 
 
@@ -221,7 +221,7 @@ def test_unknown_dataset_error_names_the_dataset_and_the_fix(acct: PrivacyAccoun
     for call in (
         lambda: acct.spent("ghost"),
         lambda: acct.remaining("ghost"),
-        lambda: acct.records("ghost"),
+        lambda: ledger_entries(acct.store, "ghost"),
         lambda: acct.spend("ghost", PureDP(0.1)),
         lambda: acct.plan_cost("ghost", [PureDP(0.1)]),
     ):
@@ -236,12 +236,12 @@ def test_budget_changes(acct: PrivacyAccountant) -> None:
     acct.set_budget("d", ApproxDP(1.0, 1e-6))
     acct.spend("d", PureDP(0.6))
     acct.set_budget("d", ApproxDP(1.0, 1e-6))  # the same budget again writes nothing
-    assert len(acct.records("d")) == 3
+    assert len(ledger_entries(acct.store, "d")) == 3
     with pytest.raises(InvalidParameterError, match="below what is already spent"):
         acct.set_budget("d", ApproxDP(0.5, 1e-6))
     acct.set_budget("d", ApproxDP(0.6, 1e-6), reason="tighten", actor="alice")  # exactly what is spent
     acct.set_budget("d", ApproxDP(2.0, 1e-6), reason="new release approved")
-    budget_records = [e for e in acct.records("d") if e.kind == "budget"]
+    budget_records = [e for e in ledger_entries(acct.store, "d") if e.kind == "budget"]
     assert [e.guarantee for e in budget_records] == [
         ApproxDP(1.0, 1e-6),
         ApproxDP(0.6, 1e-6),
@@ -269,7 +269,7 @@ def test_group_sizes(acct: PrivacyAccountant) -> None:
     assert spent.epsilon == pytest.approx(1.9, abs=1e-12)
     group_delta = 1e-6 * math.fsum(math.exp(i * 0.1) for i in range(4))
     assert spent.delta >= group_delta * (1 - 1e-15) and spent.delta == pytest.approx(group_delta, rel=1e-9)
-    assert acct.records("d")[-2].group_size == 4
+    assert ledger_entries(acct.store, "d")[-2].group_size == 4
     acct.set_budget("g", GaussianDP(2.0))
     acct.spend("g", gaussian(sigma=2.0), group_size=3)  # μ = 0.5 per person, 1.5 for the group
     assert acct.spent("g").mu == pytest.approx(1.5, rel=1e-15) and acct.spent("g").mu >= 1.5
@@ -283,7 +283,7 @@ def test_group_size_rejects_bad_values(acct: PrivacyAccountant) -> None:
     for bad in (0, -1, 1.5, True, "2", None):
         with pytest.raises(InvalidParameterError):
             acct.spend("d", PureDP(0.1), group_size=bad)
-    assert len(acct.records("d")) == 1
+    assert len(ledger_entries(acct.store, "d")) == 1
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -396,10 +396,10 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
     assert reference * (1 - 1e-6) <= cost.epsilon <= reference * 1.01
     basic_sum = 0.8 + 6 * GaussianDP(0.25).to_approx_dp(1e-6).epsilon  # far looser one by one
     assert cost.epsilon < basic_sum
-    records_before = len(acct.records("d"))
+    records_before = len(ledger_entries(acct.store, "d"))
     done = acct.spend_plan("d", plan, key="dag-run-1", label="nightly")
     assert done.status == "committed" and done.method == "pld" and done.cost == cost.guarantee
-    history = acct.records("d")
+    history = ledger_entries(acct.store, "d")
     assert len(history) == records_before + 2  # one reserve, one commit
     assert len(history[-2].events) == 14 and history[-2].label == "nightly"
     spent = acct.spent("d")
@@ -408,7 +408,7 @@ def test_plan_cost_matches_dp_accounting_and_spend_plan_charges_one_record(acct:
     )
     with pytest.raises(KeyAlreadyUsedError, match="committed"):  # a retry charges and releases nothing
         acct.spend_plan("d", plan, key="dag-run-1")
-    assert len(acct.records("d")) == records_before + 2
+    assert len(ledger_entries(acct.store, "d")) == records_before + 2
 
 
 def test_plan_of_pure_spends_is_exact_basic_sum(acct: PrivacyAccountant) -> None:
@@ -471,9 +471,9 @@ def test_plan_fits_says_what_spend_plan_does(
     acct.set_budget("d", budget, rule=rule)
     for cost in spent:
         acct.spend("d", cost)
-    records = len(acct.records("d"))
+    records = len(ledger_entries(acct.store, "d"))
     assert acct.quote("d", Request.plan(plan)).fits is expected
-    assert len(acct.records("d")) == records  # nothing charged by the check
+    assert len(ledger_entries(acct.store, "d")) == records  # nothing charged by the check
     if expected:
         acct.spend_plan("d", plan)
     else:
@@ -496,10 +496,10 @@ def test_plan_checked_against_the_whole_budget_ignores_what_was_spent(acct: Priv
         not acct.quote("d", Request.plan(gaussians)).fits
         and acct.quote("d", Request.plan(gaussians), against="budget").fits
     )
-    records = acct.records("d")
+    records = ledger_entries(acct.store, "d")
     with pytest.raises(InvalidParameterError, match="against"):
         acct.quote("d", Request.plan(plan), against="whole")
-    assert acct.records("d") == records
+    assert ledger_entries(acct.store, "d") == records
 
 
 def test_plan_fits_refuses_what_cannot_be_charged(acct: PrivacyAccountant) -> None:
@@ -529,7 +529,7 @@ def test_plan_input_errors(acct: PrivacyAccountant) -> None:
             acct.plan_cost("d", bad)
     with pytest.raises(InvalidParameterError):
         acct.plan_cost("d", [PureDP(0.1)], delta=2.0)
-    assert len(acct.records("d")) == 1
+    assert len(ledger_entries(acct.store, "d")) == 1
 
 
 # ------------------------------------------------------------------------------------- keys and releases
@@ -546,7 +546,7 @@ def test_idempotency_keys(acct: PrivacyAccountant) -> None:
         acct.spend("d", PureDP(0.2), key="job-1")
     with pytest.raises(InvalidParameterError, match="different cost"):
         acct.spend("d", PureDP(0.4), key="job-1", group_size=2)
-    assert acct.spent("d").epsilon == 0.4 and len(acct.records("d")) == 3
+    assert acct.spent("d").epsilon == 0.4 and len(ledger_entries(acct.store, "d")) == 3
     acct.verify()
 
 
@@ -570,7 +570,7 @@ def test_a_key_pays_for_one_release_only(acct: PrivacyAccountant) -> None:
     # Thm 3.16), and that is what the ledger records
     assert len(releases) == 1
     assert acct.spent("d").epsilon == pytest.approx(0.5 * len(releases), abs=0)
-    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "commit"]
+    assert [e.kind for e in ledger_entries(acct.store, "d")] == ["budget", "reserve", "commit"]
 
 
 @pytest.mark.parametrize("call", ["spend", "reserve"])
@@ -584,14 +584,14 @@ def test_every_reuse_of_a_key_is_refused_and_writes_nothing(
         reservation.commit()
     elif first == "released":
         reservation.cancel("the attempt read no data")
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(KeyAlreadyUsedError) as refused:
         getattr(acct, call)("d", PureDP(0.3), key="k")
     assert (refused.value.dataset, refused.value.key, refused.value.status) == ("d", "k", first)
     assert isinstance(refused.value, LedgerError) and first in str(refused.value)
     copied = pickle.loads(pickle.dumps(refused.value))
     assert (type(copied), str(copied)) == (KeyAlreadyUsedError, str(refused.value))
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
     acct.verify()
 
 
@@ -649,7 +649,7 @@ def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> Non
     with acct.reserve("d", PureDP(0.5), key="b") as r2:
         r2.cancel("source table was empty; nothing was read")
     assert r2.status == "released" and acct.spent("d").epsilon == 0.3
-    release = acct.records("d")[-1]
+    release = ledger_entries(acct.store, "d")[-1]
     assert release.kind == "release" and release.reason.startswith("source table") and release.actor
     with pytest.raises(LedgerError, match="released"):
         acct.reserve("d", PureDP(0.5), key="b")  # a released attempt's key is not reused
@@ -662,10 +662,10 @@ def test_reservation_context_manager_and_release(acct: PrivacyAccountant) -> Non
         acct.cancel("d", "c", "   ")
     released = acct.cancel("d", "c", "worker was killed before reading", actor="ops@example")
     assert released.status == "released" and acct.spent("d").epsilon == 0.3
-    entry = acct.records("d")[-1]
+    entry = ledger_entries(acct.store, "d")[-1]
     assert (entry.actor, entry.reason) == ("ops@example", "worker was killed before reading")
     assert acct.cancel("d", "c", "again").status == "released"  # idempotent, nothing written
-    assert acct.records("d")[-1].seq == entry.seq
+    assert ledger_entries(acct.store, "d")[-1].seq == entry.seq
     with pytest.raises(LedgerError, match="no reservation"):
         acct.cancel("d", "missing", "why")
     acct.verify()
@@ -786,7 +786,7 @@ def test_history_is_one_entry_per_release_and_records_the_raw_chain() -> None:
     acct.reserve("d", PureDP(0.125), key="c")
     acct.cancel("d", "c", "never read data", actor="ops")
     acct.set_budget("d", PureDP(6.0))
-    records = acct.records("d")
+    records = ledger_entries(acct.store, "d")
     assert [e.kind for e in records] == [
         "budget",
         "reserve",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dp_pipeline import ApproxDP, PrivacyAccountant
-from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.reports import ledger_entries, open_reservations
 from tests.accounting import _workers
 
 WORKERS = _workers.WORKERS
@@ -42,7 +42,7 @@ def test_racing_processes_commit_exactly_the_spends_that_fit(pool: ProcessPoolEx
     assert sum(counts) == SPENDS_THAT_FIT
     assert sum(1 for c in counts if c > 0) >= 2, f"no real race happened: {counts}"
     assert acct.spent("shared").epsilon == BUDGET and acct.remaining("shared").epsilon == 0.0
-    reserves = [e for e in acct.records("shared") if e.kind == "reserve"]
+    reserves = [e for e in ledger_entries(acct.store, "shared") if e.kind == "reserve"]
     assert len(reserves) == SPENDS_THAT_FIT and all(e.status == "committed" for e in reserves)
     assert acct.verify().records == 1 + 2 * SPENDS_THAT_FIT
     acct.close()
@@ -60,7 +60,7 @@ def test_racing_retries_of_one_key_charge_once(pool: ProcessPoolExecutor, url: s
     outcomes = sorted(f.result(timeout=240) for f in futures)
     assert outcomes == ["charged"] + ["committed"] * (WORKERS - 1)  # one release; the others draw no noise
     assert acct.spent("shared").epsilon == 0.5
-    assert [e.kind for e in acct.records("shared")] == ["budget", "reserve", "commit"]
+    assert [e.kind for e in ledger_entries(acct.store, "shared")] == ["budget", "reserve", "commit"]
     acct.close()
 
 
@@ -91,7 +91,7 @@ def test_process_killed_between_reserve_and_commit_fails_closed(url: str, tmp_pa
 
     acct.cancel("d", "attempt-1", "worker SIGKILLed before reading data", actor="oncall")
     assert acct.spent("d").epsilon == 0.0 and open_reservations(acct.store, "d") == []
-    last = acct.records("d")[-1]
+    last = ledger_entries(acct.store, "d")[-1]
     assert (last.kind, last.key, last.reason, last.actor) == (
         "release",
         "attempt-1",

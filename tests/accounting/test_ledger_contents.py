@@ -27,6 +27,7 @@ from dp_pipeline.accounting.ledger.base import (
     read_json_object,
 )
 from dp_pipeline.accounting.ledger.memory import MemoryLedger
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import untriggered
 
@@ -70,7 +71,7 @@ def _readers(url: str) -> dict[str, Callable[[], Any]]:
         "spend": lambda: acct.spend("d", PureDP(0.01)),
         "datasets": acct.datasets,
         "history": lambda: acct.history("d"),
-        "records": lambda: acct.records("d"),
+        "records": lambda: ledger_entries(acct.store, "d"),
     }
 
 

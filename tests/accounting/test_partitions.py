@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -20,10 +21,11 @@ from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.concentrated import zcdp_epsilon
+from dp_pipeline.accounting.reports import ledger_entries, partition_spending
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.airflow.partition_names import locate_partition, split_partition
-from dp_pipeline.exceptions import InvalidParameterError, LedgerError
+from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnknownDatasetError
 from tests.accounting.conftest import untriggered
 
 _SETTINGS = hypothesis.settings(max_examples=40, deadline=None)
@@ -171,7 +173,7 @@ def test_a_release_on_several_partitions_is_charged_to_each() -> None:
     acct = _partitioned(PureDP(2.0), 2)
     acct.spend("v", PureDP(0.5), partition=["a", "b"])
     acct.spend("v", PureDP(0.25), partition="a")
-    reports = acct.partitions("v")
+    reports = partition_spending(acct.store, "v")
     assert list(reports) == ["a", "b"]
     assert (reports["a"].epsilon, reports["b"].epsilon) == (0.75, 0.5)
     assert reports["a"].partition == "a" and reports["a"].partitions == 2
@@ -185,9 +187,87 @@ def test_whole_dataset_releases_count_for_every_partition() -> None:
     acct = _partitioned(PureDP(2.0), 1)
     acct.spend("v", PureDP(0.5))
     acct.spend("v", PureDP(1.0), partition="a")
-    assert acct.partitions("v")["a"].epsilon == 1.5 and acct.spent("v").epsilon == 1.5
+    assert partition_spending(acct.store, "v")["a"].epsilon == 1.5 and acct.spent("v").epsilon == 1.5
     with pytest.raises(BudgetExceededError):
         acct.spend("v", PureDP(1.5))  # a person in a would reach 3
+
+
+# ------------------------------------------------------------------------------------ one partition's report
+
+
+def _replayed(spends: list[tuple[float, tuple[str, ...]]], limit: int) -> PrivacyAccountant:
+    """A dataset of ε_B = 3 with at most ``limit`` partitions per person, holding the spends it accepts."""
+    acct = _partitioned(PureDP(3.0), limit)
+    for epsilon, named in spends:
+        with contextlib.suppress(BudgetExceededError):
+            acct.spend("v", PureDP(epsilon), partition=list(named) or None)
+    return acct
+
+
+def test_spent_and_remaining_of_one_partition_are_those_of_a_person_in_it_alone() -> None:
+    acct = _partitioned(ApproxDP(2.0, 1e-6), 1)
+    charges = [(0.5, ()), (1.0, ("a",)), (0.25, ("a",)), (0.125, ("b",))]
+    for epsilon, named in charges:
+        acct.spend("v", PureDP(epsilon), partition=list(named) or None)
+    # independently: a person in p alone lost the whole-dataset releases and those naming p
+    for name in ("a", "b", "never-named"):
+        lost = sum((Fraction(e) for e, named in charges if not named or name in named), Fraction(0))
+        spent, remaining = acct.spent("v", partition=name), acct.remaining("v", partition=name)
+        assert Fraction(spent.epsilon) == lost and Fraction(remaining.epsilon) == 2 - lost
+        assert spent.partition == remaining.partition == name and (spent.what, remaining.what) == (
+            "spent",
+            "remaining",
+        )
+        assert spent.delta == 0.0 and remaining.delta == 1e-6
+    assert (
+        acct.remaining("v").epsilon == 0.25 < acct.remaining("v", partition="b").epsilon
+    )  # the dataset: a's
+    assert partition_spending(acct.store, "v") == {n: acct.spent("v", partition=n) for n in ("a", "b")}
+    left = acct.remaining("v", partition="b").guarantee
+    acct.spend("v", left, partition="b")  # exactly what is left on b is accepted (L = 1: exact)
+    before = acct.store.records("v")
+    with pytest.raises(BudgetExceededError):
+        acct.spend("v", PureDP(2.0**-20), partition="b")
+    assert acct.store.records("v") == before and acct.remaining("v", partition="b").epsilon == 0.0
+
+
+@_SETTINGS
+@hypothesis.given(_spends(), st.integers(1, 3), st.sampled_from(_PARTS))
+def test_what_remains_on_a_partition_is_accepted_there(
+    spends: list[tuple[float, tuple[str, ...]]], limit: int, name: str
+) -> None:
+    """For every L, a release of ``remaining(partition=p)`` on p is accepted; for L = 1 it is the budget less
+    the person in p's own sum (exact), for L ≥ 2 the dataset's remaining amount (a lower bound)."""
+    acct = _replayed(spends, limit)
+    remaining = acct.remaining("v", partition=name)
+    accepted = [(Fraction(e.cost.epsilon), e.partitions) for e in acct.history("v")]  # type: ignore[union-attr]
+    if limit == 1:
+        exact = 3 - _person_sums(accepted, (name,))  # rounded down to the float just below, or equal
+        assert Fraction(remaining.epsilon) <= exact < Fraction(math.nextafter(remaining.epsilon, math.inf))
+    else:
+        assert remaining.guarantee == acct.remaining("v").guarantee
+    if remaining.epsilon > 0:
+        acct.spend("v", remaining.guarantee, partition=name)  # never refused
+    acct.verify()
+
+
+@pytest.mark.parametrize("partition", ["", 3, ["a"], "x" * 300])
+def test_a_report_on_a_bad_partition_name_is_refused(partition: Any) -> None:
+    acct = _partitioned(PureDP(1.0), 1)
+    for report in (acct.spent, acct.remaining):
+        with pytest.raises(InvalidParameterError):
+            report("v", partition=partition)
+
+
+def test_a_report_on_a_partition_of_a_dataset_that_is_not_partitioned_is_refused() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("flat", PureDP(1.0), relation="add_remove")
+    for report in (acct.spent, acct.remaining):
+        with pytest.raises(InvalidParameterError, match="not partitioned"):
+            report("flat", partition="a")
+    assert partition_spending(acct.store, "flat") == {}
+    with pytest.raises(UnknownDatasetError, match="memory://"):
+        partition_spending(acct.store, "ghost")
 
 
 def test_a_cancelled_reservation_gives_its_partitions_back() -> None:
@@ -196,7 +276,7 @@ def test_a_cancelled_reservation_gives_its_partitions_back() -> None:
     reservation = acct.reserve("v", PureDP(0.5), partition=["a", "b"], key="k")
     assert acct.spent("v").epsilon == 1.0
     reservation.cancel("read no data")
-    assert acct.spent("v").epsilon == 0.5 and list(acct.partitions("v")) == ["a"]
+    assert acct.spent("v").epsilon == 0.5 and list(partition_spending(acct.store, "v")) == ["a"]
     acct.spend("v", PureDP(0.5), partition="a")
     assert acct.verify().records == 7
 
@@ -300,7 +380,7 @@ def test_plans_are_priced_and_charged_on_their_partitions() -> None:
     assert not acct.quote("v", Request.plan(plan + plan, partition="a")).fits
     assert acct.plan_cost("v", plan, partition="b").partitions == 1
     acct.spend_plan("v", plan + plan, partition="b")
-    assert acct.spent("v").epsilon == 1.0 and acct.partitions("v")["a"].epsilon == 0.5
+    assert acct.spent("v").epsilon == 1.0 and partition_spending(acct.store, "v")["a"].epsilon == 0.5
 
 
 def test_a_partitioned_sqlite_ledger_reopens_and_verify_finds_edited_partition_totals(
@@ -358,7 +438,7 @@ def test_a_templated_name_charges_its_partition() -> None:
     for run in ("visits/2026-11-24", "visits/2026-11-25"):
         dataset, partition = split_partition(run, acct.datasets())
         acct.spend(dataset, PureDP(1.0), partition=partition)
-    assert list(acct.partitions("visits")) == ["2026-11-24", "2026-11-25"]
+    assert list(partition_spending(acct.store, "visits")) == ["2026-11-24", "2026-11-25"]
     assert acct.spent("visits").epsilon == 1.0
 
 
@@ -422,7 +502,7 @@ def test_a_reservation_on_a_partition_pays_for_releases_naming_it_by_partition()
         with pytest.raises(InvalidParameterError, match=message):
             call()
     assert acct.store.records("visits") == before
-    assert task.relation() == acct.relation("visits")
+    assert task.relation() == acct.budget("visits").relation
     assert task.partitions_limit() == acct.budget("visits").partitions == 1
     history = acct.history("visits")
     assert [(e.label, e.status, e.partitions) for e in history] == [
@@ -430,7 +510,7 @@ def test_a_reservation_on_a_partition_pays_for_releases_naming_it_by_partition()
         ("by partition", "paid", ("2026-11-24",)),
         ("as a list", "paid", ("2026-11-24",)),
     ]
-    assert [e.partitions for e in acct.records("visits") if e.kind in ("reserve", "pay")] == [
+    assert [e.partitions for e in ledger_entries(acct.store, "visits") if e.kind in ("reserve", "pay")] == [
         ("2026-11-24",)
     ] * 3
     paid = sum((Fraction(e.cost.epsilon) for e in history if e.paid_from == "task"), Fraction(0))

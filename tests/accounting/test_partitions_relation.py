@@ -101,7 +101,7 @@ def test_a_partitioned_add_remove_dataset_cannot_become_replace_one() -> None:
     acct.set_budget("flat", PureDP(1.0))
     with pytest.raises(InvalidParameterError, match="requires relation='add_remove'"):
         acct.set_budget("flat", PureDP(1.0), partitions=2)
-    assert acct.relation("v") == "add_remove" and acct.budget("flat").partitions is None
+    assert acct.budget("v").relation == "add_remove" and acct.budget("flat").partitions is None
 
 
 # ------------------------------------------------------------------------------------ a ledger written before

@@ -22,6 +22,7 @@ from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccoun
 from dp_pipeline.accounting import Reservation
 from dp_pipeline.accounting.ledger import MemoryLedger
 from dp_pipeline.accounting.records import PayBody, ReserveBody, append, budget_of, with_totals
+from dp_pipeline.accounting.reports import ledger_entries, partition_spending
 from dp_pipeline.accounting.rules import Charge
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.events import PrivacyEvent, composite_event
@@ -38,12 +39,12 @@ def _acct(budget: Any, rule: str | None = None) -> PrivacyAccountant:
 
 
 def _refused_writes_nothing(acct: PrivacyAccountant, reservation: Reservation, cost: Any) -> None:
-    before = [e.hash for e in acct.records("d")], acct.spent("d"), reservation.spent()
+    before = [e.hash for e in ledger_entries(acct.store, "d")], acct.spent("d"), reservation.spent()
     with pytest.raises(BudgetExceededError) as refused:
         reservation.spend("d", cost, label="too much")
     assert refused.value.reservation == reservation.key and repr(reservation.key) in str(refused.value)
     assert "Nothing was paid" in str(refused.value)
-    assert ([e.hash for e in acct.records("d")], acct.spent("d"), reservation.spent()) == before
+    assert ([e.hash for e in ledger_entries(acct.store, "d")], acct.spent("d"), reservation.spent()) == before
 
 
 # ------------------------------------------------------------------------------------------ every rule
@@ -133,13 +134,22 @@ def test_a_reservation_on_partitions_pays_only_for_releases_in_them() -> None:
     whole = acct.reserve("d", PureDP(0.5), key="whole")
     whole.spend("d", PureDP(0.25), partition="south")  # the whole dataset's reservation covers any data
     whole.spend("d", PureDP(0.25))
-    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "pay", "reserve", "pay", "pay"]
-    assert acct.partitions("d")["north"].epsilon == 1.5  # north alone: the whole-dataset 0.5 and its 1
+    assert [e.kind for e in ledger_entries(acct.store, "d")] == [
+        "budget",
+        "reserve",
+        "pay",
+        "reserve",
+        "pay",
+        "pay",
+    ]
+    assert (
+        partition_spending(acct.store, "d")["north"].epsilon == 1.5
+    )  # north alone: the whole-dataset 0.5 and its 1
     # a shrink lowers the total of the partitions its reservation named; verify replays both
     acct.spend_plan("d", [PureDP(0.125), PureDP(0.25)], key="east run", partition="east")
-    assert acct.partitions("d")["east"].epsilon == 0.875
+    assert partition_spending(acct.store, "d")["east"].epsilon == 0.875
     acct.shrink("d", "east run", [PureDP(0.125)], reason="the second task was skipped")
-    assert acct.partitions("d")["east"].epsilon == 0.625 and acct.spent("d").epsilon == 1.5
+    assert partition_spending(acct.store, "d")["east"].epsilon == 0.625 and acct.spent("d").epsilon == 1.5
     acct.verify()
 
 
@@ -325,7 +335,7 @@ def test_history_and_verify_see_the_payments() -> None:
     assert history[1] == entry and history[1].cost == ApproxDP(0.25, 0.0)
     charged = sum(Fraction(e.cost.epsilon) for e in history if e.paid_from is None)  # type: ignore[union-attr]
     assert charged == Fraction(acct.spent("d").epsilon) == 1
-    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "pay", "pay", "commit"]
+    assert [e.kind for e in ledger_entries(acct.store, "d")] == ["budget", "reserve", "pay", "pay", "commit"]
     assert acct.verify().records == 5
 
 
@@ -452,11 +462,11 @@ def test_each_share_is_capped_at_its_claim_not_at_the_reservation() -> None:
     mine.spend("d", laplace_event(0.25), label="a's count")
     assert Fraction(mine.spent().epsilon) == Fraction(0.25)
     assert Fraction(mine.remaining().epsilon) == 0
-    before = [e.hash for e in acct.records("d")]
+    before = [e.hash for e in ledger_entries(acct.store, "d")]
     with pytest.raises(BudgetExceededError) as refused:
         mine.spend("d", laplace_event(0.25), label="a's second count")
     assert refused.value.reservation == "run"
-    assert [e.hash for e in acct.records("d")] == before
+    assert [e.hash for e in ledger_entries(acct.store, "d")] == before
     # the run's reservation pays the claims only: 0.25 + 0.25 of 0.5
     assert Fraction(run.spent().epsilon) == Fraction(0.25) + Fraction(0.25)
     acct.verify()
@@ -575,11 +585,11 @@ def test_no_share_ever_pays_more_than_its_claim(caps: list[int], pays: list[tupl
     for which, eighths in pays:
         if which >= len(caps):
             continue
-        before = len(acct.records("d"))
+        before = len(ledger_entries(acct.store, "d"))
         try:
             shares[which].spend("d", PureDP(eighths / 8))
         except BudgetExceededError:
-            assert len(acct.records("d")) == before
+            assert len(ledger_entries(acct.store, "d")) == before
             assert accepted[which] + Fraction(eighths, 8) > Fraction(caps[which], 8)
             continue
         accepted[which] += Fraction(eighths, 8)

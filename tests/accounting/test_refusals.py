@@ -14,6 +14,7 @@ import pytest
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PureDP
 from dp_pipeline.accounting.ledger.sql import SQLLedger
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.exceptions import LedgerError
 
@@ -32,9 +33,9 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _state(acct: PrivacyAccountant) -> Any:
-    url = acct.url
+    url = acct.store.url
     if url == "memory://":
-        return [(d, acct.records(d)) for d in acct.datasets()]
+        return [(d, ledger_entries(acct.store, d)) for d in acct.datasets()]
     return dump_rows(url)
 
 

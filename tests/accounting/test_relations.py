@@ -24,6 +24,7 @@ from dp_pipeline import (
     UnsupportedCompositionError,
 )
 from dp_pipeline.accounting.ledger.base import DatasetState
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.accounting.request import Request
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.mechanisms import (
@@ -149,7 +150,7 @@ ROW_LEVEL = [
 def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_changes(cost: Any) -> None:
     acct = accountant("add_remove")
     acct.spend("d", PureDP(0.25))
-    before = (len(acct.records("d")), acct.spent("d"), acct.remaining("d"))
+    before = (len(ledger_entries(acct.store, "d")), acct.spent("d"), acct.remaining("d"))
     for attempt in (
         lambda: acct.spend("d", cost),
         lambda: acct.reserve("d", cost),
@@ -159,7 +160,7 @@ def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_cha
     ):
         with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
             attempt()
-    assert (len(acct.records("d")), acct.spent("d"), acct.remaining("d")) == before
+    assert (len(ledger_entries(acct.store, "d")), acct.spent("d"), acct.remaining("d")) == before
 
 
 @pytest.mark.parametrize("cost", ROW_LEVEL)
@@ -188,7 +189,7 @@ def test_events_without_a_relation_cost_what_they_say_under_either_relation(rela
     acct = accountant(relation)
     acct.spend("d", cost)
     assert acct.spent("d").epsilon == 1.0
-    (entry,) = [e for e in acct.records("d") if e.kind == "reserve"]
+    (entry,) = [e for e in ledger_entries(acct.store, "d") if e.kind == "reserve"]
     assert entry.events[0].relation == relation == entry.relation  # recorded under the dataset's relation
 
 
@@ -200,15 +201,17 @@ def test_the_relation_is_recorded_shown_and_persisted(tmp_path: Path) -> None:
     with PrivacyAccountant(url, create=True) as acct:
         acct.set_budget("a", PureDP(1.0), relation="add_remove")
         acct.set_budget("r", PureDP(1.0))
-        assert acct.relation("a") == "add_remove" and acct.relation("r") == "replace_one"  # the default
+        assert (
+            acct.budget("a").relation == "add_remove" and acct.budget("r").relation == "replace_one"
+        )  # the default
         for what in (acct.budget, acct.spent, acct.remaining):
             assert what("a").relation == "add_remove"
             assert "add_remove" in str(what("a"))
         assert acct.plan_cost("a", [PureDP(0.5)]).relation == "add_remove"
-        assert acct.records("a")[0].relation == "add_remove"
+        assert ledger_entries(acct.store, "a")[0].relation == "add_remove"
         acct.set_budget("a", PureDP(2.0))  # raising the budget keeps the relation
     with PrivacyAccountant(url) as again:
-        assert again.relation("a") == "add_remove" and again.relation("r") == "replace_one"
+        assert again.budget("a").relation == "add_remove" and again.budget("r").relation == "replace_one"
         again.verify()
 
 
@@ -228,21 +231,21 @@ def test_a_budget_stored_without_a_relation_reads_as_the_default() -> None:
         {"guarantee": PureDP(1.0).to_approx_dp().to_dict(), "mu_limit": None}, "basic", totals
     )
     acct.store.atomic("old", lambda tx: tx.append("budget", old_body, state))
-    assert acct.relation("old") == "replace_one"
-    assert acct.records("old")[0].relation == "replace_one"
+    assert acct.budget("old").relation == "replace_one"
+    assert ledger_entries(acct.store, "old")[0].relation == "replace_one"
     acct.spend("old", BinaryRandomizedResponse(epsilon=0.5))  # a row-level release works on it
     acct.verify("old")
     assert acct.spent("old").epsilon == 0.5
     acct.set_budget("old", PureDP(1.0))  # the same budget again writes nothing
-    assert len(acct.records("old")) == 3
+    assert len(ledger_entries(acct.store, "old")) == 3
 
 
 def test_the_relation_cannot_change_once_spent_and_must_be_known() -> None:
     acct = accountant("replace_one", PureDP(1.0))
     acct.set_budget("d", PureDP(1.0), relation="add_remove")  # nothing spent yet: allowed
-    assert acct.relation("d") == "add_remove"
+    assert acct.budget("d").relation == "add_remove"
     acct.spend("d", PureDP(0.1))
-    records = len(acct.records("d"))
+    records = len(ledger_entries(acct.store, "d"))
     with pytest.raises(InvalidParameterError, match="cannot change") as info:
         acct.set_budget("d", PureDP(1.0), relation="replace_one")
     assert info.value.parameter == "relation"
@@ -250,7 +253,7 @@ def test_the_relation_cannot_change_once_spent_and_must_be_known() -> None:
         with pytest.raises(InvalidParameterError, match="'relation' must be") as info:
             acct.set_budget("d", PureDP(2.0), relation=bad)  # type: ignore[arg-type]
         assert info.value.parameter == "relation"
-    assert len(acct.records("d")) == records and acct.relation("d") == "add_remove"
+    assert len(ledger_entries(acct.store, "d")) == records and acct.budget("d").relation == "add_remove"
 
 
 # ----------------------------------------------------------------------------------- composite events
@@ -275,7 +278,7 @@ def test_composite_events_are_validated_and_stored_like_any_event() -> None:
     assert PrivacyEvent.from_dict(json.loads(json.dumps(whole.to_dict()))) == whole
     acct = accountant(None)
     acct.spend("d", whole)
-    (entry,) = [e for e in acct.records("d") if e.kind == "reserve"]
+    (entry,) = [e for e in ledger_entries(acct.store, "d") if e.kind == "reserve"]
     assert entry.events == (whole,)
     acct.verify()
 

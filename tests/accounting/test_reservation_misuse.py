@@ -22,6 +22,7 @@ from dp_pipeline.accounting.records import (
     budget_of,
     with_totals,
 )
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.accounting.rules import Charge
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import LedgerError
@@ -34,7 +35,7 @@ def _acct() -> PrivacyAccountant:
 
 
 def _unchanged(acct: PrivacyAccountant) -> tuple[Any, ...]:
-    return [e.hash for e in acct.records("d")], acct.spent("d")
+    return [e.hash for e in ledger_entries(acct.store, "d")], acct.spent("d")
 
 
 def _pure(epsilon: float) -> dict[str, Any]:

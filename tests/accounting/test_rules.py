@@ -15,6 +15,7 @@ from scipy import special
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
 from dp_pipeline.accounting import rules
 from dp_pipeline.accounting.composition import composite_event, event_gdp, group_event, laplace_mu
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.accounting.rules import (
     BasicComposition,
     BudgetRule,
@@ -128,7 +129,7 @@ def test_the_removed_aliases_are_gone_and_the_stored_names_still_read() -> None:
     assert not hasattr(acct, "release")
     acct.reserve("e", PureDP(0.25), key="a")
     assert acct.cancel("e", "a", "read nothing").status == "released"
-    assert [e.kind for e in acct.records("e")][-1] == "release"  # the stored kind is unchanged
+    assert [e.kind for e in ledger_entries(acct.store, "e")][-1] == "release"  # the stored kind is unchanged
 
 
 # ------------------------------------------------------------------------------------------------ a new rule

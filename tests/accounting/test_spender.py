@@ -15,7 +15,7 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import BudgetExceededError, InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.reports import ledger_entries, open_reservations
 from dp_pipeline.accounting.spender import UNACCOUNTED, DatasetHandle, Unaccounted
 from dp_pipeline.accounting.testing import laplace_event
 from dp_pipeline.spending import as_spender
@@ -28,7 +28,7 @@ def _ledger(epsilon: float = 1.0) -> PrivacyAccountant:
 
 
 def _kinds(acct: PrivacyAccountant, dataset: str = "visits") -> list[str]:
-    return [record.kind for record in acct.records(dataset)]
+    return [record.kind for record in ledger_entries(acct.store, dataset)]
 
 
 # ------------------------------------------------------------------------------------------ the handle
@@ -48,7 +48,20 @@ def test_a_handle_reports_and_charges_its_dataset_as_the_accountant_does() -> No
     assert [e.label for e in visits.history(limit=1)] == [None]
     # independently: basic composition of pure releases adds their ε exactly
     assert Fraction(visits.spent().epsilon) == Fraction(1, 4) + Fraction(1, 8)
-    assert visits.relation() == acct.relation("visits") and visits.partitions_limit() is None
+    assert visits.relation() == acct.budget("visits").relation and visits.partitions_limit() is None
+
+
+def test_a_handle_reports_a_partition_as_the_accountant_does() -> None:
+    acct = PrivacyAccountant("memory://")
+    acct.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
+    visits = acct.dataset("visits")
+    visits.spend(PureDP(0.25), partition="north")
+    visits.spend(PureDP(0.125))
+    assert visits.spent(partition="north") == acct.spent("visits", partition="north")
+    assert visits.remaining(partition="south") == acct.remaining("visits", partition="south")
+    # independently: a person in north alone lost 1/4 + 1/8; one in south only the whole-dataset 1/8
+    assert Fraction(visits.spent(partition="north").epsilon) == Fraction(3, 8)
+    assert Fraction(visits.remaining(partition="south").epsilon) == 1 - Fraction(1, 8)
 
 
 def test_a_handle_is_frozen_and_its_copies_charge_the_same_ledger(tmp_path: Path) -> None:
@@ -59,7 +72,7 @@ def test_a_handle_is_frozen_and_its_copies_charge_the_same_ledger(tmp_path: Path
         visits.name = "other"  # type: ignore[misc]
     assert copy.deepcopy(visits) is visits and copy.copy(visits) is visits
     again = pickle.loads(pickle.dumps(visits))
-    assert again.name == "visits" and again.accountant.url == acct.url
+    assert again.name == "visits" and again.accountant.store.url == acct.store.url
     again.spend(PureDP(0.5), label="from the copy")
     assert [e.label for e in acct.history("visits")] == ["from the copy"]
     acct.close()

@@ -7,6 +7,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.airflow.testing import run_dag
 from dp_pipeline.airflow.testing import task_states as states
 
@@ -34,7 +35,11 @@ def ledger_copy(url: str, to: Path) -> Any:
 
 def charges(accountant: Any, dataset: str) -> list[tuple[str, str]]:
     """(key, status) of every reservation on the dataset, in ledger order."""
-    return [(entry.key, entry.status) for entry in accountant.records(dataset) if entry.kind == "reserve"]
+    return [
+        (entry.key, entry.status)
+        for entry in ledger_entries(accountant.store, dataset)
+        if entry.kind == "reserve"
+    ]
 
 
 class FailureLog:

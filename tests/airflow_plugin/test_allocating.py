@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.reports import ledger_entries
+
 pytestmark = pytest.mark.airflow
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -194,7 +196,7 @@ def test_the_check_command_prints_the_calibration_as_json(ledger, tmp_path: Path
             """
         )
     )
-    assert main([str(tmp_path), "--json", "--ledger-url", ledger.url]) == 0
+    assert main([str(tmp_path), "--json", "--ledger-url", ledger.store.url]) == 0
     (check,) = json.loads(capfd.readouterr().out)["checks"]
     assert check["share"] == {"type": "gdp", "mu": 1.0}
     (task,) = check["tasks"]
@@ -214,7 +216,7 @@ def test_the_dag_policy_refuses_a_free_task_outside_a_run_budget(ledger) -> None
     dag = _dag("dp_policy_free", {"count": PlannedRelease("gaussian", sensitivity=1.0)}, per_run=False)
     with pytest.raises(AirflowClusterPolicyViolation, match="leave their noise free"):
         make_dag_policy()(dag)
-    assert [r.kind for r in ledger.records("visits")] == ["budget"]
+    assert [r.kind for r in ledger_entries(ledger.store, "visits")] == ["budget"]
 
 
 def test_calibrations_are_remembered_and_releases_that_cannot_be_keys_are_calibrated_anew(ledger) -> None:

@@ -60,7 +60,7 @@ def _spend_plan_takes(ledger: Any, to: Path, days: dict[str, str]) -> bool:
     """Whether ``spend_plan`` of each day's part, one after the other, is accepted on a copy of the ledger."""
     from dp_pipeline import BudgetExceededError, PureDP
 
-    copy = ledger_copy(ledger.url, to)
+    copy = ledger_copy(ledger.store.url, to)
     try:
         for part, day in days.items():
             copy.spend_plan("visits", [PureDP(0.25)] * int(PARTS[part] / Fraction(1, 4)), partition=day)
@@ -139,13 +139,13 @@ def test_check_command_prints_the_partition_each_line_checks(ledger, tmp_path, c
     ledger.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=2)
     ledger.spend("visits", PureDP(0.75), partition=YESTERDAY)
 
-    assert main([str(tmp_path), "--ledger-url", ledger.url, "--logical-date", TODAY, "--json"]) == 0
+    assert main([str(tmp_path), "--ledger-url", ledger.store.url, "--logical-date", TODAY, "--json"]) == 0
     checks = json.loads(capsys.readouterr().out)["checks"]
     shown = {(c["dataset"], c["partition"], c["new_partition"], c["fits_remaining"]) for c in checks}
     # yesterday would hold 0.75 + 0.25 and today 0.5: 1.5 > 1 for a person in both
     assert shown == {("visits", TODAY, False, False), ("visits", YESTERDAY, False, False)}
 
-    assert main([str(tmp_path), "--ledger-url", ledger.url]) == 0
+    assert main([str(tmp_path), "--ledger-url", ledger.store.url]) == 0
     table = capsys.readouterr().out
     header, *rows = table.splitlines()
     assert header.split()[:3] == ["DAG", "dataset", "partition"]
@@ -156,7 +156,7 @@ def test_check_command_prints_the_partition_each_line_checks(ledger, tmp_path, c
     flat.mkdir()
     (flat / "two_days.py").write_text(DAG_FILE.replace("visits/", "flat/"))
     ledger.set_budget("flat", PureDP(1.0))
-    assert main([str(flat), "--ledger-url", ledger.url, "--logical-date", TODAY]) == 1
+    assert main([str(flat), "--ledger-url", ledger.store.url, "--logical-date", TODAY]) == 1
     assert "which is not partitioned" in capsys.readouterr().out
 
 

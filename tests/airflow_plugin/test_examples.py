@@ -74,7 +74,7 @@ def test_weekly_report_pays_its_pandas_aggregates_from_one_run_reservation(any_l
     (run,) = [entry for entry in history if entry.paid_from is None]
     assert run.key == f"run/dp_weekly_report/{dag_run.run_id}"
     # the attempts' shares (the aggregates paid within them record their share's cap)
-    within = {r.seq for r in ledger._records("patients") if r.kind == "pay" and "cap" in r.body}
+    within = {r.seq for r in ledger.store.records("patients") if r.kind == "pay" and "cap" in r.body}
     paid = [entry for entry in history if entry.paid_from == run.key and entry.seq not in within]
     assert sum(entry.cost.epsilon for entry in paid) == pytest.approx(0.9)
     assert ledger.spent("patients").epsilon == pytest.approx(0.9)

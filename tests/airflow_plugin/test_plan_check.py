@@ -271,11 +271,11 @@ def _agree(
     sized.set_on(ledger, dataset)
     _spend_earlier(ledger, dataset, earlier)
 
-    cli_fits, report = _cli(dataset, plan, ledger.url, folder)
+    cli_fits, report = _cli(dataset, plan, ledger.store.url, folder)
     dag = _dag(f"plan_{dataset}", dataset, plan)
     (dag_check,) = check_dag(plan_dag(dag), ledger)
     accepts = _policy_accepts(dag)
-    copy = ledger_copy(ledger.url, folder / f"{dataset}.db")
+    copy = ledger_copy(ledger.store.url, folder / f"{dataset}.db")
     try:
         takes_now = _spend_plan_takes(copy, dataset, plan)
         sized.set_on(copy, "fresh")

@@ -374,19 +374,21 @@ def test_check_command_renders_templates_for_the_logical_date_given(ledger, tmp_
     )
     ledger.set_budget("visits/2026-03-02", PureDP(1.0))
 
-    assert main([str(tmp_path), "--ledger-url", ledger.url]) == 2
+    assert main([str(tmp_path), "--ledger-url", ledger.store.url]) == 2
     captured = capsys.readouterr()
     assert "UNCHECKED (template)" in captured.out
     assert "templated dataset names not rendered: weekly: visits/{{ ds }}" in captured.err
 
-    assert main([str(tmp_path), "--ledger-url", ledger.url, "--logical-date", "2026-03-02", "--json"]) == 0
+    assert (
+        main([str(tmp_path), "--ledger-url", ledger.store.url, "--logical-date", "2026-03-02", "--json"]) == 0
+    )
     (check,) = json.loads(capsys.readouterr().out)["checks"]
     assert check["dataset"] == "visits/2026-03-02" and check["checked"] and check["fits_budget"]
     (planned,) = check["tasks"]
     assert (planned["template"], planned["attempts"], planned["releases"]) == ("visits/{{ ds }}", 2, 2)
     assert check["total"]["epsilon"] == pytest.approx(2 * 0.5)
 
-    assert main([str(tmp_path), "--ledger-url", ledger.url, "--logical-date", "next monday"]) == 2
+    assert main([str(tmp_path), "--ledger-url", ledger.store.url, "--logical-date", "next monday"]) == 2
     assert "is not a date" in capsys.readouterr().err
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.accounting.request import Request
 from tests.airflow_plugin.conftest import EXAMPLE_DAGS, REPO
 
@@ -44,7 +45,7 @@ def test_plan_of_the_example_dag_exceeds_a_budget_for_two(ledger) -> None:
     assert (check.dataset, check.total.epsilon, check.budget.epsilon) == ("patients", 1.5, 1.0)
     assert not check.fits_budget and not check.ok
     assert "one run needs ε=1.5 but the whole budget is ε=1" in check.problems[0]
-    assert not ledger.records("patients")[1:]  # planning charged nothing
+    assert not ledger_entries(ledger.store, "patients")[1:]  # planning charged nothing
 
     ledger.set_budget("patients", PureDP(1.5))
     (check,) = check_dag(plan, ledger)
@@ -178,7 +179,7 @@ def test_check_command_reports_plans_and_exits_non_zero_when_one_exceeds(ledger,
     from dp_pipeline.airflow.check import main
 
     ledger.set_budget("patients", PureDP(1.0))
-    assert main([str(EXAMPLE_DAGS), "--ledger-url", ledger.url]) == 1
+    assert main([str(EXAMPLE_DAGS), "--ledger-url", ledger.store.url]) == 1
     out = capfd.readouterr().out
     assert "dp_patients_report" in out and "EXCEEDS BUDGET" in out and "ε=1.5" in out
 
@@ -198,10 +199,10 @@ def test_check_shows_each_dataset_relation_in_the_table_and_json(ledger, capfd) 
     plan = plan_dag(_example_dag())
     ledger.set_budget("patients", PureDP(2.0), relation="add_remove")
     (check,) = check_dag(plan, ledger)
-    assert check.relation == ledger.relation("patients") == "add_remove"
+    assert check.relation == ledger.budget("patients").relation == "add_remove"
     header, row = format_checks([check]).splitlines()[:2]
     assert header.split()[2] == "relation" and row.split()[2] == "add_remove"
-    assert main([str(EXAMPLE_DAGS), "--json", "--ledger-url", ledger.url]) == 0
+    assert main([str(EXAMPLE_DAGS), "--json", "--ledger-url", ledger.store.url]) == 0
     report = json.loads(capfd.readouterr().out)
     relations = {c["dataset"]: c["relation"] for c in report["checks"] if c["dag_id"] == "dp_patients_report"}
     assert relations == {"patients": "add_remove"}
@@ -260,7 +261,9 @@ def test_check_json_is_all_of_standard_output_and_logs_go_to_stderr(ledger, name
     # INFO: the level at which Airflow logs the DagBag fill; unit-test mode off, as users run it (in that
     # mode Airflow's own start-up, before any command runs, logs which test configuration it loaded)
     env = {"AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO", "AIRFLOW__CORE__UNIT_TEST_MODE": "False"}
-    result = _run_check(_COMMANDS[name], str(EXAMPLE_DAGS), "--json", "--ledger-url", ledger.url, env=env)
+    result = _run_check(
+        _COMMANDS[name], str(EXAMPLE_DAGS), "--json", "--ledger-url", ledger.store.url, env=env
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert {c["dag_id"] for c in report["checks"]} >= {"dp_patients_report"}
@@ -270,19 +273,19 @@ def test_check_json_is_all_of_standard_output_and_logs_go_to_stderr(ledger, name
 
 @pytest.mark.processes
 def test_check_of_a_missing_folder_or_one_without_dags_is_an_error(ledger, tmp_path) -> None:
-    missing = _run_check(_COMMANDS["python-m"], str(tmp_path / "dgas"), "--ledger-url", ledger.url)
+    missing = _run_check(_COMMANDS["python-m"], str(tmp_path / "dgas"), "--ledger-url", ledger.store.url)
     assert missing.returncode == 2 and missing.stdout == ""
     assert f"no DAG folder or file at {tmp_path / 'dgas'}" in missing.stderr
 
     (tmp_path / "empty").mkdir()
-    empty = _run_check(_COMMANDS["python-m"], str(tmp_path / "empty"), "--ledger-url", ledger.url)
+    empty = _run_check(_COMMANDS["python-m"], str(tmp_path / "empty"), "--ledger-url", ledger.store.url)
     assert empty.returncode == 2 and "no DAG found in" in empty.stderr
 
 
 @pytest.mark.processes
 def test_check_of_a_folder_with_import_errors_exits_2_with_the_errors_in_json(ledger, tmp_path) -> None:
     (tmp_path / "broken_dag.py").write_text("from airflow.sdk import DAG\nraise RuntimeError('broken')\n")
-    result = _run_check(_COMMANDS["python-m"], str(tmp_path), "--json", "--ledger-url", ledger.url)
+    result = _run_check(_COMMANDS["python-m"], str(tmp_path), "--json", "--ledger-url", ledger.store.url)
     assert result.returncode == 2, result.stdout + result.stderr
     report = json.loads(result.stdout)
     (path,) = report["import_errors"]
@@ -369,7 +372,7 @@ def test_check_command_escapes_control_characters_in_its_table(ledger, tmp_path,
         "        python_callable=len,\n"
         "    )\n"
     )
-    assert main([str(tmp_path), "--ledger-url", ledger.url]) == 1  # the dataset has no budget
+    assert main([str(tmp_path), "--ledger-url", ledger.store.url]) == 1  # the dataset has no budget
     out = capsys.readouterr().out
     assert "escapes" in out and "\x1b" not in out and "pat\\x1b[2Jients" in out
 

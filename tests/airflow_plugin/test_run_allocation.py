@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.reports import ledger_entries
 from tests.airflow_plugin._helpers import FailureLog, run_dag, states
 from tests.allocation_references import largest_mu, least_scale, pld_epsilon
 
@@ -85,7 +86,7 @@ def _run_entries(ledger: Any, dataset: str) -> tuple[list[Any], list[Any]]:
     """The dataset's charges, and the attempts' shares of them (the draws paid within a share, which
     record its cap, are left out)."""
     history = ledger.history(dataset)
-    within = {r.seq for r in ledger._records(dataset) if r.kind == "pay" and "cap" in r.body}
+    within = {r.seq for r in ledger.store.records(dataset) if r.kind == "pay" and "cap" in r.body}
     shares = [e for e in history if e.paid_from is not None and e.seq not in within]
     return [e for e in history if e.paid_from is None], shares
 
@@ -219,7 +220,7 @@ def test_a_share_that_does_not_fit_what_remains_fails_the_run_in_its_setup(any_l
     ledger = any_ledger
     ledger.set_budget("visits", ApproxDP(1.5, 1e-5))
     ledger.spend("visits", PureDP(0.8), label="an earlier report")
-    before = [(r.kind, r.key) for r in ledger.records("visits")]
+    before = [(r.kind, r.key) for r in ledger_entries(ledger.store, "visits")]
     seen = tmp_path / "seen.json"
     dag = _three_gaussians("dp_share_too_big", seen, ApproxDP(1.0, 1e-6))
     failures = FailureLog()
@@ -232,7 +233,7 @@ def test_a_share_that_does_not_fit_what_remains_fails_the_run_in_its_setup(any_l
     assert not seen.exists()
     error = failures.errors["dp_reserve_run"]
     assert isinstance(error, PrivacyBudgetExhausted) and "share" in str(error)
-    assert [(r.kind, r.key) for r in ledger.records("visits")] == before
+    assert [(r.kind, r.key) for r in ledger_entries(ledger.store, "visits")] == before
     assert ledger.spent("visits").epsilon == pytest.approx(0.8)
 
 
@@ -269,7 +270,7 @@ def test_a_free_task_without_a_share_is_refused_by_the_check_and_at_run_time(
     assert isinstance(failures.errors[refused], PrivacyCostError)
     assert "noise free" in str(failures.errors[refused])
     assert not seen.exists()
-    assert [r.kind for r in ledger.records("visits")] == ["budget"]
+    assert [r.kind for r in ledger_entries(ledger.store, "visits")] == ["budget"]
 
 
 def test_each_attempt_a_free_tasks_retries_allow_is_a_release_of_the_allocation(any_ledger, tmp_path) -> None:

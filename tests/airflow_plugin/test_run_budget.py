@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.reports import ledger_entries
 from tests.airflow_plugin._helpers import run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
@@ -21,7 +22,7 @@ def _run_entries(ledger: Any, dataset: str) -> tuple[list[Any], list[Any]]:
     """The dataset's charges (reservations) and the payments from a run's reservation: the attempts' shares
     (the releases paid within a share, which record its ``cap``, count against the share only)."""
     history = ledger.history(dataset)
-    within = {r.seq for r in ledger._records(dataset) if r.kind == "pay" and "cap" in r.body}
+    within = {r.seq for r in ledger.store.records(dataset) if r.kind == "pay" and "cap" in r.body}
     charged = [entry for entry in history if entry.paid_from is None]
     paid = [
         entry
@@ -141,7 +142,7 @@ def test_a_run_whose_plan_does_not_fit_is_refused_before_any_task_reads_data(any
     ledger = any_ledger
     ledger.set_budget("visits", PureDP(1.0))
     ledger.spend("visits", PureDP(0.3), label="an earlier report")
-    before = ledger.records("visits")
+    before = ledger_entries(ledger.store, "visits")
     marker = tmp_path / "started.txt"
     dag = _four_task_dag("dp_run_refused", marker)
     errors: dict[str, BaseException] = {}
@@ -154,7 +155,9 @@ def test_a_run_whose_plan_does_not_fit_is_refused_before_any_task_reads_data(any
     assert not marker.exists()
     assert isinstance(errors["setup"], PrivacyBudgetExhausted)
     assert "'visits'" in str(errors["setup"]) and "requested ε = 1" in str(errors["setup"])
-    assert [(r.kind, r.key) for r in ledger.records("visits")] == [(r.kind, r.key) for r in before]
+    assert [(r.kind, r.key) for r in ledger_entries(ledger.store, "visits")] == [
+        (r.kind, r.key) for r in before
+    ]
     assert ledger.spent("visits").epsilon == pytest.approx(0.3)
 
 
@@ -211,7 +214,7 @@ def test_the_share_of_a_skipped_branch_goes_back_to_the_budget(any_ledger, tmp_p
     assert [entry.cost.epsilon for entry in paid] == pytest.approx([0.25])
     assert ledger.spent("visits").epsilon == pytest.approx(0.25)
     assert ledger.remaining("visits").epsilon == pytest.approx(0.75)
-    shrinks = [r for r in ledger.records("visits") if r.kind == "shrink"]
+    shrinks = [r for r in ledger_entries(ledger.store, "visits") if r.kind == "shrink"]
     assert len(shrinks) == 1 and "1 of 3 planned task attempts started" in shrinks[0].reason
 
     # the dashboard shows the run's reservation: what the setup reserved, what it holds, what was paid
@@ -370,4 +373,4 @@ def test_an_attempt_outside_what_its_run_reserved_does_not_run(ledger) -> None:
         run_reservation(ledger, cost, context(1, settled=False), "another_ledger")
     with pytest.raises(PrivacyCostError, match="holds no reservation on 'visits'"):
         run_reservation(ledger, cost, context(1, settled=False), "dp_ledger_default")
-    assert [r.kind for r in ledger.records("visits")] == ["budget"]
+    assert [r.kind for r in ledger_entries(ledger.store, "visits")] == ["budget"]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.reports import ledger_entries, partition_spending
 from tests.airflow_plugin._helpers import FailureLog, run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
@@ -73,7 +74,7 @@ def test_a_daily_dag_charges_each_day_on_its_own_partition(any_ledger, tmp_path)
         assert states(dag_run) == {"count": "success"}
     assert marker.read_text().split() == ["visits/2026-11-23", "visits/2026-11-24"]
     declared = {"2026-11-23": 0.6, "2026-11-24": 0.6}  # each day: one release of ε = 0.6
-    assert _epsilons(ledger.partitions("visits")) == pytest.approx(declared)
+    assert _epsilons(partition_spending(ledger.store, "visits")) == pytest.approx(declared)
     assert ledger.spent("visits").epsilon == pytest.approx(max(declared.values()))  # L = 1: the largest
     # each day: its attempt's charge, and the handed mechanism's draw paid from it
     assert [(e.partitions, e.status) for e in ledger.history("visits")] == [
@@ -83,13 +84,15 @@ def test_a_daily_dag_charges_each_day_on_its_own_partition(any_ledger, tmp_path)
         (("2026-11-24",), "paid"),
     ]
 
-    before = ledger.records("visits")
+    before = ledger_entries(ledger.store, "visits")
     again = run_dag(_daily("dp_daily", "visits/{{ ds }}", marker, failures), logical_date=TUESDAY)
     assert states(again) == {"count": "failed"}
     assert isinstance(failures.errors["count"], PrivacyBudgetExhausted)
     assert "'visits'" in str(failures.errors["count"]) and "2026-11-24" in str(failures.errors["count"])
     assert marker.read_text().split() == ["visits/2026-11-23", "visits/2026-11-24"]  # its code never ran
-    assert [(r.seq, r.kind) for r in ledger.records("visits")] == [(r.seq, r.kind) for r in before]
+    assert [(r.seq, r.kind) for r in ledger_entries(ledger.store, "visits")] == [
+        (r.seq, r.kind) for r in before
+    ]
 
     whole, failures = tmp_path / "whole.txt", FailureLog()
     verdicts = [
@@ -114,7 +117,7 @@ def test_a_rendered_name_on_a_dataset_that_is_not_partitioned_is_refused_and_cha
 
     ledger = any_ledger
     ledger.set_budget("flat", PureDP(1.0))
-    before = ledger.records("flat")
+    before = ledger_entries(ledger.store, "flat")
     marker, failures = tmp_path / "started.txt", FailureLog()
 
     dag_run = run_dag(_daily("dp_flat", "flat/{{ ds }}", marker, failures), logical_date=MONDAY)
@@ -138,7 +141,9 @@ def test_a_rendered_name_on_a_dataset_that_is_not_partitioned_is_refused_and_cha
     assert "not partitioned" in str(failures.errors["dp_reserve_run"])
     assert not marker.exists()
     assert ledger.datasets() == ["flat"]
-    assert [(r.seq, r.kind) for r in ledger.records("flat")] == [(r.seq, r.kind) for r in before]
+    assert [(r.seq, r.kind) for r in ledger_entries(ledger.store, "flat")] == [
+        (r.seq, r.kind) for r in before
+    ]
 
 
 def _two_days(dag_id: str, today: float, skipped: float, yesterday: float, marker: Path) -> Any:
@@ -235,7 +240,7 @@ def test_a_run_reserves_each_day_it_reads_and_the_teardown_shrinks_each(any_ledg
         (e.paid_from, e.partitions, round(e.cost.epsilon, 9)) for e in ledger.history("visits") if e.paid_from
     }
     assert paid == {(f"{key}/2026-11-24", ("2026-11-24",), 0.3), (f"{key}/2026-11-23", ("2026-11-23",), 0.4)}
-    days = _epsilons(ledger.partitions("visits"))
+    days = _epsilons(partition_spending(ledger.store, "visits"))
     assert days == pytest.approx({"2026-11-24": 0.3, "2026-11-23": 0.4})
     assert ledger.spent("visits").epsilon == pytest.approx(sum(sorted(days.values())[-2:]))  # L = 2
 
@@ -247,7 +252,7 @@ def test_a_run_reserves_each_day_it_reads_and_the_teardown_shrinks_each(any_ledg
     page = TestClient(create_app(lambda: ledger)).get("/").text
     assert '<td class="partition">2026-11-23</td>' in page
 
-    before = ledger.records("visits")
+    before = ledger_entries(ledger.store, "visits")
     refused = _two_days("dp_two_days_next", 0.4, 0.2, 0.2, marker)
     checks = check_dag(refused, ledger, logical_date=WEDNESDAY)
     assert sorted(c.partition for c in checks) == ["2026-11-24", "2026-11-25"]
@@ -264,7 +269,9 @@ def test_a_run_reserves_each_day_it_reads_and_the_teardown_shrinks_each(any_ledg
     assert states(dag_run)["dp_reserve_run"] == "failed"
     assert {states(dag_run)[t] for t in ("which", "yesterday")} == {"upstream_failed"}
     assert isinstance(errors["setup"], PrivacyBudgetExhausted) and "together" in str(errors["setup"])
-    assert [(r.seq, r.kind) for r in ledger.records("visits")] == [(r.seq, r.kind) for r in before]
+    assert [(r.seq, r.kind) for r in ledger_entries(ledger.store, "visits")] == [
+        (r.seq, r.kind) for r in before
+    ]
     assert sorted(marker.read_text().split()) == ["visits/2026-11-24", "yesterday"]
 
 
@@ -328,7 +335,7 @@ def test_code_inside_a_task_pays_from_its_partition_named_explicitly(any_ledger)
         (("2026-11-23",), 0.25),
     ]
     assert ledger.spent("visits").epsilon == pytest.approx(0.5)  # charged once
-    assert _epsilons(ledger.partitions("visits")) == pytest.approx({"2026-11-23": 0.5})
+    assert _epsilons(partition_spending(ledger.store, "visits")) == pytest.approx({"2026-11-23": 0.5})
     assert Fraction(ledger.reservation("visits", task.key).spent().epsilon) == Fraction(1, 2)
 
 
@@ -368,7 +375,7 @@ def test_a_run_share_calibrates_a_free_task_on_its_day_partition(any_ledger, tmp
     share, draw = [e for e in ledger.history("visits") if e.paid_from == run.key]
     for paid in (share, draw):
         assert paid.partitions == ("2026-11-23",) and paid.cost.epsilon == pytest.approx(1.0 / scale)
-    assert ledger.partitions("visits")["2026-11-23"].epsilon <= 0.5
+    assert partition_spending(ledger.store, "visits")["2026-11-23"].epsilon <= 0.5
     assert ledger.spent("visits").epsilon == pytest.approx(0.5, rel=1e-3)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dp_pipeline.accounting.reports import ledger_entries
 from tests.airflow_plugin._helpers import FailureLog, charges, run_dag, states
 from tests.airflow_plugin.conftest import EXAMPLE_DAGS
 
@@ -161,7 +162,7 @@ def test_retry_policy_started_attempts_stay_charged_early_failures_release(ledge
     claims = charges(ledger, "claims")
     assert [status for _, status in claims] == ["released", "released"]
     assert [key.rsplit("/", 1)[1] for key, _ in claims] == ["1", "2"]
-    releases = [entry.reason for entry in ledger.records("claims") if entry.kind == "release"]
+    releases = [entry.reason for entry in ledger_entries(ledger.store, "claims") if entry.kind == "release"]
     assert len(releases) == 2 and all("before its callable ran" in (r or "") for r in releases)
     assert ledger.spent("claims").epsilon == 0.0
 
@@ -281,7 +282,7 @@ def test_guard_on_plain_python_and_bash_operators(ledger, tmp_path) -> None:
     assert isinstance(failures.errors["no_budget"], PrivacyCostError)  # a missing budget is not retried
     message = str(failures.errors["no_budget"])
     assert "nobody_set_a_budget" in message and ".." not in message
-    assert f"in the ledger {ledger.url}" in message  # the ledger is named
+    assert f"in the ledger {ledger.store.url}" in message  # the ledger is named
     tries = {ti.task_id: ti.try_number for ti in dag_run.get_task_instances()}
     assert tries["bash_export"] == 1 and tries["no_budget"] == 1
     assert [s for _, s in charges(ledger, "exports")] == ["committed"]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 
 
 @pytest.fixture
@@ -20,4 +21,4 @@ def acct() -> Iterator[PrivacyAccountant]:
 
 def charges(accountant: PrivacyAccountant, dataset: str = "d") -> list[object]:
     """The reservations (one per charge) in the dataset's history."""
-    return [e for e in accountant.records(dataset) if e.kind == "reserve"]
+    return [e for e in ledger_entries(accountant.store, dataset) if e.kind == "reserve"]

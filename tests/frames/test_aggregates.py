@@ -18,6 +18,7 @@ from dp_pipeline import (
     PrivacyLeakWarning,
     PureDP,
 )
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
 from dp_pipeline.mechanisms import Gaussian
 
@@ -205,10 +206,10 @@ def test_every_function_charges_once_and_a_refusal_charges_nothing(func: Any, ar
     acct.set_budget("d", PureDP(1.0))
     func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
     assert len(charges(acct)) == 1 and acct.spent("d").epsilon == pytest.approx(0.75)
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(BudgetExceededError):
         func(visits(), *args, epsilon=0.75, accountant=acct, dataset="d", **kwargs)
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
 
 
 @pytest.mark.parametrize(

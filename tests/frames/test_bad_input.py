@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from dp_pipeline import InvalidParameterError
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum
 
 OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}
@@ -94,8 +95,8 @@ def test_a_row_level_release_of_no_rows_charges_nothing() -> None:
     noisy = add_noise(empty, ["x"], lower=0, upper=10, epsilon=1.0, accountant=acct, dataset="d")
     reports = randomized_response(empty, "yes", epsilon=1.0, accountant=acct, dataset="d")
     assert noisy.empty and list(noisy.columns) == ["x", "yes"] and reports.empty
-    assert [r.kind for r in acct.records("d")] == ["budget"]  # nothing charged
+    assert [r.kind for r in ledger_entries(acct.store, "d")] == ["budget"]  # nothing charged
     acct.set_budget("r", PureDP(1.0), relation="add_remove")
     with pytest.raises(UnsupportedCompositionError, match="relation='replace_one'"):
         add_noise(empty, ["x"], lower=0, upper=10, epsilon=1.0, accountant=acct, dataset="r")
-    assert [r.kind for r in acct.records("r")] == ["budget"]
+    assert [r.kind for r in ledger_entries(acct.store, "r")] == ["budget"]

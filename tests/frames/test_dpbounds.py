@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import add_noise, dp_mean, dp_sum
 from dp_pipeline.mechanisms import secure_rng
@@ -55,10 +56,10 @@ def test_a_refusal_charges_nothing() -> None:
     acct = _acct(1.0)
     df = pd.DataFrame({"x": np.arange(50.0)})
     df.pipe(dp_mean, "x", bounds="dp", outer=(0, 60), epsilon=0.75, accountant=acct, dataset="d")
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(BudgetExceededError):
         df.pipe(dp_sum, "x", bounds="dp", outer=(0, 60), epsilon=0.5, accountant=acct, dataset="d")
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
 
 
 def test_learned_bounds_are_the_noisy_percentiles_inside_the_outer_range() -> None:

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.frames import dp_count, dp_mean, dp_median, dp_var
 from dp_pipeline.frames.common import bound_partitions
 from dp_pipeline.mechanisms import fast_rng
@@ -79,7 +80,7 @@ def test_dp_count_reads_its_partition_and_charges_it() -> None:
         dp_count, epsilon=EXACT, partition_column="ward", partition="a", max_contributions=10, **options
     )
     assert result["value"] == pytest.approx(5 + 1 + 1, abs=1e-3)  # the visits in ward a
-    assert list(acct.partitions("visits")) == ["a"]
+    assert list(partition_spending(acct.store, "visits")) == ["a"]
     whole = visits().pipe(dp_count, epsilon=EXACT, partition_column="ward", max_contributions=10, **options)
     # every person in one ward at most (L = 1): p1 keeps 5, p2 1, p3 3, p4 1
     assert whole["value"] == pytest.approx(10, abs=1e-3)
@@ -97,7 +98,7 @@ def test_other_aggregates_charge_their_partitions() -> None:
     )
     df.pipe(dp_median, "cost", lower=0, upper=20, epsilon=1.0, partition="c", **options)
     df.pipe(dp_var, "cost", lower=0, upper=20, epsilon=1.0, partition=["a", "d"], **options)
-    assert list(acct.partitions("visits")) == ["a", "b", "c", "d"]
+    assert list(partition_spending(acct.store, "visits")) == ["a", "b", "c", "d"]
     acct.verify()
 
 

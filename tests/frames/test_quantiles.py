@@ -15,6 +15,7 @@ from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP, _quantile
 from dp_pipeline._quantile import quantile_mechanism, select_quantile
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import dp_median, dp_quantile, dp_quantiles
 from dp_pipeline.mechanisms import secure_rng
@@ -121,10 +122,10 @@ def test_one_charge_per_call_and_a_refusal_charges_nothing() -> None:
     )
     assert len(charges(acct)) == 1 and acct.spent("d").epsilon == pytest.approx(0.75)
     assert [p["guarantee"]["epsilon"] for p in out.attrs["cost"]["parts"]] == [pytest.approx(0.25)] * 3
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(BudgetExceededError):
         df.pipe(dp_median, "x", lower=0, upper=60, epsilon=0.5, accountant=acct, dataset="d")
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import dp_std, dp_var
 from dp_pipeline.frames.spread import _variance_range
@@ -84,10 +85,10 @@ def test_one_charge_of_three_parts_and_a_refusal_charges_nothing() -> None:
     out = df.pipe(dp_std, "x", lower=0, upper=40, epsilon=0.75, accountant=acct, dataset="d")
     assert len(charges(acct)) == 1 and acct.spent("d").epsilon == pytest.approx(0.75)
     assert len(out.attrs["cost"]["parts"]) == 3
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     with pytest.raises(BudgetExceededError):
         df.pipe(dp_var, "x", lower=0, upper=40, epsilon=0.5, accountant=acct, dataset="d")
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
 
 
 def test_bad_bounds_are_refused_without_quoting_data() -> None:

@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, PlannedRelease, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.mechanisms import Laplace
 from dp_pipeline.planning import PlanPart, calibrate_share, check_plans, plans, share_terms
 from dp_pipeline.planning import shares as shares_module
@@ -43,7 +44,7 @@ def test_parts_are_checked_alone_and_together_as_parallel_composition_says(
     acct = PrivacyAccountant("memory://")
     acct.set_budget("visits", PureDP(1.0), relation="add_remove", partitions=1)
     acct.spend("visits", _event(spent))
-    before = [record.hash for record in acct.records("visits")]
+    before = [record.hash for record in ledger_entries(acct.store, "visits")]
     parts = [PlanPart("visits", (_event(e),), partition=f"day{i}") for i, e in enumerate(days)]
     parts.append(PlanPart("visits", (_event(whole),)))
 
@@ -58,7 +59,7 @@ def test_parts_are_checked_alone_and_together_as_parallel_composition_says(
         assert check.fits_remaining == (alone + spent <= 1 and fits_now)
         if alone <= 1 and not fits_whole:
             assert any("together they exceed the whole budget" in p for p in check.problems)
-    assert [record.hash for record in acct.records("visits")] == before
+    assert [record.hash for record in ledger_entries(acct.store, "visits")] == before
 
 
 def test_a_share_calibrates_laplace_noise_to_what_the_fixed_releases_leave() -> None:

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import partition_spending
 from dp_pipeline.frames import dp_count
 from dp_pipeline.frames.engine import PartitionBounding
 from dp_pipeline.spark._bounding import KEEP, with_kept
@@ -53,4 +54,4 @@ def test_dp_count_on_spark_reads_its_partition_and_charges_it(spark: Any) -> Non
     whole = dp_count(sdf, epsilon=exact, partition_column="ward", max_contributions=10, **options)
     # one ward per person (L = 1): p1 keeps 5 visits (a or b), p2 1, p3 2, p4 1
     assert whole.toPandas()["value"][0] == pytest.approx(9, abs=1e-3)
-    assert list(acct.partitions("visits")) == ["a"]
+    assert list(partition_spending(acct.store, "visits")) == ["a"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.spark import dp_count, dp_mean
 
 
@@ -27,5 +28,11 @@ def test_spark_releases_pay_from_a_reservation_and_charge_once(spark: Any) -> No
     costs = [entry.cost for entry in paid]
     assert len(costs) == 2 and all(isinstance(cost, ApproxDP) and cost.delta == 0 for cost in costs)
     assert sum(Fraction(cost.epsilon) for cost in costs if isinstance(cost, ApproxDP)) == Fraction(0.4) * 2
-    assert [record.kind for record in acct.records("d")] == ["budget", "reserve", "pay", "pay", "commit"]
+    assert [record.kind for record in ledger_entries(acct.store, "d")] == [
+        "budget",
+        "reserve",
+        "pay",
+        "pay",
+        "commit",
+    ]
     assert acct.spent("d").epsilon == 1.0  # the reservation alone

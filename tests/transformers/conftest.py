@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dp_pipeline import PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 
 
 @pytest.fixture
@@ -30,4 +31,4 @@ def sqlite_acct(tmp_path: Path) -> Iterator[PrivacyAccountant]:
 
 def charges(accountant: PrivacyAccountant, dataset: str = "d") -> list[object]:
     """The reservations (one per charge) in the dataset's history."""
-    return [e for e in accountant.records(dataset) if e.kind == "reserve"]
+    return [e for e in ledger_entries(accountant.store, dataset) if e.kind == "reserve"]

@@ -22,6 +22,7 @@ from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers import (
     AllOrNothing,
@@ -53,7 +54,7 @@ def two_columns(acct: Any, n_jobs: int | None = None) -> ColumnTransformer:
 
 
 def kinds(acct: PrivacyAccountant) -> list[str]:
-    return [e.kind for e in acct.records("d")]
+    return [e.kind for e in ledger_entries(acct.store, "d")]
 
 
 # ------------------------------------------------------------------------------------------ in one process

@@ -13,7 +13,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 
 from dp_pipeline import BudgetExceededError, GaussianDP, InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.reports import ledger_entries, open_reservations
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.transformers import (
     GaussianNoise,
@@ -89,11 +89,11 @@ def test_refusal_raises_draws_no_noise_and_leaves_the_ledger_unchanged() -> None
     acct.set_budget("d", PureDP(1.5))
     t = noise(acct, random_state=0).fit(X)
     t.transform(X)
-    before = acct.records("d")
+    before = ledger_entries(acct.store, "d")
     state = rng_state(t)
     with pytest.raises(BudgetExceededError):
         t.transform(X)
-    assert acct.records("d") == before
+    assert ledger_entries(acct.store, "d") == before
     assert spent_epsilon(acct) == pytest.approx(1.0)
     assert rng_state(t) == state  # no noise was drawn for the refused release
 

@@ -11,6 +11,7 @@ import pytest
 from sklearn.base import clone
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.frames import dp_mean
 from dp_pipeline.transformers import LaplaceNoise
 
@@ -27,7 +28,7 @@ def test_dp_mean_and_a_transformer_paid_from_a_reservation_charge_once() -> None
     task.commit()
     paid = [e for e in acct.history("d") if e.paid_from == "task"]
     assert [e.label for e in paid] == ["dp_mean of 'x'", "LaplaceNoise.transform (2 feature(s))"]
-    assert [e.kind for e in acct.records("d")] == ["budget", "reserve", "pay", "pay", "commit"]
+    assert [e.kind for e in ledger_entries(acct.store, "d")] == ["budget", "reserve", "pay", "pay", "commit"]
     # charged once: the reservation; the payments sum (exactly) to no more than it holds
     assert acct.spent("d").epsilon == 1.0
     total = sum(Fraction(e.cost.epsilon) for e in paid)  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PrivacyLeakWarning, PureDP
+from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.estimation import krr_counts, rr_share
 from dp_pipeline.transformers import KRandomizedResponseEncoder, RandomizedResponseEncoder
 
@@ -92,7 +93,7 @@ def test_krr_unseen_category_is_an_error_naming_the_feature_before_any_charge() 
         t.transform(data)
     with pytest.raises(InvalidParameterError, match="'blood': 1 value is missing"):
         t.transform(pd.DataFrame({"blood": ["A", None, "O"]}))
-    assert [r.kind for r in acct.records("d")] == ["budget"]
+    assert [r.kind for r in ledger_entries(acct.store, "d")] == ["budget"]
 
 
 def test_krr_unseen_categories_can_be_reported_uniformly() -> None:

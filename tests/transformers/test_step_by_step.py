@@ -28,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import open_reservations
+from dp_pipeline.accounting.reports import ledger_entries, open_reservations
 from dp_pipeline.transformers import AllOrNothing, LaplaceNoise, reserve_search
 
 X = np.random.default_rng(5).uniform(0.0, 1.0, (48, 2))
@@ -50,7 +50,7 @@ def spent(acct: PrivacyAccountant) -> Fraction:
 
 
 def kinds(acct: PrivacyAccountant) -> list[str]:
-    return [e.kind for e in acct.records("d")]
+    return [e.kind for e in ledger_entries(acct.store, "d")]
 
 
 class Explodes(TransformerMixin, BaseEstimator):
