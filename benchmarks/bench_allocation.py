@@ -30,7 +30,7 @@ import numpy as np
 from _worker_env import run_worker
 
 from dp_pipeline import ApproxDP, PlannedRelease, PrivacyAccountant, allocate
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request
 from dp_pipeline.mechanisms import Gaussian, Laplace
 
 EPSILON, DELTA = 1.0, 1e-6

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 
 REPO = Path(__file__).resolve().parents[1]
 EPSILON = 0.005
@@ -197,7 +197,7 @@ def signing(tmp: Path, fit: int, repeat: int) -> str:
 
     With ``synchronous=normal``: without an fsync per spend, the CPU cost of signing weighs most.
     """
-    from dp_pipeline.accounting.ledger.base import RecordSigner
+    from dp_pipeline.accounting.ledger import RecordSigner
 
     signer = RecordSigner(KEY)
     t0 = time.perf_counter()

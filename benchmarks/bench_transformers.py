@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dp_pipeline import PrivacyAccountant, PrivacyLeakWarning, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.mechanisms import Laplace, fast_rng
 from dp_pipeline.mechanisms.sampling import secure_rng
 from dp_pipeline.transformers import LaplaceNoise

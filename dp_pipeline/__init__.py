@@ -1,7 +1,7 @@
 """dp-pipeline: keep data pipelines inside a differential-privacy budget."""
 
-from dp_pipeline.accounting.accountant import PrivacyAccountant
-from dp_pipeline.allocation import Allocation, PlannedRelease, allocate
+from dp_pipeline._allocation import AllocatedRelease, Allocation, PlannedRelease, allocate
+from dp_pipeline.accounting import PrivacyAccountant
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import (
     BudgetExceededError,
@@ -14,6 +14,7 @@ from dp_pipeline.exceptions import (
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
 __all__ = [
+    "AllocatedRelease",
     "Allocation",
     "ApproxDP",
     "BudgetExceededError",

@@ -41,14 +41,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dp_pipeline._exact import split_epsilon
 from dp_pipeline._quantile import grid, quantile_mechanism, ranks_of, select_from_ranks
+from dp_pipeline._spending import as_spender
+from dp_pipeline._tabular import declared_bounds
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent, Relation, composite_event
-from dp_pipeline.exact import split_epsilon
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.mechanisms.exponential import Exponential
-from dp_pipeline.spending import as_spender
-from dp_pipeline.tabular import declared_bounds
+from dp_pipeline.mechanisms import Exponential
 
 __all__ = [
     "SEARCH_QUANTILES",

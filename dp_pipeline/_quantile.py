@@ -1,6 +1,6 @@
 """One DP quantile of a column: the exponential mechanism over a fixed grid, sampled exactly.
 
-Shared by the pandas quantiles (:mod:`dp_pipeline.frames.quantiles`) and by ``bounds="dp"``
+Shared by the pandas quantiles (:mod:`dp_pipeline.frames._quantiles`) and by ``bounds="dp"``
 (:mod:`dp_pipeline._learned_bounds`); needs neither pandas nor scikit-learn.
 
 **Method.** The clipped values x₁ ≤ … ≤ xₙ are scored on a data-independent grid of K + 1 = 2¹⁶ + 1
@@ -37,8 +37,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dp_pipeline.mechanisms import sampling
-from dp_pipeline.mechanisms.exponential import Exponential
+from dp_pipeline.mechanisms import Exponential, sampling
 
 __all__ = [
     "GRID_BITS",

@@ -32,7 +32,7 @@ from scipy import optimize, special
 
 from dp_pipeline._validation import check_array, check_real
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.mechanisms.randomized_response import (
+from dp_pipeline.mechanisms._randomized_response import (
     BinaryRandomizedResponse,
     KRandomizedResponse,
     check_binary,

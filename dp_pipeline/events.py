@@ -197,7 +197,7 @@ def composite_event(parts: Sequence[PrivacyEvent], relation: Relation | None) ->
 
     Its guarantee is the basic composition of the parts (:func:`~dp_pipeline.guarantees.compose_basic`,
     rounded up; μ-GDP composition when every part is μ-GDP); accountants and
-    :func:`~dp_pipeline.accounting.composition.compose_plan` see the parts themselves.
+    :func:`~dp_pipeline.accounting.compose_plan` see the parts themselves.
     """
     items = flatten_events(check_events(parts))
     guarantees = [e.guarantee for e in items]

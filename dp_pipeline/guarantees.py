@@ -2,7 +2,7 @@
 
 Conversions always round toward more privacy loss, so a converted guarantee is never stronger than the
 one it came from. Beside the values: their basic and μ-GDP composition (:func:`compose_basic`,
-:func:`compose_gdp`, exact sums rounded up; the accountants and :mod:`dp_pipeline.accounting.composition`
+:func:`compose_gdp`, exact sums rounded up; the accountants and :mod:`dp_pipeline.accounting._composition`
 build on them, and so do composite mechanisms, which never import the accounting) and the one formatter
 (:func:`format_guarantee`).
 
@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field
 from scipy import special
 
+from dp_pipeline._exact import root_sum_squares_up, sum_up, times_up
 from dp_pipeline._validation import (
     FiniteFloat,
     ValidatedModel,
@@ -36,7 +37,6 @@ from dp_pipeline._validation import (
     check_real,
     check_sequence,
 )
-from dp_pipeline.exact import root_sum_squares_up, sum_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError, UnsupportedCompositionError
 
 __all__ = [
@@ -490,7 +490,7 @@ def compose_basic(guarantees: Sequence[Guarantee]) -> ApproxDP:
     ------
     UnsupportedCompositionError
         For a GaussianDP guarantee (it has no single (ε, δ); convert it with
-        :func:`~dp_pipeline.accounting.composition.as_approx_dp` first),
+        :func:`~dp_pipeline.accounting.as_approx_dp` first),
         or when Σδ ≥ 1 or Σε overflows (the composition guarantees nothing).
     """
     items = check_sequence(guarantees, "guarantees")

@@ -83,7 +83,7 @@ def run(workdir: Path) -> int:
     from airflow.utils import db
 
     from dp_pipeline import PureDP
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
     from dp_pipeline.airflow import PrivacyBudgetExhausted, check_dag
     from dp_pipeline.airflow.planning import format_checks
     from dp_pipeline.airflow.reports import format_guarantee, summarize

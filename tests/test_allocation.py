@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import optimize
 
-import dp_pipeline.allocation
+import dp_pipeline._allocation
 from dp_pipeline import (
     ApproxDP,
     BudgetExceededError,
@@ -33,10 +33,7 @@ from dp_pipeline import (
     UnsupportedCompositionError,
     allocate,
 )
-from dp_pipeline.accounting import UnknownDatasetError
-from dp_pipeline.accounting.composition import group_event
-from dp_pipeline.accounting.reports import ledger_entries
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request, UnknownDatasetError, group_event, ledger_entries
 from dp_pipeline.mechanisms import (
     BinaryRandomizedResponse,
     Gaussian,
@@ -434,7 +431,7 @@ def test_from_dict() -> None:
 
 
 def test_the_module_examples_run() -> None:
-    failures, tried = doctest.testmod(dp_pipeline.allocation)
+    failures, tried = doctest.testmod(dp_pipeline._allocation)
     assert tried > 0 and failures == 0
 
 

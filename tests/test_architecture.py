@@ -288,8 +288,54 @@ def test_every_known_frame_inspection_is_still_there(modules: dict[str, Module])
     assert gone == {}, "these uses are gone: remove them from KNOWN_FRAME_INSPECTION"
 
 
+# every module of dp_pipeline is a package (__init__), a __main__, private (a "_" name, or inside a
+# private package), in an exempt package, or one of these public import paths, each with its reason (issue 24)
+PUBLIC_MODULES = {
+    "dp_pipeline.exceptions": "the exceptions users catch (the README's error handling names this path)",
+    "dp_pipeline.guarantees": "the guarantee types and conversions every other layer imports",
+    "dp_pipeline.events": "PrivacyEvent and the event constructors that third-party mechanisms return",
+    "dp_pipeline.testing": "the public privacy audit (audit) of users' own mechanisms",
+    "dp_pipeline.estimation": "estimates from randomized-response reports (README: part of the core)",
+    "dp_pipeline.accounting.testing": "the contract suites for new ledger stores and budget rules",
+}
+# Airflow names hook, operator and plugin classes by module path (provider_info, serialized DAGs);
+# alembic loads the migrations by path
+EXEMPT_PACKAGES = ("dp_pipeline.airflow", "dp_pipeline.accounting.ledger.migrations")
+
+
+def _is_private(name: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+
+
+def _is_exempt(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in EXEMPT_PACKAGES)
+
+
+def test_every_module_is_private_or_a_listed_public_one(modules: dict[str, Module]) -> None:
+    unlisted = sorted(
+        name
+        for name, module in modules.items()
+        if name.startswith("dp_pipeline")
+        and not (module.is_package or name.endswith(".__main__") or _is_private(name) or _is_exempt(name))
+        and name not in PUBLIC_MODULES
+    )
+    assert unlisted == [], "make these private (a leading _) or list them in PUBLIC_MODULES with a reason"
+
+
+def test_every_listed_public_module_is_a_public_module_of_the_tree(modules: dict[str, Module]) -> None:
+    wrong = sorted(n for n in PUBLIC_MODULES if n not in modules or _is_private(n) or modules[n].is_package)
+    assert wrong == [], "remove these from PUBLIC_MODULES"
+
+
+def test_the_private_module_checker_reads_names() -> None:
+    assert _is_private("dp_pipeline.accounting._analysis.pld")
+    assert not _is_private("dp_pipeline.cli.__main__")
+    assert _is_exempt("dp_pipeline.airflow.hooks") and not _is_exempt("dp_pipeline.airflowish")
+
+
 PUBLIC = {
     "dp_pipeline": [
+        "AllocatedRelease",
         "Allocation",
         "ApproxDP",
         "BudgetExceededError",
@@ -307,6 +353,7 @@ PUBLIC = {
         "allocate",
     ],
     "dp_pipeline.accounting": [
+        "AttemptShare",
         "BudgetPolicy",
         "BudgetReport",
         "Composition",
@@ -321,6 +368,7 @@ PUBLIC = {
         "UNACCOUNTED",
         "UnknownDatasetError",
         "VerifyReport",
+        "anchor",
         "as_approx_dp",
         "as_gdp",
         "compose_basic",
@@ -329,6 +377,11 @@ PUBLIC = {
         "compose_plan_gdp",
         "event_gdp",
         "group_event",
+        "group_plan",
+        "ledger_entries",
+        "open_reservations",
+        "partition_reading",
+        "partition_spending",
     ],
     "dp_pipeline.frames": [
         "add_noise",
@@ -447,14 +500,14 @@ def test_a_cycle_through_a_string_import_is_found() -> None:
 
 def test_a_forbidden_import_is_found() -> None:
     modules = _synthetic(
-        dp_pipeline__accounting__x="def f():\n    from dp_pipeline.mechanisms.laplace import Laplace\n",
-        dp_pipeline__mechanisms__laplace="import dp_pipeline.events\n",
+        dp_pipeline__accounting__x="def f():\n    from dp_pipeline.mechanisms._laplace import Laplace\n",
+        dp_pipeline__mechanisms___laplace="import dp_pipeline.events\n",
         dp_pipeline__frames__y="import airflow.models\n",
         dp_pipeline__airflow__z="import airflow.models\n",
         dp_pipeline__events="",
     )
     assert layer_violations(import_graph(modules)) == [
-        "dp_pipeline.accounting.x imports dp_pipeline.mechanisms.laplace",
+        "dp_pipeline.accounting.x imports dp_pipeline.mechanisms._laplace",
         "dp_pipeline.frames.y imports airflow",
     ]
 

@@ -18,9 +18,8 @@ pytest.importorskip("typer")
 from typer.testing import CliRunner, Result
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.composition import group_event
-from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import group_event, ledger_entries
+from dp_pipeline.accounting.ledger._schema import HEAD_REVISION
 from dp_pipeline.cli import app
 from dp_pipeline.mechanisms import Gaussian, KRandomizedResponse, Laplace, Staircase
 

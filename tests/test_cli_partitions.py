@@ -15,7 +15,7 @@ pytest.importorskip("typer")
 from typer.testing import CliRunner
 
 from dp_pipeline import PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import partition_spending
+from dp_pipeline.accounting import partition_spending
 from dp_pipeline.cli import app
 
 _ADD_REMOVE = ("--relation", "add_remove")  # partitioned budgets require add/remove

@@ -1,4 +1,4 @@
-"""dp_pipeline.exact: every rounded result is checked against exact rationals computed in the test."""
+"""dp_pipeline._exact: every rounded result is checked against exact rationals computed in the test."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp_pipeline import exact
+from dp_pipeline import _exact as exact
 from dp_pipeline.exceptions import InvalidParameterError
 
 positive = st.floats(min_value=5e-324, max_value=1e300, allow_nan=False, allow_infinity=False)

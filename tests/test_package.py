@@ -35,7 +35,7 @@ def test_core_import_needs_no_extra(heavy: str) -> None:
 
 @pytest.mark.processes
 def test_accounting_never_imports_mechanisms() -> None:
-    modules = imported_after("import dp_pipeline.accounting, dp_pipeline.accounting.composition")
+    modules = imported_after("import dp_pipeline.accounting, dp_pipeline.accounting._composition")
     assert not any(m.startswith("dp_pipeline.mechanisms") for m in modules)
 
 
@@ -72,17 +72,60 @@ def _private_imports(path: Path) -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("package", ["dp_pipeline", "airflow_plugin"])
-def test_no_package_imports_another_packages_private_module_or_name(package: str) -> None:
-    wrong = []
+# (importer, private module of another package) for each module that shares an
+# implementation across the library's packages; made private by issue 24 (they were public modules).
+# A pair goes when its importer uses a public name instead; the list only shrinks.
+KNOWN_PRIVATE_IMPORTS = frozenset(
+    {
+        ("dp_pipeline._allocation", "dp_pipeline.accounting._policy"),
+        ("dp_pipeline._allocation", "dp_pipeline.accounting._pricing"),
+        ("dp_pipeline._spending", "dp_pipeline.accounting._spender"),
+        ("dp_pipeline.accounting._accountant", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._incremental", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._payments", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._policy", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._pricing", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._records", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._reports", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting._verify", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.accounting.testing", "dp_pipeline.accounting.ledger._base"),
+        ("dp_pipeline.cli._ledger", "dp_pipeline.accounting.ledger._privileges"),
+        ("dp_pipeline.estimation", "dp_pipeline.mechanisms._randomized_response"),
+        ("dp_pipeline.frames._core", "dp_pipeline.accounting._partitions"),
+        ("dp_pipeline.spark._bounding", "dp_pipeline.frames._engine"),
+        ("dp_pipeline.spark._engine", "dp_pipeline.frames._common"),
+        ("dp_pipeline.spark._engine", "dp_pipeline.frames._engine"),
+        ("dp_pipeline.spark._engine", "dp_pipeline.frames._registry"),
+        ("dp_pipeline.spark._keys", "dp_pipeline.frames._common"),
+        ("dp_pipeline.transformers._bounded", "dp_pipeline.mechanisms._staircase"),
+    }
+)
+
+
+def _foreign_private_imports(package: str) -> set[tuple[str, str]]:
+    """(importer, private module) for each private module (or name in one) of another package imported."""
+    found = set()
     for path in sorted((ROOT / package).rglob("*.py")):
         module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         is_package = path.name == "__init__.py"
         importer = module.removesuffix(".__init__") if is_package else module.rpartition(".")[0]
         for name, owner in _private_imports(path):
             if not (importer == owner or importer.startswith(owner + ".")):
-                wrong.append(f"{module} imports {name}")
-    assert wrong == []
+                parts = name.split(".")
+                private = next(i for i, p in enumerate(parts) if p[:1] == "_" and p[:2] != "__")
+                found.add((module.removesuffix(".__init__"), ".".join(parts[: private + 1])))
+    return found
+
+
+@pytest.mark.parametrize("package", ["dp_pipeline", "airflow_plugin"])
+def test_no_package_imports_another_packages_private_module_or_name(package: str) -> None:
+    assert sorted(_foreign_private_imports(package) - KNOWN_PRIVATE_IMPORTS) == []
+
+
+def test_every_known_private_import_is_still_made() -> None:
+    found = _foreign_private_imports("dp_pipeline") | _foreign_private_imports("airflow_plugin")
+    assert sorted(KNOWN_PRIVATE_IMPORTS - found) == [], "gone: remove them from KNOWN_PRIVATE_IMPORTS"
+
 
 
 @pytest.mark.processes

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dp_pipeline import BudgetExceededError, InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.spender import UNACCOUNTED
+from dp_pipeline.accounting import UNACCOUNTED
 from dp_pipeline.frames import (
     add_noise,
     dp_count,

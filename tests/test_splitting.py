@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp_pipeline.splitting import declared_cost, plan_noise
+from dp_pipeline._splitting import declared_cost, plan_noise
 
 sensitivity_lists = st.lists(st.floats(min_value=1e-6, max_value=1e6), min_size=1, max_size=12)
 budgets = st.floats(min_value=1e-6, max_value=20.0)

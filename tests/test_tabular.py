@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dp_pipeline import InvalidParameterError
-from dp_pipeline.tabular import declared_sensitivity, per_feature
+from dp_pipeline._tabular import declared_sensitivity, per_feature
 
 
 def test_per_feature_takes_a_scalar_a_sequence_or_a_mapping() -> None:

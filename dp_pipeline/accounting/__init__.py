@@ -1,6 +1,6 @@
 """Privacy accounting: pure composition maths and the stateful accountant. Never imports mechanisms."""
 
-from dp_pipeline.accounting.accountant import (
+from dp_pipeline.accounting._accountant import (
     BudgetReport,
     LedgerEntry,
     PrivacyAccountant,
@@ -9,7 +9,7 @@ from dp_pipeline.accounting.accountant import (
     UnknownDatasetError,
     VerifyReport,
 )
-from dp_pipeline.accounting.composition import (
+from dp_pipeline.accounting._composition import (
     Composition,
     as_approx_dp,
     as_gdp,
@@ -19,14 +19,24 @@ from dp_pipeline.accounting.composition import (
     compose_plan_gdp,
     event_gdp,
     group_event,
+    group_plan,
 )
-from dp_pipeline.accounting.policy import BudgetPolicy
-from dp_pipeline.accounting.reports import Quote
-from dp_pipeline.accounting.request import Request
-from dp_pipeline.accounting.spender import UNACCOUNTED, DatasetHandle, Spender
+from dp_pipeline.accounting._policy import BudgetPolicy
+from dp_pipeline.accounting._reports import (
+    Quote,
+    ledger_entries,
+    open_reservations,
+    partition_reading,
+    partition_spending,
+)
+from dp_pipeline.accounting._request import Request
+from dp_pipeline.accounting._reservation import AttemptShare
+from dp_pipeline.accounting._spender import UNACCOUNTED, DatasetHandle, Spender
+from dp_pipeline.accounting._verify import anchor
 
 __all__ = [
     "UNACCOUNTED",
+    "AttemptShare",
     "BudgetPolicy",
     "BudgetReport",
     "Composition",
@@ -40,6 +50,7 @@ __all__ = [
     "Spender",
     "UnknownDatasetError",
     "VerifyReport",
+    "anchor",
     "as_approx_dp",
     "as_gdp",
     "compose_basic",
@@ -48,4 +59,9 @@ __all__ = [
     "compose_plan_gdp",
     "event_gdp",
     "group_event",
+    "group_plan",
+    "ledger_entries",
+    "open_reservations",
+    "partition_reading",
+    "partition_spending",
 ]

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from dp_pipeline._validation import check_real
-from dp_pipeline.accounting.partitions import partition_names
-from dp_pipeline.accounting.records import DatasetBudget
+from dp_pipeline.accounting._partitions import partition_names
+from dp_pipeline.accounting._records import DatasetBudget
 from dp_pipeline.events import RELATIONS, PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP

@@ -1,8 +1,8 @@
 """The exact privacy-loss distribution of one event, after checking the event against its noise.
 
-Private to :mod:`dp_pipeline.accounting`: :mod:`~dp_pipeline.accounting.analysis.composition` (group
-privacy, μ-GDP), :mod:`~dp_pipeline.accounting.analysis.pld` (tight plan composition) and
-:mod:`~dp_pipeline.accounting.relations` read an event through :func:`_event_loss`. A Laplace, Gaussian or
+Private to :mod:`dp_pipeline.accounting`: :mod:`~dp_pipeline.accounting._analysis.composition` (group
+privacy, μ-GDP), :mod:`~dp_pipeline.accounting._analysis.pld` (tight plan composition) and
+:mod:`~dp_pipeline.accounting._relations` read an event through :func:`_event_loss`. A Laplace, Gaussian or
 randomized-response event is described by its noise parameters, and its claimed guarantee must be implied by
 them (up to rounding); an exponential-mechanism event is ε-bounded range (Durfee & Rogers 2019); every other
 kind is known by its guarantee only, through the dominating pair of its guarantee (Meiser & Mohammadi 2018;
@@ -25,9 +25,9 @@ from typing import Any
 
 from scipy import special
 
+from dp_pipeline._exact import divide_up
 from dp_pipeline._validation import check_real
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.exact import divide_up
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 

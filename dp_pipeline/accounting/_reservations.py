@@ -1,9 +1,9 @@
-"""The reservation members of :class:`~dp_pipeline.accounting.accountant.PrivacyAccountant`: reopen a
-reservation by key, shrink it to a sub-plan, cancel it, and what :class:`~dp_pipeline.accounting.reservation.
+"""The reservation members of :class:`~dp_pipeline.accounting.PrivacyAccountant`: reopen a
+reservation by key, shrink it to a sub-plan, cancel it, and what :class:`~dp_pipeline.accounting._reservation.
 Reservation` asks of the accountant (pay from it, report on it, commit, cancel).
 
 Each write runs in one locked transaction of :mod:`~dp_pipeline.accounting._transactions`, where the
-dataset's :class:`~dp_pipeline.accounting.policy.BudgetPolicy` decides it, and every record it appends is
+dataset's :class:`~dp_pipeline.accounting.BudgetPolicy` decides it, and every record it appends is
 applied by the ledger's reducer before it is committed.
 """
 
@@ -20,13 +20,13 @@ from dp_pipeline.accounting._checks import (
     default_actor,
     to_events,
 )
+from dp_pipeline.accounting._payments import read_reservation, read_shares
+from dp_pipeline.accounting._records import DatasetBudget
+from dp_pipeline.accounting._reports import BudgetReport, ReleaseEntry, paid_entry
+from dp_pipeline.accounting._request import Request
+from dp_pipeline.accounting._reservation import Reservation
 from dp_pipeline.accounting._transactions import Dataset, paid_cost
-from dp_pipeline.accounting.ledger.base import DatasetHead, LedgerStore, LedgerTransaction, ReservationRecords
-from dp_pipeline.accounting.payments import read_reservation, read_shares
-from dp_pipeline.accounting.records import DatasetBudget
-from dp_pipeline.accounting.reports import BudgetReport, ReleaseEntry, paid_entry
-from dp_pipeline.accounting.request import Request
-from dp_pipeline.accounting.reservation import Reservation
+from dp_pipeline.accounting.ledger import DatasetHead, LedgerStore, LedgerTransaction, ReservationRecords
 from dp_pipeline.accounting.rules import Totals
 from dp_pipeline.exceptions import LedgerError, UnknownDatasetError
 from dp_pipeline.guarantees import guarantee_from_dict
@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 class ReservationMembers:
     """The accountant's members that act on one reservation (a part of
-    :class:`~dp_pipeline.accounting.accountant.PrivacyAccountant`, which provides the ledger)."""
+    :class:`~dp_pipeline.accounting.PrivacyAccountant`, which provides the ledger)."""
 
     if TYPE_CHECKING:  # provided by PrivacyAccountant
         _store: LedgerStore
@@ -54,7 +54,7 @@ class ReservationMembers:
         Only for attempts that never read data. Recorded (as a ``release`` record) with ``reason`` and
         ``actor`` (default user@host). Cancelling a cancelled reservation again does nothing; a committed
         one cannot be cancelled (LedgerError). The reservations still open are listed by
-        :func:`~dp_pipeline.accounting.reports.open_reservations`.
+        :func:`~dp_pipeline.accounting.open_reservations`.
         """
         dataset = check_name(dataset, "dataset")
         key = check_name(key, "key", MAX_KEY)
@@ -148,7 +148,7 @@ class ReservationMembers:
         within: str | None = None,
     ) -> ReleaseEntry:
         """Pay one release from the reservation ``key`` (see :meth:`Reservation.spend`): as the claim of
-        the share ``claim``, within the share ``within`` (see :mod:`~dp_pipeline.accounting.payments`), or
+        the share ``claim``, within the share ``within`` (see :mod:`~dp_pipeline.accounting._payments`), or
         from the reservation alone."""
         if claim is not None:
             claim = check_name(claim, "share", MAX_KEY)

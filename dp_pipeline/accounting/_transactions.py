@@ -1,9 +1,9 @@
 """The accountant's writes as functions of one locked transaction: what each decides and appends.
 
 Each function runs inside ``store.atomic`` (through the accountant's incremental check), decides with the
-dataset's :class:`~dp_pipeline.accounting.policy.BudgetPolicy` from the head it reads under the lock, and
+dataset's :class:`~dp_pipeline.accounting.BudgetPolicy` from the head it reads under the lock, and
 appends its records; every record appended is then applied by the ledger's reducer
-(:func:`~dp_pipeline.accounting.policy.apply`) before the transaction commits. A refusal raises before
+(:func:`~dp_pipeline.accounting._policy.apply`) before the transaction commits. A refusal raises before
 anything is appended, so it writes nothing.
 """
 
@@ -12,17 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dp_pipeline.accounting import pricing
+from dp_pipeline.accounting import _pricing as pricing
 from dp_pipeline.accounting._checks import check_parallel, check_partitioned
-from dp_pipeline.accounting.ledger.base import (
-    DatasetHead,
-    LedgerRecord,
-    LedgerTransaction,
-    ReservationRecords,
-)
-from dp_pipeline.accounting.payments import Holding, Paid, event_keys, read_reservation, read_shares, route
-from dp_pipeline.accounting.policy import BudgetPolicy, Refusal, holding_request
-from dp_pipeline.accounting.records import (
+from dp_pipeline.accounting._payments import Holding, Paid, event_keys, read_reservation, read_shares, route
+from dp_pipeline.accounting._policy import BudgetPolicy, Refusal, holding_request
+from dp_pipeline.accounting._records import (
     BudgetBody,
     CancelBody,
     DatasetBudget,
@@ -36,8 +30,14 @@ from dp_pipeline.accounting.records import (
     request_of,
     with_totals,
 )
-from dp_pipeline.accounting.reports import budget_report, partition_reports
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting._reports import budget_report, partition_reports
+from dp_pipeline.accounting._request import Request
+from dp_pipeline.accounting.ledger import (
+    DatasetHead,
+    LedgerRecord,
+    LedgerTransaction,
+    ReservationRecords,
+)
 from dp_pipeline.accounting.rules import BudgetRule, Totals
 from dp_pipeline.events import DEFAULT_RELATION, PrivacyEvent, Relation
 from dp_pipeline.exceptions import (
@@ -54,7 +54,7 @@ __all__ = ["Dataset", "Reading"]
 
 Reading = Callable[[DatasetHead, DatasetBudget], "str | None"]
 """Why a dataset's loss is unbounded at a head (a dataset declared partitioned under replace-one by an
-earlier version), or None: see :func:`~dp_pipeline.accounting.verify.unbounded_reading`."""
+earlier version), or None: see :func:`~dp_pipeline.accounting._verify.unbounded_reading`."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +276,7 @@ class Dataset:
     ) -> LedgerRecord:
         """Pay the release ``request`` from the reservation ``key``: as the claim of the share ``claim``,
         within the share ``within``, or from the reservation alone (see
-        :mod:`~dp_pipeline.accounting.payments`)."""
+        :mod:`~dp_pipeline.accounting._payments`)."""
         head, found, policy, totals, held, paid = self.holding(tx, key)
         budget, rule = policy.budget, policy.budget.rule
         if found.reserve.body.get("spend"):

@@ -42,11 +42,11 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
         f'the contract tests need pytest, hypothesis and mpmath: pip install "dp-pipeline[dev]" ({_err})'
     ) from None
 
-from dp_pipeline.accounting.accountant import PrivacyAccountant
-from dp_pipeline.accounting.ledger.base import DatasetState, LedgerStore, LedgerTransaction, check_chain
+from dp_pipeline._exact import divide_up
+from dp_pipeline.accounting._accountant import PrivacyAccountant
+from dp_pipeline.accounting.ledger._base import DatasetState, LedgerStore, LedgerTransaction, check_chain
 from dp_pipeline.accounting.rules import BudgetRule, Totals, stored_rule
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.exact import divide_up
 from dp_pipeline.exceptions import BudgetExceededError, UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
 
@@ -84,7 +84,7 @@ def _same_state(tx: LedgerTransaction) -> DatasetState:
 
 
 class LedgerStoreContract:
-    """What every :class:`~dp_pipeline.accounting.ledger.base.LedgerStore` must do. Subclass and define
+    """What every :class:`~dp_pipeline.accounting.ledger.LedgerStore` must do. Subclass and define
     :meth:`make_store` (a new, empty store); the store is closed after each test."""
 
     def make_store(self, request: pytest.FixtureRequest) -> LedgerStore:

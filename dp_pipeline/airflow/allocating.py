@@ -2,7 +2,7 @@
 :func:`dp_pipeline.airflow.runs.run_budget`).
 
 A DAG that reserves per run can give each run a **share** of a dataset's budget, and leave the noise of its
-DP tasks **free**: a task declares a :class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity,
+DP tasks **free**: a task declares a :class:`~dp_pipeline.PlannedRelease` (kind, sensitivity,
 weight, group size) instead of a mechanism::
 
     with DAG("weekly_counts", ...) as dag:
@@ -21,7 +21,7 @@ tasks get what the share leaves after the fixed ones, and release i of weight w�
 deviation t/√wᵢ for the least common scale t that fits. The setup then reserves that plan, read at the δ the
 share was priced at (so the run is charged at most its share), in the transaction path of every run
 reservation, and publishes the scale (an XCom). Each free task rebuilds its mechanism from the scale
-(:meth:`PlannedRelease.at_scale <dp_pipeline.allocation.PlannedRelease.at_scale>`), checks that it is the one
+(:meth:`PlannedRelease.at_scale <dp_pipeline._allocation.PlannedRelease.at_scale>`), checks that it is the one
 reserved, receives it as ``mechanism`` and pays its event from the run's reservation when its code starts. The
 DAG check (:func:`dp_pipeline.airflow.planning.check_dag`) calibrates the same way and reports each free
 task's noise.
@@ -43,13 +43,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from dp_pipeline.accounting.composition import group_event
+from dp_pipeline import AllocatedRelease, Allocation
+from dp_pipeline.accounting import group_event
 from dp_pipeline.airflow.declared import DagPlan, PlannedTask, Share
 from dp_pipeline.airflow.exceptions import PrivacyCostError
 from dp_pipeline.airflow.keys import role_task, task_name
 from dp_pipeline.airflow.partition_names import PARTITION_SEPARATOR
 from dp_pipeline.airflow.reports import format_guarantee
-from dp_pipeline.allocation import AllocatedRelease, Allocation
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, LedgerError, printable
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP
@@ -57,8 +57,7 @@ from dp_pipeline.mechanisms import Mechanism
 from dp_pipeline.planning import PlanPart, calibrate_share, describe_noise, share_terms
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reports import BudgetReport
+    from dp_pipeline.accounting import BudgetReport, PrivacyAccountant
     from dp_pipeline.airflow.costs import DPCost
 
 __all__ = [
@@ -114,7 +113,7 @@ class RunPart:
     allocation : Allocation or None
         The calibration of the free tasks (one release per attempt and map index).
     calibrated : dict
-        Task id → its calibrated release (:class:`~dp_pipeline.allocation.AllocatedRelease`).
+        Task id → its calibrated release (:class:`~dp_pipeline.AllocatedRelease`).
     partition : str or None
         The partition of the dataset the part is on (None: the whole dataset).
     """

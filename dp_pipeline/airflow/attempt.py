@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting import group_event
 from dp_pipeline.airflow.allocating import calibrated_cost
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.declared import OnExhausted, airflow_max_map_length, operator_cost
@@ -61,8 +61,7 @@ from dp_pipeline.exceptions import (
 from dp_pipeline.mechanisms import Mechanism, OneShot
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reservation import AttemptShare, Reservation
+    from dp_pipeline.accounting import AttemptShare, PrivacyAccountant, Reservation
 
 __all__ = [
     "Attempt",
@@ -468,7 +467,7 @@ def handed_mechanism(cost: DPCost, calibrated: Mechanism | None) -> Mechanism | 
 
 def plan_form(releases: list[tuple[PrivacyEvent, int]], group_size: int) -> list[PrivacyEvent]:
     """Releases as a reservation made with ``group_size`` declared them (see
-    :func:`~dp_pipeline.accounting.composition.group_plan`): as given under one group size above 1, else
+    :func:`~dp_pipeline.accounting.group_plan`): as given under one group size above 1, else
     each grouped on its own."""
     if group_size > 1:
         return [event for event, _ in releases]

@@ -32,12 +32,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
-from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.accounting.ledger import redact_text
 from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
 from dp_pipeline.exceptions import printable
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
     from dp_pipeline.airflow.planning import DatasetCheck
 
 __all__ = ["airflow_command", "check_folder", "main"]
@@ -164,7 +164,7 @@ def _as_dict(check: DatasetCheck) -> dict[str, Any]:
 
 def _accountant(args: argparse.Namespace) -> PrivacyAccountant:
     if args.ledger_url:
-        from dp_pipeline.accounting.accountant import PrivacyAccountant
+        from dp_pipeline.accounting import PrivacyAccountant
 
         return PrivacyAccountant(args.ledger_url, create=False)
     from dp_pipeline.airflow.hooks import PrivacyLedgerHook

@@ -6,7 +6,7 @@ also be written as JSON-ready data (``params={"dp_cost": {...}}`` on any operato
 :meth:`DPCost.from_spec`).
 
 A task in a DAG that reserves per run may instead leave its noise free: its cost is a
-:class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size), which the run's
+:class:`~dp_pipeline.PlannedRelease` (kind, sensitivity, weight, group size), which the run's
 budget share calibrates (see :mod:`dp_pipeline.airflow.allocating`).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dp_pipeline.allocation import PlannedRelease
+from dp_pipeline import PlannedRelease
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee, PureDP, format_guarantee
@@ -45,7 +45,7 @@ class DPCost:
         run charges the name rendered in its own context, and the DAG check renders it for a logical date.
     cost : Mechanism, PrivacyEvent, Guarantee or PlannedRelease
         What one run releases. A mechanism or an event lets the DAG plan compose tightly; a bare guarantee
-        composes by its guarantee only. A :class:`~dp_pipeline.allocation.PlannedRelease` leaves the noise
+        composes by its guarantee only. A :class:`~dp_pipeline.PlannedRelease` leaves the noise
         free: the run-level reservation calibrates it from the run's budget share
         (:mod:`dp_pipeline.airflow.allocating`), and the cost is then that calibrated mechanism.
     group_size : int, default 1

@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dp_pipeline.accounting.ledger.urls import redact_text
-from dp_pipeline.accounting.reports import partition_reading, partition_spending
+from dp_pipeline.accounting import partition_reading, partition_spending
+from dp_pipeline.accounting.ledger import redact_text
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 from dp_pipeline.airflow.reports import (
     DatasetSummary,
@@ -42,8 +42,7 @@ from dp_pipeline.airflow.reports import (
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reports import BudgetReport
+    from dp_pipeline.accounting import BudgetReport, PrivacyAccountant
 
 __all__ = ["create_app", "ledger_accountant", "render_page"]
 
@@ -239,7 +238,7 @@ def render_page(
 ) -> str:
     """The dashboard HTML for these summaries (a complete, self-contained document); ``partitions`` maps a
     partitioned dataset to what each of its partitions has spent
-    (:func:`~dp_pipeline.accounting.reports.partition_spending`)."""
+    (:func:`~dp_pipeline.accounting.partition_spending`)."""
     spent_by_partition = partitions or {}
     if error:
         content = f'<p class="empty">The ledger cannot be read: {_e(error)}</p>'

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dp_pipeline.accounting.composition import group_plan
+from dp_pipeline.accounting import group_plan
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.keys import role_task
 from dp_pipeline.events import PrivacyEvent
@@ -427,7 +427,7 @@ class DagPlan:
     def for_accountant(self, dataset: str, partition: str | None = None) -> tuple[list[PrivacyEvent], int]:
         """The plan's releases on ``dataset`` (on ``partition``, or those on the whole dataset) as the
         accountant's plan methods take them, ``(events, group_size)``, in the same form as ``dp-pipeline
-        plan check`` (see :func:`~dp_pipeline.accounting.composition.group_plan`). Each task's cost is
+        plan check`` (see :func:`~dp_pipeline.accounting.group_plan`). Each task's cost is
         repeated once per map index and attempt (:attr:`PlannedTask.releases`)."""
         releases = [
             (planned.cost.event, planned.cost.group_size)

@@ -32,10 +32,10 @@ the reservation at once, so ``dp`` pays only beyond it. Declare an event or a gu
 
 In a DAG that reserves per run (:func:`dp_pipeline.airflow.runs.run_budget`) the guard reserves nothing: the
 attempt claims its share of the run's reservation (its declared cost, see
-:meth:`~dp_pipeline.accounting.reservation.Reservation.claim`) when it starts, the handed mechanism's draw is
+:meth:`~dp_pipeline.accounting._reservation.Reservation.claim`) when it starts, the handed mechanism's draw is
 paid within that share, and ``dp`` is the share: the code's releases are capped at the attempt's declared
 cost, never paid from another task's share. There the guard's cost may leave the noise free (a
-:class:`~dp_pipeline.allocation.PlannedRelease`, calibrated by the run's budget share, see
+:class:`~dp_pipeline.PlannedRelease`, calibrated by the run's budget share, see
 :mod:`dp_pipeline.airflow.allocating`): the calibrated mechanism is the one handed.
 
 Examples

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseHook
 
-from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
+from dp_pipeline.accounting.ledger import redact_text, redact_url
 from dp_pipeline.airflow.declared import DEFAULT_CONN_ID
 from dp_pipeline.airflow.exceptions import LedgerConnectionError
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
 
 __all__ = [
     "DEFAULT_CONN_ID",
@@ -286,7 +286,7 @@ class PrivacyLedgerHook(BaseHook):
         """The accountant over the ledger (opened on first use, then kept by this hook; never creates a
         ledger: a missing one is an error here)."""
         if self._accountant is None:
-            from dp_pipeline.accounting.accountant import PrivacyAccountant
+            from dp_pipeline.accounting import PrivacyAccountant
 
             url, signing_key = self.ledger_settings()
             self.log.debug("opening privacy ledger %s", redact_url(url))

@@ -60,7 +60,7 @@ refused.
 Noise left free
 ---------------
 In a DAG whose runs have a budget share (``run_budget(dag, share=...)``), ``mechanism`` may be a
-:class:`~dp_pipeline.allocation.PlannedRelease` (kind, sensitivity, weight, group size): the run's setup
+:class:`~dp_pipeline.PlannedRelease` (kind, sensitivity, weight, group size): the run's setup
 calibrates it with the other tasks to the share (see :mod:`dp_pipeline.airflow.allocating`), and the callable
 receives the calibrated mechanism (one-shot) as ``mechanism``. The attempt pays that mechanism's event
 within its share of the run's reservation when the callable starts (so its code adds the noise with
@@ -82,7 +82,7 @@ from dp_pipeline.airflow.declared import DEFAULT_CONN_ID, OnExhausted, check_on_
 from dp_pipeline.airflow.hooks import PrivacyLedgerHook
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
 
 __all__ = ["INJECTED_ARGUMENTS", "PrivacyBudgetOperator"]
 
@@ -99,7 +99,7 @@ class PrivacyBudgetOperator(PythonOperator):
     - ``dp``: the attempt's reservation, a spender to pass as ``accountant=`` to the frame functions and
       transformers: each release is paid from the task's reserved cost (see the module docstring);
     - ``mechanism``: the declared mechanism (or event, or guarantee), to add the noise with; for a
-      :class:`~dp_pipeline.allocation.PlannedRelease`, the mechanism the run's share calibrated;
+      :class:`~dp_pipeline.PlannedRelease`, the mechanism the run's share calibrated;
     - ``accountant``: a read-only :class:`~dp_pipeline.PrivacyAccountant` of the ledger
       (:meth:`get_reader`), for reading budgets and history; it refuses every charge: pay with ``dp``;
     - ``dataset`` and ``partition``: the dataset the rendered name charges, and its partition (None when

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dp_pipeline.accounting.reports import partition_spending
+from dp_pipeline.accounting import partition_spending
 from dp_pipeline.airflow.allocating import run_part
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.declared import (
@@ -73,8 +73,8 @@ from dp_pipeline.exceptions import InvalidParameterError, printable
 from dp_pipeline.planning import PlanCheck, check_plan, check_together, describe_noise
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.allocation import AllocatedRelease
+    from dp_pipeline import AllocatedRelease
+    from dp_pipeline.accounting import PrivacyAccountant
     from dp_pipeline.guarantees import Guarantee
 
 __all__ = [
@@ -112,7 +112,7 @@ class DatasetCheck:
     share : Guarantee or None
         The run's budget share of the dataset (or of this partition), which caps the plan's total.
     calibrated : dict
-        Task id → the calibrated release (:class:`~dp_pipeline.allocation.AllocatedRelease`) of each task
+        Task id → the calibrated release (:class:`~dp_pipeline.AllocatedRelease`) of each task
         that leaves its noise free; the ``tasks`` then carry the calibrated costs.
     fits_budget, fits_remaining : bool
         Whether one DAG run fits the whole budget, and what remains of it now.

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.plugins_manager import AirflowPlugin
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
 
 __all__ = ["URL_PREFIX", "PrivacyBudgetPlugin", "shadowing_module"]
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.policies import hookimpl
 
-from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.accounting.ledger import redact_text
 from dp_pipeline.airflow.declared import DEFAULT_CONN_ID, operator_cost, params_spec, spec_to_cost
 from dp_pipeline.exceptions import InvalidParameterError, printable
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dp_pipeline import guarantees
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.airflow.keys import RUN_KEY_PREFIX
 from dp_pipeline.events import sampler_of
 from dp_pipeline.guarantees import GaussianDP, Guarantee
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
 
 __all__ = [
     "DatasetSummary",

@@ -21,7 +21,7 @@ between, or a key the ledger cannot take: longer than 512 characters) is shrunk 
 Each **task attempt** then pays from the run's reservation instead of reserving on its own (see
 :mod:`dp_pipeline.airflow.operators` and :mod:`dp_pipeline.airflow.guards`): when it starts it claims its
 **share**,
-its declared cost, keyed by the attempt (:meth:`~dp_pipeline.accounting.reservation.Reservation.claim`),
+its declared cost, keyed by the attempt (:meth:`~dp_pipeline.accounting._reservation.Reservation.claim`),
 and a mechanism its declaration hands is paid within the share; its code's releases through ``dp`` are
 paid within the share too, so that the sum of an attempt's releases never exceeds its declared cost and
 no attempt pays with another's share (the ledger records each payment's share and cap, and ``verify()``
@@ -43,7 +43,7 @@ and any attempt after the teardown settled the run are refused: a new run reserv
 
 Budget share: ``run_budget(dag, share=...)`` gives each run a share of a dataset's budget (one guarantee for
 every dataset, or one per dataset), and a DP task may then leave its noise free (a
-:class:`~dp_pipeline.allocation.PlannedRelease` instead of a mechanism): the setup calibrates the free tasks
+:class:`~dp_pipeline.PlannedRelease` instead of a mechanism): the setup calibrates the free tasks
 to the share and reserves that plan, and each receives its calibrated mechanism (see
 :mod:`dp_pipeline.airflow.allocating`).
 
@@ -85,8 +85,7 @@ from dp_pipeline.exceptions import (
 )
 
 if TYPE_CHECKING:
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
-    from dp_pipeline.accounting.reservation import Reservation
+    from dp_pipeline.accounting import PrivacyAccountant, Reservation
 
 __all__ = ["RunBudgetSetupOperator", "RunBudgetTeardownOperator", "part_name", "run_budget", "run_plan"]
 
@@ -438,7 +437,7 @@ def run_budget(
         The budget share of each run: one guarantee (PureDP, ApproxDP or GaussianDP, in the budget's
         currency) for every dataset the run charges, or a mapping of dataset names (as rendered, or the
         template a task declares) to guarantees. It caps what a run charges the dataset, and calibrates the
-        DP tasks that leave their noise free (a :class:`~dp_pipeline.allocation.PlannedRelease` as their
+        DP tasks that leave their noise free (a :class:`~dp_pipeline.PlannedRelease` as their
         ``mechanism``): see :mod:`dp_pipeline.airflow.allocating`.
     ledger_conn_id : str, default ``"dp_ledger_default"``
         The ledger of the run's reservations; every DP task of the DAG must use it.

@@ -35,9 +35,9 @@ with optional ``"group_size"`` (k ≥ 1) and ``"label"``. Mechanisms: ``laplace`
 """
 
 from dp_pipeline.cli._app import app
-from dp_pipeline.cli.budget import budget_app
-from dp_pipeline.cli.ledger import ledger_app
-from dp_pipeline.cli.plan import plan_app
+from dp_pipeline.cli._budget import budget_app
+from dp_pipeline.cli._ledger import ledger_app
+from dp_pipeline.cli._plan import plan_app
 
 __all__ = ["app"]
 

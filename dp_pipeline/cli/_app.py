@@ -23,7 +23,7 @@ except ImportError as _err:  # pragma: no cover - depends on the installed extra
     ) from None
 
 from dp_pipeline import __version__
-from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
+from dp_pipeline.accounting.ledger import redact_text, redact_url
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,
@@ -162,7 +162,7 @@ def _print_json(data: Any) -> None:
 
 def _open(url: str | None, *, create: bool = False, read_only: bool = False) -> Any:
     """The accountant of the ledger a URL names; only ``ledger init`` creates one."""
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
 
     if not url:
         raise _CommandError(f"no ledger given: pass --ledger URL or set {ENV_LEDGER}", EXIT_INVALID)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from dp_pipeline.accounting.reports import partition_spending
+from dp_pipeline.accounting import partition_spending
 from dp_pipeline.exceptions import printable
 from dp_pipeline.guarantees import Guarantee, format_guarantee, guarantee_from_dict
 

@@ -4,16 +4,16 @@ Every function that reads private data is one release and charges the accountant
 before its noisy result exists; the estimators from randomised reports are post-processing and charge
 nothing. The functions that read private data also take a Spark DataFrame (see :mod:`dp_pipeline.spark`):
 the privacy core is shared, only the exact bounded aggregate is computed per engine
-(:mod:`dp_pipeline.frames.engine`). pandas is imported when a function is called:
+(:mod:`dp_pipeline.frames._engine`). pandas is imported when a function is called:
 ``import dp_pipeline.frames`` works without it, and a call without it raises ImportError naming
 ``pip install "dp-pipeline[pandas]"``.
 """
 
-from dp_pipeline.frames.aggregates import dp_count, dp_histogram, dp_mean, dp_sum
-from dp_pipeline.frames.estimates import krr_frequencies, rr_share
-from dp_pipeline.frames.noise import add_noise, randomized_response
-from dp_pipeline.frames.quantiles import dp_median, dp_quantile, dp_quantiles
-from dp_pipeline.frames.spread import dp_std, dp_var
+from dp_pipeline.frames._aggregates import dp_count, dp_histogram, dp_mean, dp_sum
+from dp_pipeline.frames._estimates import krr_frequencies, rr_share
+from dp_pipeline.frames._noise import add_noise, randomized_response
+from dp_pipeline.frames._quantiles import dp_median, dp_quantile, dp_quantiles
+from dp_pipeline.frames._spread import dp_std, dp_var
 
 __all__ = [
     "add_noise",

@@ -3,10 +3,10 @@ charge and result attributes.
 
 A frame function builds one :class:`Release` from its arguments (nothing is read), plans its noise from the
 declared bounds (:func:`sensitivity`), then computes the exact bounded aggregate inside
-:meth:`Release.holding`, which its spender pays (:meth:`~dp_pipeline.accounting.spender.Spender.hold`:
+:meth:`Release.holding`, which its spender pays (:meth:`~dp_pipeline.accounting._spender.Spender.hold`:
 a dataset's budget is reserved before any data is read, a refusal reads nothing), and only then is the
 noise drawn, on the driver. Only the
-aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames.engine`) is the engine's. Sums
+aggregate (``Engine.sums``, ``Engine.grid_ranks`` of :mod:`dp_pipeline.frames._engine`) is the engine's. Sums
 are exact and the noise is added to the exact sum (:mod:`dp_pipeline.frames._exact_sums`).
 """
 
@@ -22,20 +22,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dp_pipeline._exact import sqrt_up, subtract_up, times_up
+from dp_pipeline._spending import as_spender
+from dp_pipeline._splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
+from dp_pipeline._tabular import declared_bounds
 from dp_pipeline._validation import check_positive_int
-from dp_pipeline.accounting.partitions import partition_names
-from dp_pipeline.accounting.spender import Spender
+from dp_pipeline.accounting import Spender
+from dp_pipeline.accounting._partitions import partition_names
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.exact import sqrt_up, subtract_up, times_up
 from dp_pipeline.exceptions import InvalidParameterError
+from dp_pipeline.frames._common import check_level, check_limit, column_list, group_index
+from dp_pipeline.frames._engine import Bounding, Engine, PartitionBounding
 from dp_pipeline.frames._exact_sums import ExactSums, grid_exponent
-from dp_pipeline.frames.common import check_level, check_limit, column_list, group_index
-from dp_pipeline.frames.engine import Bounding, Engine, PartitionBounding
-from dp_pipeline.frames.registry import engine_of
+from dp_pipeline.frames._registry import engine_of
 from dp_pipeline.mechanisms.sampling import drawn_event, release_rng
-from dp_pipeline.spending import as_spender
-from dp_pipeline.splitting import NoiseFamily, NoisePlan, check_delta, check_epsilon, plan_noise
-from dp_pipeline.tabular import declared_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,7 +72,7 @@ class Release:
     Built from the DataFrame ``df`` and the shared :class:`Options` of the frame function ``owner``
     (``keys_name``: the name its keys go by, ``"categories"`` for a histogram). Nothing is read from the
     data but its schema (and, for data in memory, the checks of the person and partition columns). The
-    spender is made from ``accountant=``/``dataset=`` once (:func:`~dp_pipeline.spending.as_spender`);
+    spender is made from ``accountant=``/``dataset=`` once (:func:`~dp_pipeline._spending.as_spender`);
     the relation the noise is calibrated to is read from it once, before any data.
     """
 
@@ -148,7 +148,7 @@ class Release:
     ) -> ExactSums:
         """The exact bounded sums of the powers, one per part of ``plan`` (whose value range is the
         matching entry of ``ranges``), on the grid of each part (see :mod:`dp_pipeline.frames._exact_sums`
-        and :meth:`~dp_pipeline.frames.engine.Engine.sums`)."""
+        and :meth:`~dp_pipeline.frames._engine.Engine.sums`)."""
         exponents = [grid_exponent(lo, hi, part) for (lo, hi), part in zip(ranges, plan.parts, strict=True)]
         totals = self.engine.sums(self.bounding, column, clip, centre, powers, exponents)
         return ExactSums(totals, exponents)
@@ -181,7 +181,7 @@ class Release:
 
     def holding(self, event: PrivacyEvent, label: str) -> AbstractContextManager[None]:
         """The block that reads this release's data, paid by its spender
-        (:meth:`~dp_pipeline.accounting.spender.Spender.hold`, on the partitions it names), its event marked
+        (:meth:`~dp_pipeline.accounting._spender.Spender.hold`, on the partitions it names), its event marked
         as drawn by this release's generator (:func:`~dp_pipeline.mechanisms.sampling.drawn_event`)."""
         marked = drawn_event(event, self.rng)
         return self.spender.hold(marked, label=label, group_size=self.group_size, partition=self.partition)

@@ -4,7 +4,7 @@ the release.
 The method, its accuracy and why the cost is fixed in advance: :mod:`dp_pipeline._learned_bounds`. A call
 spends :data:`~dp_pipeline._learned_bounds.SEARCH_SHARE` (10%) of its ε on the search and the rest on its
 release, and is charged once for both. The search reads each column's ranks on its grid from the engine
-(:meth:`~dp_pipeline.frames.engine.Engine.grid_ranks`, the whole column even when the release is grouped),
+(:meth:`~dp_pipeline.frames._engine.Engine.grid_ranks`, the whole column even when the release is grouped),
 so it runs on any engine, inside the call's charge.
 """
 
@@ -18,10 +18,10 @@ from numpy.typing import NDArray
 
 from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share, worst_bounds
 from dp_pipeline._quantile import grid
+from dp_pipeline._splitting import NoisePlan
 from dp_pipeline.events import PrivacyEvent, Relation
 from dp_pipeline.exceptions import InvalidParameterError
-from dp_pipeline.frames.engine import Bounding
-from dp_pipeline.splitting import NoisePlan
+from dp_pipeline.frames._engine import Bounding
 
 Ranges = Callable[[float, float], list[tuple[float, float]]]
 

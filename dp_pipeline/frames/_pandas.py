@@ -11,15 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames._exact_sums import (
-    SPLIT_ROWS,
-    exact_total,
-    grid_integers,
-    join_sum,
-    one_on_grid,
-    split_sum,
-)
-from dp_pipeline.frames.common import (
+from dp_pipeline.frames._common import (
     bound_contributions,
     bound_partitions,
     check_distinct_keys,
@@ -33,9 +25,16 @@ from dp_pipeline.frames.common import (
     pandas_value,
     require_pandas,
 )
-from dp_pipeline.frames.engine import Bounding, noisy_batch, randomized_batch
-from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
-from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
+from dp_pipeline.frames._engine import Bounding, noisy_batch, randomized_batch
+from dp_pipeline.frames._exact_sums import (
+    SPLIT_ROWS,
+    exact_total,
+    grid_integers,
+    join_sum,
+    one_on_grid,
+    split_sum,
+)
+from dp_pipeline.mechanisms import ContinuousMechanism, KRandomizedResponse, Mechanism, sampling
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +43,7 @@ __all__ = ["PandasEngine"]
 
 
 class PandasEngine:
-    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
+    """A pandas DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames._engine.Engine`)."""
 
     def __init__(self, df: pd.DataFrame) -> None:
         self.df = df
@@ -225,7 +224,7 @@ class PandasEngine:
 
 @dataclass(frozen=True)
 class _InMemoryRows:
-    """A per-row release of a pandas frame (see :class:`~dp_pipeline.frames.engine.RowRelease`): the
+    """A per-row release of a pandas frame (see :class:`~dp_pipeline.frames._engine.RowRelease`): the
     transform of the whole frame, run with ``rng`` (None: a generator from OS entropy)."""
 
     transform: Callable[..., pd.DataFrame]

@@ -7,14 +7,14 @@ draws once (:class:`OneShot`), the form handed to code whose draw was paid for.
 """
 
 from dp_pipeline.mechanisms._base import ContinuousMechanism, Mechanism, OneShot
-from dp_pipeline.mechanisms.bounded import BoundedLaplace, BoundedStaircase
-from dp_pipeline.mechanisms.composite import Composite
-from dp_pipeline.mechanisms.exponential import Exponential
-from dp_pipeline.mechanisms.gaussian import Gaussian
-from dp_pipeline.mechanisms.laplace import Laplace
-from dp_pipeline.mechanisms.randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.mechanisms._bounded import BoundedLaplace, BoundedStaircase
+from dp_pipeline.mechanisms._composite import Composite
+from dp_pipeline.mechanisms._exponential import Exponential
+from dp_pipeline.mechanisms._gaussian import Gaussian
+from dp_pipeline.mechanisms._laplace import Laplace
+from dp_pipeline.mechanisms._randomized_response import BinaryRandomizedResponse, KRandomizedResponse
+from dp_pipeline.mechanisms._staircase import Staircase, staircase_cdf, staircase_pdf
 from dp_pipeline.mechanisms.sampling import FastGenerator, fast_rng, secure_rng
-from dp_pipeline.mechanisms.staircase import Staircase, staircase_cdf, staircase_pdf
 
 __all__ = [
     "BinaryRandomizedResponse",

@@ -7,7 +7,7 @@ from collections.abc import Hashable
 
 from pyspark.sql import Column, DataFrame
 
-from dp_pipeline.frames.engine import PartitionBounding
+from dp_pipeline.frames._engine import PartitionBounding
 from dp_pipeline.spark._api import functions_of, window_of
 
 __all__ = ["KEEP", "with_kept"]
@@ -36,7 +36,7 @@ def with_kept(
     partitions per person, chosen first: each (person, partition) pair gets the priority
     ``xxhash64(seed, person, partition)`` (one value for all the pair's rows, independent across pairs for
     a random seed), and a person's read partitions are ranked by it; the rows are then sampled among the
-    kept ones (as :func:`~dp_pipeline.frames.common.bound_partitions` does in memory).
+    kept ones (as :func:`~dp_pipeline.frames._common.bound_partitions` does in memory).
     """
     sf = functions_of(sdf)
     read: Column = sf.lit(True) if partitions is None else _partition_kept(sdf, unit, seed, partitions)

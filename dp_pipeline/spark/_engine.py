@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as st
 
 from dp_pipeline.exceptions import InvalidParameterError, data_value_error
-from dp_pipeline.frames.common import (
+from dp_pipeline.frames._common import (
     NO_MATCH,
     check_distinct_keys,
     no_answer,
@@ -41,10 +41,9 @@ from dp_pipeline.frames.common import (
     observed_index,
     require_pandas,
 )
-from dp_pipeline.frames.engine import HALF, Bounding, join_sum, noisy_batch, one_on_grid, randomized_batch
-from dp_pipeline.frames.registry import register_engine
-from dp_pipeline.mechanisms import ContinuousMechanism, Mechanism, sampling
-from dp_pipeline.mechanisms.randomized_response import KRandomizedResponse
+from dp_pipeline.frames._engine import HALF, Bounding, join_sum, noisy_batch, one_on_grid, randomized_batch
+from dp_pipeline.frames._registry import register_engine
+from dp_pipeline.mechanisms import ContinuousMechanism, KRandomizedResponse, Mechanism, sampling
 from dp_pipeline.spark._api import functions_of
 from dp_pipeline.spark._bounding import KEEP, with_kept
 from dp_pipeline.spark._grid import bucket
@@ -73,7 +72,7 @@ def _fixed(error: InvalidParameterError) -> Callable[[int], InvalidParameterErro
 
 
 class SparkEngine:
-    """A Spark DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames.engine.Engine`)."""
+    """A Spark DataFrame as a frame-function engine (see :class:`~dp_pipeline.frames._engine.Engine`)."""
 
     def __init__(self, sdf: DataFrame) -> None:
         self.sdf = sdf
@@ -220,7 +219,7 @@ class SparkEngine:
         powers: Sequence[int],
         exponents: Sequence[int],
     ) -> list[list[int]]:
-        """The exact sums (see :meth:`~dp_pipeline.frames.engine.Engine.sums`): each row's grid integer q is
+        """The exact sums (see :meth:`~dp_pipeline.frames._engine.Engine.sums`): each row's grid integer q is
         a long (|q| < 2⁵³), split in halves q = hi·2²⁶ + lo whose long sums (``try_sum``: null on
         overflow, never a wrapped value) are exact below 2³⁶ rows per key. When one overflows, the job
         runs again with the halves summed as DecimalType(38, 0), exact below 10²² rows: the result is the
@@ -350,7 +349,7 @@ class SparkEngine:
 
 @dataclass(frozen=True)
 class _DistributedRows:
-    """A per-row release of a Spark frame (see :class:`~dp_pipeline.frames.engine.RowRelease`): the
+    """A per-row release of a Spark frame (see :class:`~dp_pipeline.frames._engine.RowRelease`): the
     analysed ``mapInPandas`` plan. :meth:`run` checkpoints it at once (``localCheckpoint(eager=True)``):
     every later action reads the same noisy rows, where a lazy frame would draw fresh noise at every action
     and so release the data again for one charge."""
@@ -421,4 +420,4 @@ def _aggregate(frame: DataFrame, bounding: Bounding, columns: list[Column], *ext
     return grouped.select(*[f"__dp_{i}" for i in range(len(named))], KEY, *extra).collect()
 
 
-register_engine(SparkEngine)  # found without the installed entry point (see frames.registry)
+register_engine(SparkEngine)  # found without the installed entry point (see frames._registry)

@@ -8,7 +8,7 @@ nothing (the frame functions refuse such a key before the charge, since a Spark 
 in the column's type: :meth:`~dp_pipeline.spark._engine.SparkEngine.check_keys`).
 The conversion is the one Spark applies (float rounds to float32, a decimal to its scale, a timestamp
 to microseconds, an aware one to its instant), so two declared keys that become one Spark value are
-seen here and refused (:func:`~dp_pipeline.frames.common.check_distinct_keys`).
+seen here and refused (:func:`~dp_pipeline.frames._common.check_distinct_keys`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as st
 from pyspark.sql.types import DataType
 
-from dp_pipeline.frames.common import NO_MATCH as _NO_MATCH
+from dp_pipeline.frames._common import NO_MATCH as _NO_MATCH
 from dp_pipeline.spark._api import functions_of
 
 __all__ = ["KEY", "key_table", "matches_any", "spark_value"]

@@ -12,11 +12,14 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         'dp_pipeline.transformers needs scikit-learn: pip install "dp-pipeline[sklearn]"'
     ) from exc
 
-from dp_pipeline.accounting.spender import UNACCOUNTED
-from dp_pipeline.transformers.bounded import BoundedLaplaceNoise, BoundedStaircaseNoise
-from dp_pipeline.transformers.composite import AllOrNothing, reserve_search, search_cost
-from dp_pipeline.transformers.noise import GaussianNoise, LaplaceNoise, StaircaseNoise
-from dp_pipeline.transformers.randomized_response import KRandomizedResponseEncoder, RandomizedResponseEncoder
+from dp_pipeline.accounting import UNACCOUNTED
+from dp_pipeline.transformers._bounded import BoundedLaplaceNoise, BoundedStaircaseNoise
+from dp_pipeline.transformers._composite import AllOrNothing, reserve_search, search_cost
+from dp_pipeline.transformers._noise import GaussianNoise, LaplaceNoise, StaircaseNoise
+from dp_pipeline.transformers._randomized_response import (
+    KRandomizedResponseEncoder,
+    RandomizedResponseEncoder,
+)
 
 __all__ = [
     "UNACCOUNTED",

@@ -16,7 +16,7 @@ one event.
 Each release is charged on its own, just before its noise, also inside a composite estimator (Pipeline,
 ColumnTransformer, FeatureUnion): when a later step of a call is refused, the earlier steps stay charged (the
 ledger may count more than was released, never less). To charge a call's DP steps all or none, wrap the
-composite in :class:`~dp_pipeline.transformers.composite.AllOrNothing`, which points clones of the steps at a
+composite in :class:`~dp_pipeline.transformers.AllOrNothing`, which points clones of the steps at a
 reservation of the call's total.
 
 With ``random_state=None`` a fitted transformer holds no random state: each ``transform`` draws its noise
@@ -37,13 +37,13 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dp_pipeline._spending import as_spender
+from dp_pipeline._splitting import declared_cost
+from dp_pipeline._tabular import missing_mask
 from dp_pipeline._validation import check_positive_int
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.mechanisms.sampling import drawn_event, kept_rng, release_rng
-from dp_pipeline.spending import as_spender
-from dp_pipeline.splitting import declared_cost
-from dp_pipeline.tabular import missing_mask
 
 __all__ = ["DPTransformer"]
 

@@ -15,12 +15,12 @@ from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline._learned_bounds import BoundsSearch, check_outer, search_share
+from dp_pipeline._splitting import NoisePlan, check_epsilon, declared_cost
+from dp_pipeline._tabular import clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.events import PrivacyEvent, composite_event
 from dp_pipeline.exceptions import InvalidParameterError, PrivacyLeakWarning
 from dp_pipeline.mechanisms import ContinuousMechanism
 from dp_pipeline.mechanisms.sampling import drawn_event
-from dp_pipeline.splitting import NoisePlan, check_epsilon, declared_cost
-from dp_pipeline.tabular import clip_columns, declared_bounds, declared_sensitivity
 from dp_pipeline.transformers._base import DPTransformer
 
 __all__ = ["ContinuousNoise"]

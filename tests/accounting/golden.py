@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_pipeline import ApproxDP, GaussianDP, PlannedRelease, PrivacyAccountant, PureDP, allocate
-from dp_pipeline.accounting.reports import partition_spending
+from dp_pipeline.accounting import partition_spending
 from dp_pipeline.events import composite_event
 from dp_pipeline.exceptions import (
     BudgetExceededError,

@@ -22,10 +22,8 @@ from dp_pipeline import (
     PrivacyEvent,
     PureDP,
 )
-from dp_pipeline.accounting import UnknownDatasetError
+from dp_pipeline.accounting import Request, UnknownDatasetError, ledger_entries, open_reservations
 from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.accounting.reports import ledger_entries, open_reservations
-from dp_pipeline.accounting.request import Request
 from dp_pipeline.exceptions import (
     InvalidParameterError,
     KeyAlreadyUsedError,

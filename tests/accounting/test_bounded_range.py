@@ -20,12 +20,11 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 
 from dp_pipeline import PrivacyAccountant, PrivacyEvent, PureDP
-from dp_pipeline.accounting import _losses
-from dp_pipeline.accounting.analysis import pld
-from dp_pipeline.accounting.composition import compose_plan, group_event
-from dp_pipeline.accounting.relations import to_relation
+from dp_pipeline._exact import sum_up
+from dp_pipeline.accounting import _losses, compose_plan, group_event
+from dp_pipeline.accounting._analysis import pld
+from dp_pipeline.accounting._relations import to_relation
 from dp_pipeline.events import composite_event
-from dp_pipeline.exact import sum_up
 from dp_pipeline.mechanisms import Exponential
 
 pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")

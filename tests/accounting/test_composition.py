@@ -32,8 +32,8 @@ from dp_pipeline import (
     UnsupportedCompositionError,
 )
 from dp_pipeline.accounting import _losses
-from dp_pipeline.accounting.analysis import pld
-from dp_pipeline.accounting.composition import (
+from dp_pipeline.accounting._analysis import pld
+from dp_pipeline.accounting._composition import (
     Composition,
     as_approx_dp,
     as_gdp,
@@ -653,7 +653,7 @@ def test_events_from_the_mechanisms() -> None:
 @pytest.mark.processes
 def test_accounting_does_not_import_the_mechanisms() -> None:
     code = (
-        "import sys, dp_pipeline.accounting.composition;"
+        "import sys, dp_pipeline.accounting._composition;"
         "bad = [m for m in sys.modules if m.startswith('dp_pipeline.mechanisms')];"
         "assert not bad, bad"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dp_pipeline import ApproxDP, PrivacyAccountant
-from dp_pipeline.accounting.reports import ledger_entries, open_reservations
+from dp_pipeline.accounting import ledger_entries, open_reservations
 from tests.accounting import _workers
 
 WORKERS = _workers.WORKERS

@@ -25,10 +25,12 @@ from dp_pipeline import (
     PrivacyAccountant,
     PrivacyEvent,
     PureDP,
-    exact,
 )
-from dp_pipeline.accounting import pricing
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline import (
+    _exact as exact,
+)
+from dp_pipeline.accounting import _pricing as pricing
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.mechanisms import BinaryRandomizedResponse, Gaussian, Laplace, Staircase
 
 

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from scipy.stats import norm
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.ledger.base import canonical_json, record_hash
-from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
+from dp_pipeline.accounting.ledger._base import canonical_json, record_hash
+from dp_pipeline.accounting.ledger._schema import HEAD_REVISION
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import dump_rows, untriggered
 

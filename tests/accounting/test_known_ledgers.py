@@ -1,8 +1,8 @@
 """A dropped ledger is recognised however its URL is spelled, and a read-only store grants nothing.
 
 ``create=None`` creates a ledger only where none was created before (see
-:mod:`dp_pipeline.accounting.ledger.known`). The list is matched by
-:func:`~dp_pipeline.accounting.ledger.urls.ledger_identity`, so a ledger created at ``127.0.0.1`` and
+:mod:`dp_pipeline.accounting.ledger._known`). The list is matched by
+:func:`~dp_pipeline.accounting.ledger._urls.ledger_identity`, so a ledger created at ``127.0.0.1`` and
 dropped is not re-created, on a full budget, by a job that spells the host ``localhost``.
 """
 
@@ -15,9 +15,9 @@ import pytest
 sa = pytest.importorskip("sqlalchemy")
 
 from dp_pipeline import ApproxDP, PrivacyAccountant  # noqa: E402
-from dp_pipeline.accounting.ledger import known  # noqa: E402
-from dp_pipeline.accounting.ledger.schema import BUDGETS, RECORDS, VERSION_TABLE  # noqa: E402
-from dp_pipeline.accounting.ledger.urls import ledger_identity  # noqa: E402
+from dp_pipeline.accounting.ledger import _known as known  # noqa: E402
+from dp_pipeline.accounting.ledger._schema import BUDGETS, RECORDS, VERSION_TABLE  # noqa: E402
+from dp_pipeline.accounting.ledger._urls import ledger_identity  # noqa: E402
 from dp_pipeline.exceptions import LedgerError  # noqa: E402
 from tests.pg_server import TemporaryPostgres, postgres_bindir  # noqa: E402
 

@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.ledger.base import (
+from dp_pipeline.accounting import ledger_entries
+from dp_pipeline.accounting.ledger import MemoryLedger
+from dp_pipeline.accounting.ledger._base import (
     MAX_JSON_DEPTH,
     check_json_text,
     next_record,
     read_json_object,
 )
-from dp_pipeline.accounting.ledger.memory import MemoryLedger
-from dp_pipeline.accounting.reports import ledger_entries
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import untriggered
 

@@ -27,12 +27,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.accountant import UnknownDatasetError
-from dp_pipeline.accounting.ledger.base import GENESIS_HASH, record_hash
-from dp_pipeline.accounting.ledger.privileges import grant_statements
-from dp_pipeline.accounting.ledger.schema import HEAD_REVISION
-from dp_pipeline.accounting.reports import open_reservations
-from dp_pipeline.accounting.verify import anchor as checkpoint_of
+from dp_pipeline.accounting import UnknownDatasetError, open_reservations
+from dp_pipeline.accounting import anchor as checkpoint_of
+from dp_pipeline.accounting.ledger._base import GENESIS_HASH, record_hash
+from dp_pipeline.accounting.ledger._privileges import grant_statements
+from dp_pipeline.accounting.ledger._schema import HEAD_REVISION
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnsupportedCompositionError
 from tests.accounting.conftest import dump_rows, untriggered
 

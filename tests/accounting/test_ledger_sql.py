@@ -11,11 +11,11 @@ import pytest
 import sqlalchemy as sa
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
+from dp_pipeline.accounting import ledger_entries, open_reservations
 from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.accounting.ledger.base import LedgerStore, check_chain
-from dp_pipeline.accounting.ledger.schema import HEAD_REVISION, VERSION_TABLE
-from dp_pipeline.accounting.ledger.sql import SQLLedger, known_revisions
-from dp_pipeline.accounting.reports import ledger_entries, open_reservations
+from dp_pipeline.accounting.ledger._base import LedgerStore, check_chain
+from dp_pipeline.accounting.ledger._schema import HEAD_REVISION, VERSION_TABLE
+from dp_pipeline.accounting.ledger._sql import SQLLedger, known_revisions
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import dump_rows, untriggered
 
@@ -149,7 +149,7 @@ def test_verify_detects_an_edit_with_a_recomputed_hash(tmp_path: Path) -> None:
     record = next(r for r in acct.store.records("d") if r.seq == 4)
     body = dict(record.body)
     body["label"] = "something else"
-    from dp_pipeline.accounting.ledger.base import canonical_json, record_hash
+    from dp_pipeline.accounting.ledger._base import canonical_json, record_hash
 
     digest = record_hash(
         record.dataset, record.seq, record.kind, record.time, record.key, None, body, record.prev_hash

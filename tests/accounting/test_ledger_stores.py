@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.accounting.ledger.base import LedgerStore
-from dp_pipeline.accounting.ledger.sql import SQLLedger
+from dp_pipeline.accounting.ledger import LedgerStore, MemoryLedger, SQLLedger
 from dp_pipeline.accounting.testing import LedgerStoreContract
 
 

@@ -36,7 +36,7 @@ def test_an_earlier_ledger_opens_reports_the_same_and_verifies(tmp_path: Path) -
         events = next(e.events for e in acct.history(ds) if len(e.events) > 1)
         assert _report(acct.plan_cost(ds, [*events, *events][:5])) == expected["plans"][ds]
     # the stored (method, budget type) pairs pick the rule classes, and the head rows stay as written
-    from dp_pipeline.accounting.records import budget_of
+    from dp_pipeline.accounting._records import budget_of
 
     rules = {ds: type(budget_of(acct.store.head(ds).state, ds).rule) for ds in acct.datasets()}  # type: ignore[union-attr]
     assert rules == {

@@ -20,9 +20,8 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.concentrated import zcdp_epsilon
-from dp_pipeline.accounting.reports import ledger_entries, partition_spending
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request, ledger_entries, partition_spending
+from dp_pipeline.accounting._concentrated import zcdp_epsilon
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.airflow.partition_names import locate_partition, split_partition
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError, UnknownDatasetError

@@ -222,7 +222,7 @@ def test_the_row_level_kinds_are_those_of_the_mechanisms_that_state_replace_one(
     """The kinds the reading recognises are exactly the event kinds of the mechanisms that state
     replace-one themselves (row-level: one output per row), found here by walking the mechanism classes."""
     from dp_pipeline import mechanisms
-    from dp_pipeline.accounting.verify import ROW_LEVEL_KINDS
+    from dp_pipeline.accounting._verify import ROW_LEVEL_KINDS
 
     def subclasses(cls: type) -> list[type]:
         return [cls, *(c for sub in cls.__subclasses__() for c in subclasses(sub))]

@@ -19,10 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting import Reservation
+from dp_pipeline.accounting import Reservation, ledger_entries, partition_spending
+from dp_pipeline.accounting._records import PayBody, ReserveBody, append, budget_of, with_totals
 from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.accounting.records import PayBody, ReserveBody, append, budget_of, with_totals
-from dp_pipeline.accounting.reports import ledger_entries, partition_spending
 from dp_pipeline.accounting.rules import Charge
 from dp_pipeline.accounting.testing import gaussian_event, laplace_event
 from dp_pipeline.events import PrivacyEvent, composite_event

@@ -16,9 +16,9 @@ import pytest
 
 from dp_pipeline import PrivacyAccountant
 from dp_pipeline.accounting import _losses
-from dp_pipeline.accounting.analysis import pld
-from dp_pipeline.accounting.composition import PRICING, compose_plan, group_event, plan_epsilon_floor
-from dp_pipeline.accounting.verify import check_semantics
+from dp_pipeline.accounting._analysis import pld
+from dp_pipeline.accounting._composition import PRICING, compose_plan, group_event, plan_epsilon_floor
+from dp_pipeline.accounting._verify import check_semantics
 from dp_pipeline.mechanisms import Laplace
 from tests.accounting.test_composition import (
     finite_pld,

@@ -14,10 +14,9 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant
-from dp_pipeline.accounting.composition import event_gdp, laplace_mu
-from dp_pipeline.accounting.concentrated import bounded_range_rho, laplace_rho
-from dp_pipeline.accounting.rules import GaussianDPFilter, ZeroConcentratedDP
-from dp_pipeline.accounting.rules.base import Charge
+from dp_pipeline.accounting._composition import event_gdp, laplace_mu
+from dp_pipeline.accounting._concentrated import bounded_range_rho, laplace_rho
+from dp_pipeline.accounting.rules import Charge, GaussianDPFilter, ZeroConcentratedDP
 from dp_pipeline.accounting.testing import laplace_event
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import BudgetExceededError
@@ -274,7 +273,7 @@ _NEW_GDP = GaussianDPFilter.charge_event
 
 
 def test_ledgers_charged_at_the_older_higher_prices_still_verify(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dp_pipeline.accounting import pricing
+    from dp_pipeline.accounting import _pricing as pricing
 
     acct = PrivacyAccountant("memory://")
     acct.set_budget("z", ApproxDP(3.0, 1e-6), rule="zcdp")
@@ -297,7 +296,7 @@ def test_ledgers_charged_at_the_older_higher_prices_still_verify(monkeypatch: py
 
 
 def test_a_charge_below_todays_price_is_found_by_verify(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dp_pipeline.accounting import pricing
+    from dp_pipeline.accounting import _pricing as pricing
     from dp_pipeline.exceptions import LedgerError
 
     acct = PrivacyAccountant("memory://")

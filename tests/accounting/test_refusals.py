@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.ledger.sql import SQLLedger
-from dp_pipeline.accounting.reports import ledger_entries
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request, ledger_entries
+from dp_pipeline.accounting.ledger import SQLLedger
 from dp_pipeline.exceptions import LedgerError
 
 from .conftest import dump_rows

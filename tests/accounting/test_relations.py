@@ -23,9 +23,8 @@ from dp_pipeline import (
     PureDP,
     UnsupportedCompositionError,
 )
-from dp_pipeline.accounting.ledger.base import DatasetState
-from dp_pipeline.accounting.reports import ledger_entries
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request, ledger_entries
+from dp_pipeline.accounting.ledger import DatasetState
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.mechanisms import (
     BinaryRandomizedResponse,
@@ -166,7 +165,7 @@ def test_replace_one_events_are_refused_on_an_add_remove_dataset_and_nothing_cha
 @pytest.mark.parametrize("cost", ROW_LEVEL)
 def test_a_grouped_row_level_event_keeps_its_relation_and_is_still_refused(cost: Any) -> None:
     # the DAG check and plan check apply the group size before the accountant reads the relation
-    from dp_pipeline.accounting.composition import group_event
+    from dp_pipeline.accounting import group_event
 
     event = cost if isinstance(cost, PrivacyEvent) else cost.event
     grouped = group_event(event, 3)

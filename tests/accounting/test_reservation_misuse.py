@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dp_pipeline import PrivacyAccountant, PureDP
-from dp_pipeline.accounting.ledger import MemoryLedger
-from dp_pipeline.accounting.records import (
+from dp_pipeline.accounting import ledger_entries
+from dp_pipeline.accounting._records import (
     PayBody,
     ReserveBody,
     ShrinkBody,
@@ -22,7 +22,7 @@ from dp_pipeline.accounting.records import (
     budget_of,
     with_totals,
 )
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting.ledger import MemoryLedger
 from dp_pipeline.accounting.rules import Charge
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import LedgerError

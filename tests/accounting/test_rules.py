@@ -13,9 +13,9 @@ import pytest
 from scipy import special
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting import rules
-from dp_pipeline.accounting.composition import composite_event, event_gdp, group_event, laplace_mu
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline._exact import add, multiply, sqrt_down, sqrt_up, square, subtract, to_decimal
+from dp_pipeline.accounting import ledger_entries, rules
+from dp_pipeline.accounting._composition import composite_event, event_gdp, group_event, laplace_mu
 from dp_pipeline.accounting.rules import (
     BasicComposition,
     BudgetRule,
@@ -30,7 +30,6 @@ from dp_pipeline.accounting.rules import (
 )
 from dp_pipeline.accounting.testing import BudgetRuleContract, gaussian_event, laplace_event
 from dp_pipeline.events import PrivacyEvent
-from dp_pipeline.exact import add, multiply, sqrt_down, sqrt_up, square, subtract, to_decimal
 from dp_pipeline.exceptions import (
     BudgetExceededError,
     InvalidParameterError,

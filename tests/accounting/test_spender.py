@@ -15,10 +15,10 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import BudgetExceededError, InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries, open_reservations
-from dp_pipeline.accounting.spender import UNACCOUNTED, DatasetHandle, Unaccounted
+from dp_pipeline._spending import as_spender
+from dp_pipeline.accounting import ledger_entries, open_reservations
+from dp_pipeline.accounting._spender import UNACCOUNTED, DatasetHandle, Unaccounted
 from dp_pipeline.accounting.testing import laplace_event
-from dp_pipeline.spending import as_spender
 
 
 def _ledger(epsilon: float = 1.0) -> PrivacyAccountant:
@@ -225,11 +225,12 @@ def test_the_spender_and_the_reservation_never_import_the_accountant() -> None:
     import ast
     from pathlib import Path
 
-    import dp_pipeline.accounting.reservation as reservation
-    import dp_pipeline.accounting.spender as spender
+    import dp_pipeline.accounting._reservation as reservation
+    import dp_pipeline.accounting._spender as spender
 
     for module in (spender, reservation):
         tree = ast.parse(Path(str(module.__file__)).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert "dp_pipeline.accounting.accountant" not in imported, module.__name__
-        assert not {m for m in imported if m and m.startswith(("dp_pipeline.frames", "dp_pipeline.spending"))}
+        assert "dp_pipeline.accounting._accountant" not in imported, module.__name__
+        outside = ("dp_pipeline.frames", "dp_pipeline._spending")
+        assert not {m for m in imported if m and m.startswith(outside)}

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant
-from dp_pipeline.accounting.ledger.urls import redact_text, redact_url
+from dp_pipeline.accounting.ledger import redact_text, redact_url
 from dp_pipeline.exceptions import LedgerError
 
 PASSWORD = "S3CRET-PASSWORD-42"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.verify import anchor as checkpoint_of
+from dp_pipeline.accounting import anchor as checkpoint_of
 from dp_pipeline.exceptions import LedgerError
 from tests.accounting.conftest import untriggered
 

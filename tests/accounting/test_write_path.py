@@ -15,13 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.ledger.base import (
+from dp_pipeline.accounting.ledger import SQLLedger
+from dp_pipeline.accounting.ledger._base import (
     DatasetState,
     canonical_json,
     record_hash,
     record_hash_of_text,
 )
-from dp_pipeline.accounting.ledger.sql import SQLLedger
 from dp_pipeline.exceptions import LedgerError
 
 # ------------------------------------------------------------------------------------------------ hashes

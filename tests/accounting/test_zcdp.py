@@ -15,7 +15,7 @@ import pytest
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.concentrated import zcdp_epsilon, zcdp_rho_limit
+from dp_pipeline.accounting._concentrated import zcdp_epsilon, zcdp_rho_limit
 from dp_pipeline.accounting.rules import BasicComposition, BudgetRule, Totals, ZeroConcentratedDP, user_rule
 from dp_pipeline.accounting.testing import BudgetRuleContract, gaussian_event, laplace_event
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedCompositionError

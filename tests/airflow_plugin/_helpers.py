@@ -7,7 +7,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.airflow.testing import run_dag
 from dp_pipeline.airflow.testing import task_states as states
 

@@ -65,7 +65,7 @@ def airflow_db() -> Path:
 @pytest.fixture
 def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A fresh SQLite ledger, reachable through ``AIRFLOW_CONN_DP_LEDGER_DEFAULT``."""
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
     from tests.airflow_plugin._helpers import ledger_conn_uri
 
     path = tmp_path / "ledger.db"
@@ -95,7 +95,7 @@ def any_ledger(
     ``AIRFLOW_CONN_DP_LEDGER_DEFAULT``."""
     from sqlalchemy.engine import make_url
 
-    from dp_pipeline.accounting.accountant import PrivacyAccountant
+    from dp_pipeline.accounting import PrivacyAccountant
     from tests.airflow_plugin._helpers import ledger_conn_uri
 
     if request.param == "sqlite":

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 
 pytestmark = pytest.mark.airflow
 

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dp_pipeline import ApproxDP, GaussianDP, PureDP
-from dp_pipeline.accounting.composition import group_event
+from dp_pipeline.accounting import group_event
 from dp_pipeline.airflow import PrivacyBudgetOperator, check_dag, dp_guard, plan_dag
 from dp_pipeline.airflow.costs import DPCost
 from dp_pipeline.airflow.policies import make_dag_policy

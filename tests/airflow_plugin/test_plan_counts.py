@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request
 from tests.airflow_plugin._helpers import charges, run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.reports import ledger_entries
-from dp_pipeline.accounting.request import Request
+from dp_pipeline.accounting import Request, ledger_entries
 from tests.airflow_plugin.conftest import EXAMPLE_DAGS, REPO
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]

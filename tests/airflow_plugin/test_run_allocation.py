@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from tests.airflow_plugin._helpers import FailureLog, run_dag, states
 from tests.allocation_references import largest_mu, least_scale, pld_epsilon
 

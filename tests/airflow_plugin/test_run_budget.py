@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from tests.airflow_plugin._helpers import run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.reports import ledger_entries, partition_spending
+from dp_pipeline.accounting import ledger_entries, partition_spending
 from tests.airflow_plugin._helpers import FailureLog, run_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from tests.airflow_plugin._helpers import FailureLog, charges, run_dag, states
 from tests.airflow_plugin.conftest import EXAMPLE_DAGS
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from dp_pipeline import PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 
 
 @pytest.fixture

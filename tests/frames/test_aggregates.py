@@ -18,7 +18,7 @@ from dp_pipeline import (
     PrivacyLeakWarning,
     PureDP,
 )
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum, randomized_response
 from dp_pipeline.mechanisms import Gaussian
 

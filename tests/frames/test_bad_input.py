@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dp_pipeline import InvalidParameterError
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.frames import add_noise, dp_count, dp_histogram, dp_mean, dp_sum
 
 OPT_OUT: dict[str, Any] = {"accountant": "unaccounted"}

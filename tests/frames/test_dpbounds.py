@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import ApproxDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import add_noise, dp_mean, dp_sum
 from dp_pipeline.mechanisms import secure_rng

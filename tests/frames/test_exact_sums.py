@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from dp_pipeline.frames import _exact_sums, aggregates, dp_mean, dp_sum, dp_var
+from dp_pipeline.frames import _aggregates as aggregates
+from dp_pipeline.frames import _exact_sums, dp_mean, dp_sum, dp_var
 from dp_pipeline.frames._exact_sums import noisy_sums
 from dp_pipeline.mechanisms import Gaussian, Laplace, secure_rng
 

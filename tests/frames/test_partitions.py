@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import partition_spending
+from dp_pipeline.accounting import partition_spending
 from dp_pipeline.frames import dp_count, dp_mean, dp_median, dp_var
-from dp_pipeline.frames.common import bound_partitions
+from dp_pipeline.frames._common import bound_partitions
 from dp_pipeline.mechanisms import fast_rng
 
 EXACT = 1e9  # an ε so large that the noise is negligible: the value is the exact (bounded) statistic

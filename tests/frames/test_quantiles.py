@@ -15,7 +15,7 @@ from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP, _quantile
 from dp_pipeline._quantile import quantile_mechanism, select_quantile
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import dp_median, dp_quantile, dp_quantiles
 from dp_pipeline.mechanisms import secure_rng

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 
 from dp_pipeline import InvalidParameterError
-from dp_pipeline.frames import dp_count, registry
+from dp_pipeline.frames import _registry as registry
+from dp_pipeline.frames import dp_count
 from dp_pipeline.frames._pandas import PandasEngine
-from dp_pipeline.frames.registry import ENTRY_POINT_GROUP, engine_of, register_engine
+from dp_pipeline.frames._registry import ENTRY_POINT_GROUP, engine_of, register_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMES = ROOT / "dp_pipeline" / "frames"

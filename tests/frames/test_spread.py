@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.exceptions import BudgetExceededError, InvalidParameterError
 from dp_pipeline.frames import dp_std, dp_var
-from dp_pipeline.frames.spread import _variance_range
+from dp_pipeline.frames._spread import _variance_range
 from dp_pipeline.mechanisms import secure_rng
 from tests.frames.conftest import charges
 

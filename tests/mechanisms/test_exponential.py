@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dp_pipeline import PureDP
-from dp_pipeline.accounting.composition import compose_plan, group_event
+from dp_pipeline.accounting import compose_plan, group_event
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.guarantees import GaussianDP

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp_pipeline.exact import divide_down, divide_up, sqrt_up, subtract_up
+from dp_pipeline._exact import divide_down, divide_up, sqrt_up, subtract_up
 from dp_pipeline.mechanisms import BoundedLaplace, BoundedStaircase, Gaussian, Laplace
 
 positive = st.floats(min_value=1e-8, max_value=1e8, allow_nan=False, allow_infinity=False)

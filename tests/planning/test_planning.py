@@ -11,10 +11,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dp_pipeline import ApproxDP, PlannedRelease, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.mechanisms import Laplace
-from dp_pipeline.planning import PlanPart, calibrate_share, check_plans, plans, share_terms
-from dp_pipeline.planning import shares as shares_module
+from dp_pipeline.planning import PlanPart, calibrate_share, check_plans, share_terms
+from dp_pipeline.planning import _plans as plans
+from dp_pipeline.planning import _shares as shares_module
 
 EPSILONS = st.integers(min_value=1, max_value=40).map(lambda k: Fraction(k, 40))
 

@@ -10,7 +10,7 @@ import pytest
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PureDP
 from dp_pipeline import spark as dps
-from dp_pipeline.frames.noise import RR_ATTRS
+from dp_pipeline.frames._noise import RR_ATTRS
 from tests.frames.conftest import charges
 from tests.spark.test_aggregates import CALLS, patients
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pyspark.sql import types as spark_types
 
 from dp_pipeline._quantile import grid as _grid
+from dp_pipeline.frames._engine import Bounding
 from dp_pipeline.frames._pandas import PandasEngine
-from dp_pipeline.frames.engine import Bounding
 from dp_pipeline.mechanisms import secure_rng
 from dp_pipeline.spark._engine import SparkEngine
 from dp_pipeline.spark._keys import _NO_MATCH, spark_value

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from dp_pipeline.frames import dp_sum
+from dp_pipeline.frames._engine import Bounding
 from dp_pipeline.frames._exact_sums import grid_exponent
 from dp_pipeline.frames._pandas import PandasEngine
-from dp_pipeline.frames.engine import Bounding
 from dp_pipeline.mechanisms import Laplace, secure_rng
 from dp_pipeline.spark._engine import SparkEngine
 

@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import partition_spending
+from dp_pipeline.accounting import partition_spending
 from dp_pipeline.frames import dp_count
-from dp_pipeline.frames.engine import PartitionBounding
+from dp_pipeline.frames._engine import PartitionBounding
 from dp_pipeline.spark._bounding import KEEP, with_kept
 
 pytestmark = pytest.mark.spark

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dp_pipeline import ApproxDP, BudgetExceededError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.spark import dp_count, dp_mean
 
 

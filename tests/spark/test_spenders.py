@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
-from dp_pipeline.frames.registry import engine_of
+from dp_pipeline.frames._registry import engine_of
 from dp_pipeline.spark import add_noise, dp_count, dp_mean, randomized_response
 from dp_pipeline.spark._engine import SparkEngine
 

@@ -22,7 +22,7 @@ from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from dp_pipeline import ApproxDP, BudgetExceededError, GaussianDP, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.exceptions import InvalidParameterError
 from dp_pipeline.transformers import (
     AllOrNothing,
@@ -30,9 +30,11 @@ from dp_pipeline.transformers import (
     LaplaceNoise,
     RandomizedResponseEncoder,
     StaircaseNoise,
-    composite,
     reserve_search,
     search_cost,
+)
+from dp_pipeline.transformers import (
+    _composite as composite,
 )
 
 X = np.random.default_rng(3).uniform(0.0, 1.0, (60, 2))

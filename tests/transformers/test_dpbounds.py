@@ -13,7 +13,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
 from dp_pipeline import ApproxDP, BudgetExceededError, InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.composition import compose_basic
+from dp_pipeline.accounting import compose_basic
 from dp_pipeline.mechanisms import fast_rng, secure_rng
 from dp_pipeline.testing import audit
 from dp_pipeline.transformers import (

@@ -13,7 +13,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 
 from dp_pipeline import BudgetExceededError, GaussianDP, InvalidParameterError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries, open_reservations
+from dp_pipeline.accounting import ledger_entries, open_reservations
 from dp_pipeline.exceptions import LedgerError
 from dp_pipeline.transformers import (
     GaussianNoise,

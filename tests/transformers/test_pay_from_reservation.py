@@ -11,7 +11,7 @@ import pytest
 from sklearn.base import clone
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.frames import dp_mean
 from dp_pipeline.transformers import LaplaceNoise
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from dp_pipeline import InvalidParameterError, PrivacyAccountant, PrivacyLeakWarning, PureDP
-from dp_pipeline.accounting.reports import ledger_entries
+from dp_pipeline.accounting import ledger_entries
 from dp_pipeline.estimation import krr_counts, rr_share
 from dp_pipeline.transformers import KRandomizedResponseEncoder, RandomizedResponseEncoder
 

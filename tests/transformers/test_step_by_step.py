@@ -28,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from dp_pipeline import BudgetExceededError, PrivacyAccountant, PureDP
-from dp_pipeline.accounting.reports import ledger_entries, open_reservations
+from dp_pipeline.accounting import ledger_entries, open_reservations
 from dp_pipeline.transformers import AllOrNothing, LaplaceNoise, reserve_search
 
 X = np.random.default_rng(5).uniform(0.0, 1.0, (48, 2))

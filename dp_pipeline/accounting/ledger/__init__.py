@@ -2,36 +2,42 @@
 
 import os
 
-from dp_pipeline.accounting.ledger.base import (
+from dp_pipeline.accounting.ledger._base import (
     KEY_ENV,
     DatasetHead,
     DatasetState,
     LedgerRecord,
     LedgerStore,
     LedgerTransaction,
+    RecordSigner,
     ReservationRecords,
 )
-from dp_pipeline.accounting.ledger.memory import MemoryLedger
+from dp_pipeline.accounting.ledger._memory import MemoryLedger
+from dp_pipeline.accounting.ledger._urls import redact_text, redact_url
 from dp_pipeline.exceptions import InvalidParameterError
 
 __all__ = [
+    "KEY_ENV",
     "DatasetHead",
     "DatasetState",
     "LedgerRecord",
     "LedgerStore",
     "LedgerTransaction",
     "MemoryLedger",
+    "RecordSigner",
     "ReservationRecords",
     "SQLLedger",
     "open_ledger",
     "open_store",
+    "redact_text",
+    "redact_url",
 ]
 
 
 def __getattr__(name: str) -> object:
     # SQLAlchemy is part of the "accounting" extra: import the SQL store only when it is asked for.
     if name == "SQLLedger":
-        from dp_pipeline.accounting.ledger.sql import SQLLedger
+        from dp_pipeline.accounting.ledger._sql import SQLLedger
 
         return SQLLedger
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -47,13 +53,13 @@ def open_store(
 ) -> LedgerStore:
     """The store a URL names: ``"memory://"`` → :class:`MemoryLedger`; any SQLAlchemy URL → ``SQLLedger``.
 
-    See :class:`~dp_pipeline.accounting.ledger.sql.SQLLedger` for the options; a memory ledger is always
+    See :class:`~dp_pipeline.accounting.ledger.SQLLedger` for the options; a memory ledger is always
     new, and takes only the key.
     """
     if url == "memory://":
         return MemoryLedger(key=key)
     try:
-        from dp_pipeline.accounting.ledger.sql import SQLLedger
+        from dp_pipeline.accounting.ledger._sql import SQLLedger
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError('a SQL ledger needs SQLAlchemy: pip install "dp-pipeline[accounting]"') from exc
     return SQLLedger(url, create=create, read_only=read_only, key=key, timeout=timeout)

@@ -1,4 +1,4 @@
-"""Engine set-up of :class:`~dp_pipeline.accounting.ledger.sql.SQLLedger`: URL, connection hooks, errors.
+"""Engine set-up of :class:`~dp_pipeline.accounting.ledger.SQLLedger`: URL, connection hooks, errors.
 
 Private to :mod:`dp_pipeline.accounting.ledger`. SQLite connections leave BEGIN to SQLAlchemy (``BEGIN
 IMMEDIATE`` for a write, marked by the execution option ``_WRITE``) and set ``synchronous``; PostgreSQL
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from dp_pipeline.accounting.ledger.urls import redact_text
+from dp_pipeline.accounting.ledger._urls import redact_text
 from dp_pipeline.exceptions import LedgerError
 
 _WRITE = "dp_ledger_write"

@@ -1,4 +1,4 @@
-"""Schema migrations of :class:`~dp_pipeline.accounting.ledger.sql.SQLLedger`: the Alembic revisions
+"""Schema migrations of :class:`~dp_pipeline.accounting.ledger.SQLLedger`: the Alembic revisions
 shipped in ``migrations/``, run from code (no alembic.ini). Private to
 :mod:`dp_pipeline.accounting.ledger`."""
 

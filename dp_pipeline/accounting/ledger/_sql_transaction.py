@@ -1,10 +1,10 @@
-"""The write transaction of :class:`~dp_pipeline.accounting.ledger.sql.SQLLedger`; rows read back as records.
+"""The write transaction of :class:`~dp_pipeline.accounting.ledger.SQLLedger`; rows read back as records.
 
 Private to :mod:`dp_pipeline.accounting.ledger`. Statements are compiled once per dialect
 (:class:`_WriteStatements`) and run on a pooled DBAPI connection: lock and read the dataset's head row, look
 up an idempotency key (one query joining the reservation to the records naming it), then the new records in
 one ``executemany`` and the head row in one UPDATE, written only when the accountant's function returns (see
-the "Write path" of :mod:`~dp_pipeline.accounting.ledger.sql`). A row whose column holds what no writer
+the "Write path" of :mod:`~dp_pipeline.accounting.ledger._sql`). A row whose column holds what no writer
 writes is refused with :class:`~dp_pipeline.exceptions.LedgerError` naming it.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dp_pipeline.accounting.ledger.base import (
+from dp_pipeline.accounting.ledger._base import (
     DatasetHead,
     DatasetState,
     LedgerRecord,
@@ -28,7 +28,7 @@ from dp_pipeline.accounting.ledger.base import (
     next_record,
     read_json_object,
 )
-from dp_pipeline.accounting.ledger.schema import BUDGETS, RECORDS
+from dp_pipeline.accounting.ledger._schema import BUDGETS, RECORDS
 from dp_pipeline.exceptions import LedgerError
 
 _RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (

@@ -26,17 +26,17 @@ Those names are what ledgers written before rules were classes hold, so they ope
 a stored name only (``set_budget`` takes ``"gdp_filter"`` or ``"pure_or_gdp"``). A rule is
 found through this fixed table, never through a name or an import path read from the database.
 
-A new rule is one module (a :class:`~dp_pipeline.accounting.rules.base.BudgetRule` subclass) and one entry
+A new rule is one module (a :class:`~dp_pipeline.accounting.rules.BudgetRule` subclass) and one entry
 in :data:`RULES` (or a call to :func:`register_rule`), in the manner of Opacus's accountant registry.
 """
 
 from __future__ import annotations
 
-from dp_pipeline.accounting.rules.base import BudgetRule, Charge, PlanCharge, Totals
-from dp_pipeline.accounting.rules.basic import BasicComposition
-from dp_pipeline.accounting.rules.gdp_filter import GaussianDPFilter
-from dp_pipeline.accounting.rules.pure_or_gdp import PureOrGaussianDP
-from dp_pipeline.accounting.rules.zcdp import ZeroConcentratedDP
+from dp_pipeline.accounting.rules._base import BudgetRule, Charge, PlanCharge, Totals
+from dp_pipeline.accounting.rules._basic import BasicComposition
+from dp_pipeline.accounting.rules._gdp_filter import GaussianDPFilter
+from dp_pipeline.accounting.rules._pure_or_gdp import PureOrGaussianDP
+from dp_pipeline.accounting.rules._zcdp import ZeroConcentratedDP
 from dp_pipeline.exceptions import InvalidParameterError, LedgerError
 from dp_pipeline.guarantees import Guarantee
 

@@ -13,9 +13,9 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, ClassVar
 
-from dp_pipeline import exact
-from dp_pipeline.accounting.composition import as_approx_dp, event_gdp
-from dp_pipeline.accounting.rules.base import BudgetRule, Charge
+from dp_pipeline import _exact as exact
+from dp_pipeline.accounting._composition import as_approx_dp, event_gdp
+from dp_pipeline.accounting.rules._base import BudgetRule, Charge
 from dp_pipeline.events import PrivacyEvent
 from dp_pipeline.exceptions import UnsupportedCompositionError
 from dp_pipeline.guarantees import ApproxDP, GaussianDP, Guarantee

@@ -33,7 +33,7 @@ def exponential_choice(rng: np.random.Generator, gammas: Sequence[Fraction], wei
 
     The work is not data-independent: a trial succeeds with probability q = Σwᵢe^{−γᵢ}/Σw, so the number
     of trials (and of rounds) has a law that depends on the γᵢ through q, while the index returned is
-    independent of it (see the timing note of :class:`~dp_pipeline.mechanisms.exponential.Exponential`).
+    independent of it (see the timing note of :class:`~dp_pipeline.mechanisms.Exponential`).
     """
     cumulative = np.cumsum(np.asarray(weights, dtype=np.int64))
     total = int(cumulative[-1])

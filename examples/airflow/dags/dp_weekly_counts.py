@@ -1,7 +1,7 @@
 """Weekly DP counts whose noise the run's budget share calibrates.
 
 Every Monday the DAG releases three counts of the ``patients`` table with Laplace noise. No task picks its
-ε: each declares a :class:`~dp_pipeline.allocation.PlannedRelease` (Laplace noise of sensitivity 1, and a
+ε: each declares a :class:`~dp_pipeline.PlannedRelease` (Laplace noise of sensitivity 1, and a
 weight), and ``run_budget(dag, share=PureDP(0.5))`` gives each run ε = 0.5 of the dataset's budget. The
 run's setup task calibrates the three together to the share and reserves them before any task reads data;
 each task receives its calibrated ``mechanism`` and adds the noise with it:

@@ -1,1 +1,1 @@
-"""Alembic migrations of the ledger schema, run from code by :mod:`dp_pipeline.accounting.ledger.sql`."""
+"""Alembic migrations of the ledger schema, run from code by :mod:`dp_pipeline.accounting.ledger._sql`."""

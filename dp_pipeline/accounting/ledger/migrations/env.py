@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from dp_pipeline.accounting.ledger.schema import VERSION_TABLE
+from dp_pipeline.accounting.ledger._schema import VERSION_TABLE
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only reachable by running alembic by hand

@@ -11,7 +11,7 @@
 
 The running totals, the charges and the rule settings are JSON that the accountant's own arithmetic
 produces; the database does not re-check them. Every write checks them instead, from the records
-appended since it last looked (:mod:`dp_pipeline.accounting.incremental`).
+appended since it last looked (:mod:`dp_pipeline.accounting._incremental`).
 
 Revision ID: 0004_record_guards
 Revises: 0003_payments
