@@ -301,7 +301,7 @@ def _reserve(
     if touched and budget.partitions is None:
         raise LedgerError(f"{where}: the reservation names partitions of a dataset that is not partitioned")
     now = recorded_request_price(budget, body, budget.composed(totals))
-    if not charge_verifies(budget, body, charge, now, PlanRequest.of(body)):
+    if not charge_verifies(budget, charge, now, PlanRequest.of(body)):
         raise LedgerError(
             f"{where}: the recorded charge {charge.to_json()} is below what its request costs "
             f"under the budget in force, {budget.rule.describe()}"
@@ -386,7 +386,7 @@ def _pay(
     holding, payments = state.held[target], state.paid[target]
     shares = state.shares.setdefault(target, {})
     now = recorded_request_price(budget, body, budget.composed(totals))
-    if not charge_verifies(budget, body, charge, now, PlanRequest.of(body)):
+    if not charge_verifies(budget, charge, now, PlanRequest.of(body)):
         return f"the recorded charge {charge.to_json()} is below what the paid release costs", totals
     name, within = share_of(body, where)
     if within:
@@ -426,7 +426,7 @@ def _shrink(
     events = [PrivacyEvent.from_dict(dict(e)) for e in kept.events]
     price = policy.price(holding_request(holding, partitions).keeping(events), rest)
     kept_plan = PlanRequest(events, holding.group_size, True)
-    if not charge_verifies(budget, body, charge, price, kept_plan) or not rule.fits_within(
+    if not charge_verifies(budget, charge, price, kept_plan) or not rule.fits_within(
         charge, holding.charge
     ):
         return f"the shrink of seq={target} is below its sub-plan's cost or above what it held", totals

@@ -112,19 +112,19 @@ def refusal_detail(budget: DatasetBudget, refused: Price) -> str:
     return f"{detail} {hint}" if hint else detail
 
 
-def charge_verifies(
-    budget: DatasetBudget, recorded: Mapping[str, Any], charge: Charge, now: Price, plan: PlanRequest
-) -> bool:
+def charge_verifies(budget: DatasetBudget, charge: Charge, now: Price, plan: PlanRequest) -> bool:
     """Whether a recorded charge is one an honest writer could have recorded for its request.
 
-    ``recorded`` is the record's body, ``now`` the request's price under this version's pricing and
+    ``charge`` is the record's charge, ``now`` the request's price under this version's pricing and
     ``plan`` the request (its events, group size and whether it is a plan).
 
-    A record that states this version's :data:`PRICING` must cover ``now`` exactly (the same code gives
-    the same price). A record that states another pricing, or none (written before records stated it, by
-    dp-accounting's PLD), may differ from ``now`` by its discretisation and rounding, either way: it is
-    accepted iff it covers ``now``, or it charges a plan (ε, δ) with ε ≥ :func:`~dp_pipeline.accounting.
-    composition.plan_epsilon_floor` at that δ.
+    A plan's tight (PLD) charge may differ from ``now`` by its discretisation and floating-point rounding,
+    either way: when another version wrote it (another :data:`PRICING`, or none: written before records
+    stated it, by dp-accounting's PLD), and also when this version wrote it with other numpy or scipy
+    builds (their FFTs round differently, so the same code gives a price a few ulps apart on another
+    machine). So a record is accepted iff it covers ``now``, or it charges a plan (ε, δ) with
+    ε ≥ :func:`~dp_pipeline.accounting._analysis.pld.plan_epsilon_floor` at that δ. The stated pricing is
+    kept in the record for the reader; it does not change the check.
 
     **Proof that this check errs only on the safe side.** (i) It never rejects an honest charge: an honest
     writer, of any version, charges a plan a valid (ε, δ) guarantee of its exact composition, so
@@ -135,7 +135,7 @@ def charge_verifies(
     """
     if charge.covers(now.charge):
         return True
-    if recorded.get("pricing") == PRICING or not plan.plan:
+    if not plan.plan:
         return False
     epsilon, delta = charge["epsilon"], charge["delta"]
     if epsilon is None or delta is None:

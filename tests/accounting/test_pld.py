@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp_pipeline import PrivacyAccountant
+from dp_pipeline import ApproxDP, PrivacyAccountant
 from dp_pipeline.accounting import _losses
 from dp_pipeline.accounting._analysis import pld
 from dp_pipeline.accounting._composition import PRICING, compose_plan, group_event, plan_epsilon_floor
@@ -172,3 +172,38 @@ def test_a_forged_under_charge_in_an_older_record_is_found(tmp_path: Path, state
     problem = check_semantics("plans", forged, head)
     assert problem is not None and "below what its request costs" in problem
     acct.close()
+
+
+def test_a_plan_this_version_priced_a_few_ulps_lower_elsewhere_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same version on another machine (other numpy or scipy builds round their FFTs differently)
+    charges a plan a few ulps apart from what this machine computes. Such a ledger is honest: its charge
+    is above the proven floor, and verify accepts it; an under-charge of 1e-3 is still found (above)."""
+    from dp_pipeline.accounting import _pricing
+    from dp_pipeline.accounting.rules import Charge
+
+    honest_price = _pricing.price
+
+    def elsewhere(*args: object, **kwargs: object) -> _pricing.Price:
+        price = honest_price(*args, **kwargs)  # type: ignore[arg-type]
+        epsilon = price.charge["epsilon"]
+        assert epsilon is not None
+        lower = Charge({**price.charge.amounts, "epsilon": epsilon * (1 - Decimal(2) ** -40)})
+        return dataclasses.replace(price, charge=lower)
+
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    plan = [Laplace(epsilon=0.3, sensitivity=1.0)] * 4
+    with PrivacyAccountant(url) as acct:
+        acct.set_budget("d", ApproxDP(5.0, 1e-5))
+        monkeypatch.setattr(_pricing, "price", elsewhere)
+        acct.spend_plan("d", plan, key="elsewhere", delta=1e-6)
+        monkeypatch.setattr(_pricing, "price", honest_price)
+    with PrivacyAccountant(url) as acct:
+        record = acct.store.reservation("d", key="elsewhere")
+        assert record is not None and record.reserve.body["pricing"] == PRICING
+        events = [group_event(m.event, 1) for m in plan]
+        charged = Decimal(record.reserve.body["charge"]["epsilon"])
+        assert charged < Decimal(compose_plan(events, delta=1e-6).guarantee.epsilon)  # type: ignore[attr-defined]
+        assert charged >= Decimal(plan_epsilon_floor(events, delta=1e-6))
+        assert acct.verify().records > 0
