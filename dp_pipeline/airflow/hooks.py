@@ -55,7 +55,6 @@ SIGNING_KEY_FIELD = "ledger_secret_key"
 
 _LEGACY_KEY_FIELD = "ledger_key"
 _LEGACY_URL_FIELD = "sqlalchemy_url"
-_POSTGRES_TYPES = frozenset({"postgres", "postgresql"})
 _BACKENDS = {"sqlite": "sqlite", "postgres": "postgres", "postgresql": "postgres"}
 _POSTGRES_QUERY_EXTRAS = (
     "sslmode",

@@ -98,7 +98,6 @@ _LOCK_TIMEOUT_SQLSTATE = "55P03"
 _MAX_ATTEMPTS = 8
 _BACKOFF_BASE = 0.001  # seconds: the first retry waits up to 1 ms, then 2, 4, … up to _BACKOFF_CAP
 _BACKOFF_CAP = 0.025
-_LEDGER_TABLES = {BUDGETS.name, RECORDS.name, VERSION_TABLE}
 
 
 class SQLLedger:
